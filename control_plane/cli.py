@@ -1,0 +1,23 @@
+"""The `stepway` command line."""
+
+from __future__ import annotations
+
+import typer
+
+app = typer.Typer(
+    name="stepway",
+    help="Stepway: Conductor-shaped workflows on Durable Task.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+
+
+@app.command()
+def dev() -> None:
+    """Run the whole platform on this machine (embedded backend, engine, control plane)."""
+    typer.echo("stepway dev: the embedded platform is not assembled yet (issue 3).", err=True)
+    raise typer.Exit(code=1)
+
+
+if __name__ == "__main__":
+    app()

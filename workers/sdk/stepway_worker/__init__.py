@@ -1,0 +1,1 @@
+"""Stepway worker SDK (talks to the Task API over HTTP only)."""
