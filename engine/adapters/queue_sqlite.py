@@ -1,0 +1,660 @@
+"""SQLite task queue with Service Bus semantics (the embedded default).
+
+One SQLite file holds every queue. Safe for many threads and several processes
+on the same file:
+
+* WAL journal; every mutating call is ONE ``BEGIN IMMEDIATE`` transaction, so the
+  select-then-lock of a receive is atomic across processes and two receivers
+  never lock the same message. Inside one process the writers of a file are also
+  serialised by a ``threading.Lock`` so threads queue up cheaply instead of
+  spinning in SQLite's busy handler (which still covers other processes, with
+  ``busy_timeout_seconds``).
+* A receive is an index range scan on ``(queue, state, visible_at)``: O(log n + k).
+  A locked message keeps ``state = active`` with ``visible_at = locked_until``, so
+  an expired lock makes it receivable again without any sweeper; the redelivery
+  then increments ``delivery_count`` (and dead-letters at ``max_delivery_count``).
+* ``receive(max_wait_seconds=...)`` long-polls: it waits on a condition variable
+  that sends in this process notify, waking at the next due time (scheduled
+  message, lock expiry) and otherwise after short, growing sleeps (20 ms up to
+  250 ms) to notice sends from other processes.
+
+Dead-lettered messages move to the queue ``<q>/$deadletterqueue`` (same table),
+keeping their sequence number. Sequence numbers are unique per file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sqlite3
+import threading
+import time
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import asdict
+from datetime import UTC, datetime
+from typing import Any
+
+from engine.ports.queue import (
+    REASON_MAX_DELIVERY,
+    REASON_TTL_EXPIRED,
+    MessageLockLost,
+    MessageNotFound,
+    MessageRef,
+    QueueDepth,
+    QueueError,
+    QueueMessage,
+    QueueNotFound,
+    QueueSettings,
+    base_queue_name,
+    dead_letter_queue_name,
+    encode_body,
+    is_dead_letter_queue,
+    lock_token_of,
+    requeue_message_id,
+)
+
+ACTIVE = 0
+DEFERRED = 1
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS sbq_queues (
+    name        TEXT PRIMARY KEY,
+    settings    TEXT NOT NULL,
+    created_at  REAL NOT NULL,
+    updated_at  REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS sbq_messages (
+    seq             INTEGER PRIMARY KEY AUTOINCREMENT,
+    queue           TEXT NOT NULL,
+    state           INTEGER NOT NULL,
+    visible_at      REAL NOT NULL,
+    message_id      TEXT NOT NULL,
+    body            BLOB NOT NULL,
+    content_type    TEXT,
+    enqueued_at     REAL NOT NULL,
+    scheduled_at    REAL,
+    expires_at      REAL,
+    delivery_count  INTEGER NOT NULL DEFAULT 0,
+    lock_token      TEXT,
+    locked_until    REAL,
+    dl_reason       TEXT,
+    dl_description  TEXT
+);
+CREATE INDEX IF NOT EXISTS sbq_messages_ready ON sbq_messages (queue, state, visible_at);
+CREATE UNIQUE INDEX IF NOT EXISTS sbq_messages_lock ON sbq_messages (lock_token)
+    WHERE lock_token IS NOT NULL;
+CREATE TABLE IF NOT EXISTS sbq_dedup (
+    queue       TEXT NOT NULL,
+    message_id  TEXT NOT NULL,
+    expires_at  REAL NOT NULL,
+    PRIMARY KEY (queue, message_id)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS sbq_dedup_expiry ON sbq_dedup (expires_at);
+"""
+
+_COLUMNS = (
+    "seq, queue, state, visible_at, message_id, body, content_type, enqueued_at, "
+    "scheduled_at, expires_at, delivery_count, lock_token, locked_until, dl_reason, dl_description"
+)
+
+_POLL_MIN = 0.02
+_POLL_MAX = 0.25
+
+
+class _FileShared:
+    """Per-file, per-process state shared by every adapter instance on that file."""
+
+    def __init__(self) -> None:
+        self.write_lock = threading.Lock()
+        self.cond = threading.Condition(threading.Lock())
+        self.schema_ready = False
+
+
+_registry_lock = threading.Lock()
+_registry: dict[str, _FileShared] = {}
+
+
+def _shared_for(path: str) -> _FileShared:
+    key = os.path.realpath(path)
+    with _registry_lock:
+        shared = _registry.get(key)
+        if shared is None:
+            shared = _registry[key] = _FileShared()
+        return shared
+
+
+def _ts(value: float | None) -> datetime | None:
+    return None if value is None else datetime.fromtimestamp(value, UTC)
+
+
+def _epoch(value: datetime) -> float:
+    if value.tzinfo is None:
+        raise ValueError("scheduled_enqueue_time must be timezone-aware")
+    return value.timestamp()
+
+
+def settings_to_json(settings: QueueSettings) -> str:
+    return json.dumps(asdict(settings), sort_keys=True)
+
+
+def settings_from_json(text: str) -> QueueSettings:
+    data: dict[str, Any] = json.loads(text)
+    known = set(QueueSettings.__dataclass_fields__)
+    return QueueSettings(**{k: v for k, v in data.items() if k in known})
+
+
+class SqliteDatabase:
+    """Connections to one queue database file: one per thread, WAL mode."""
+
+    def __init__(self, path: str | os.PathLike[str], busy_timeout_seconds: float = 5.0) -> None:
+        self.path = os.fspath(path)
+        self.busy_timeout_seconds = busy_timeout_seconds
+        self.shared = _shared_for(self.path)
+        self._local = threading.local()
+        self._all: list[sqlite3.Connection] = []
+        self._all_lock = threading.Lock()
+        self._closed = False
+        self._ensure_schema()
+
+    def connection(self) -> sqlite3.Connection:
+        if self._closed:
+            raise QueueError("queue database is closed")
+        con: sqlite3.Connection | None = getattr(self._local, "con", None)
+        if con is None:
+            con = sqlite3.connect(
+                self.path,
+                timeout=self.busy_timeout_seconds,
+                isolation_level=None,
+                check_same_thread=False,
+            )
+            con.execute("PRAGMA journal_mode=WAL")
+            con.execute("PRAGMA synchronous=NORMAL")
+            con.execute(f"PRAGMA busy_timeout={int(self.busy_timeout_seconds * 1000)}")
+            self._local.con = con
+            with self._all_lock:
+                self._all.append(con)
+        return con
+
+    def _ensure_schema(self) -> None:
+        if self.shared.schema_ready:
+            return
+        with self.write() as con:
+            for statement in _SCHEMA.split(";"):
+                if statement.strip():
+                    con.execute(statement)
+        self.shared.schema_ready = True
+
+    @contextlib.contextmanager
+    def write(self) -> Iterator[sqlite3.Connection]:
+        """One ``BEGIN IMMEDIATE`` transaction (the file's write lock)."""
+        con = self.connection()
+        with self.shared.write_lock:
+            con.execute("BEGIN IMMEDIATE")
+            try:
+                yield con
+            except BaseException:
+                con.execute("ROLLBACK")
+                raise
+            con.execute("COMMIT")
+
+    @contextlib.contextmanager
+    def read(self) -> Iterator[sqlite3.Connection]:
+        """One read transaction (a consistent snapshot; never blocks writers)."""
+        con = self.connection()
+        con.execute("BEGIN")
+        try:
+            yield con
+        finally:
+            con.execute("COMMIT")
+
+    def notify(self) -> None:
+        with self.shared.cond:
+            self.shared.cond.notify_all()
+
+    def close(self) -> None:
+        self._closed = True
+        with self._all_lock:
+            for con in self._all:
+                with contextlib.suppress(sqlite3.Error):
+                    con.close()
+            self._all.clear()
+
+
+def load_settings(con: sqlite3.Connection, queue: str) -> QueueSettings:
+    row = con.execute(
+        "SELECT settings FROM sbq_queues WHERE name = ?", (base_queue_name(queue),)
+    ).fetchone()
+    if row is None:
+        raise QueueNotFound(queue)
+    return settings_from_json(row[0])
+
+
+class SqliteTaskQueue:
+    """:class:`engine.ports.queue.TaskQueue` on a SQLite file.
+
+    Queues must be created first with
+    :class:`engine.adapters.queue_provisioning_sqlite.SqliteQueueProvisioner`."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        busy_timeout_seconds: float = 5.0,
+        clock: Any = time.time,
+    ) -> None:
+        self._db = SqliteDatabase(path, busy_timeout_seconds)
+        self._clock = clock
+
+    @property
+    def database(self) -> SqliteDatabase:
+        return self._db
+
+    # -- sending -----------------------------------------------------------
+
+    def send(
+        self,
+        queue: str,
+        body: bytes | Mapping[str, Any],
+        message_id: str,
+        scheduled_enqueue_time: datetime | None = None,
+    ) -> None:
+        if is_dead_letter_queue(queue):
+            raise QueueError(f"cannot send to a dead-letter queue: {queue!r}")
+        if not message_id:
+            raise ValueError("message_id is required")
+        content_type = (
+            None if isinstance(body, bytes | bytearray | memoryview) else "application/json"
+        )
+        data = encode_body(body)
+        scheduled = None if scheduled_enqueue_time is None else _epoch(scheduled_enqueue_time)
+        with self._db.write() as con:
+            now = self._clock()
+            settings = load_settings(con, queue)
+            if not self._record_message_id(con, queue, message_id, settings, now):
+                return
+            self._insert(con, queue, message_id, data, content_type, settings, now, scheduled)
+        self._db.notify()
+
+    def _record_message_id(
+        self,
+        con: sqlite3.Connection,
+        queue: str,
+        message_id: str,
+        settings: QueueSettings,
+        now: float,
+    ) -> bool:
+        """Duplicate detection. False when the id was seen within the window."""
+        if not settings.requires_duplicate_detection:
+            return True
+        row = con.execute(
+            "SELECT expires_at FROM sbq_dedup WHERE queue = ? AND message_id = ?",
+            (queue, message_id),
+        ).fetchone()
+        if row is not None and row[0] > now:
+            return False
+        con.execute(
+            "INSERT OR REPLACE INTO sbq_dedup (queue, message_id, expires_at) VALUES (?, ?, ?)",
+            (queue, message_id, now + settings.duplicate_detection_window_seconds),
+        )
+        # Prune a bounded number of expired entries per send (index on expires_at).
+        con.execute(
+            "DELETE FROM sbq_dedup WHERE (queue, message_id) IN (SELECT queue, message_id "
+            "FROM sbq_dedup WHERE expires_at <= ? LIMIT 16)",
+            (now,),
+        )
+        return True
+
+    def _insert(
+        self,
+        con: sqlite3.Connection,
+        queue: str,
+        message_id: str,
+        data: bytes,
+        content_type: str | None,
+        settings: QueueSettings,
+        now: float,
+        scheduled: float | None,
+    ) -> None:
+        ttl = settings.default_message_ttl_seconds
+        con.execute(
+            "INSERT INTO sbq_messages (queue, state, visible_at, message_id, body, content_type, "
+            "enqueued_at, scheduled_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                queue,
+                ACTIVE,
+                max(now, scheduled) if scheduled is not None else now,
+                message_id,
+                data,
+                content_type,
+                now,
+                scheduled,
+                None if ttl is None else max(now, scheduled or now) + ttl,
+            ),
+        )
+
+    # -- receiving ---------------------------------------------------------
+
+    def receive(
+        self,
+        queue: str,
+        max_messages: int = 1,
+        max_wait_seconds: float = 0.0,
+        lock_seconds: float | None = None,
+    ) -> list[QueueMessage]:
+        if max_messages < 1:
+            raise ValueError("max_messages must be >= 1")
+        deadline = time.monotonic() + max(0.0, max_wait_seconds)
+        poll = _POLL_MIN
+        while True:
+            messages, next_due = self._receive_once(queue, max_messages, lock_seconds)
+            if messages:
+                return messages
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return []
+            wait = min(remaining, poll)
+            if next_due is not None:
+                wait = min(wait, max(0.0, next_due - self._clock()) + 0.001)
+            with self._db.shared.cond:
+                self._db.shared.cond.wait(wait)
+            poll = min(poll * 2, _POLL_MAX)
+
+    def _receive_once(
+        self, queue: str, max_messages: int, lock_seconds: float | None
+    ) -> tuple[list[QueueMessage], float | None]:
+        out: list[QueueMessage] = []
+        dead_lettered = False
+        with self._db.write() as con:
+            now = self._clock()
+            settings = load_settings(con, queue)
+            lock_for = settings.lock_duration_seconds if lock_seconds is None else lock_seconds
+            dlq = is_dead_letter_queue(queue)
+            while len(out) < max_messages:
+                rows = con.execute(
+                    f"SELECT {_COLUMNS} FROM sbq_messages INDEXED BY sbq_messages_ready "
+                    "WHERE queue = ? AND state = ? AND visible_at <= ? "
+                    "ORDER BY visible_at LIMIT ?",
+                    (queue, ACTIVE, now, max_messages - len(out)),
+                ).fetchall()
+                if not rows:
+                    break
+                for row in rows:
+                    seq, delivery_count, lock_token = row[0], row[10], row[11]
+                    if lock_token is not None:
+                        delivery_count += 1  # the previous lock expired unsettled
+                    if not dlq and self._expired_or_exhausted(
+                        con, queue, row, delivery_count, settings, now
+                    ):
+                        dead_lettered = True
+                        continue
+                    token = str(uuid.uuid4())
+                    until = now + lock_for
+                    con.execute(
+                        "UPDATE sbq_messages SET lock_token = ?, locked_until = ?, "
+                        "visible_at = ?, delivery_count = ? WHERE seq = ?",
+                        (token, until, until, delivery_count, seq),
+                    )
+                    out.append(self._message(row, delivery_count, token, until))
+            next_due = None
+            if not out:
+                nd = con.execute(
+                    "SELECT MIN(visible_at) FROM sbq_messages WHERE queue = ? AND state = ?",
+                    (queue, ACTIVE),
+                ).fetchone()[0]
+                next_due = None if nd is None else float(nd)
+        if dead_lettered:
+            self._db.notify()
+        return out, next_due
+
+    def _expired_or_exhausted(
+        self,
+        con: sqlite3.Connection,
+        queue: str,
+        row: Sequence[Any],
+        delivery_count: int,
+        settings: QueueSettings,
+        now: float,
+    ) -> bool:
+        """Dead-letter (or drop) a candidate that expired or ran out of deliveries."""
+        seq, expires_at = row[0], row[9]
+        if expires_at is not None and expires_at <= now:
+            if settings.dead_lettering_on_message_expiration:
+                self._move_to_dlq(con, queue, seq, delivery_count, REASON_TTL_EXPIRED, "", now)
+            else:
+                con.execute("DELETE FROM sbq_messages WHERE seq = ?", (seq,))
+            return True
+        if delivery_count >= settings.max_delivery_count:
+            self._move_to_dlq(
+                con,
+                queue,
+                seq,
+                delivery_count,
+                REASON_MAX_DELIVERY,
+                f"Message could not be consumed after {settings.max_delivery_count} "
+                "delivery attempts.",
+                now,
+            )
+            return True
+        return False
+
+    @staticmethod
+    def _move_to_dlq(
+        con: sqlite3.Connection,
+        queue: str,
+        seq: int,
+        delivery_count: int,
+        reason: str,
+        description: str,
+        now: float,
+    ) -> None:
+        con.execute(
+            "UPDATE sbq_messages SET queue = ?, state = ?, visible_at = ?, lock_token = NULL, "
+            "locked_until = NULL, expires_at = NULL, delivery_count = ?, dl_reason = ?, "
+            "dl_description = ? WHERE seq = ?",
+            (
+                dead_letter_queue_name(base_queue_name(queue)),
+                ACTIVE,
+                now,
+                delivery_count,
+                reason,
+                description,
+                seq,
+            ),
+        )
+
+    @staticmethod
+    def _message(
+        row: Sequence[Any],
+        delivery_count: int | None = None,
+        lock_token: str | None = None,
+        locked_until: float | None = None,
+    ) -> QueueMessage:
+        enqueued = _ts(row[7])
+        assert enqueued is not None
+        return QueueMessage(
+            queue=row[1],
+            message_id=row[4],
+            body=bytes(row[5]),
+            sequence_number=row[0],
+            enqueued_time=enqueued,
+            delivery_count=row[10] if delivery_count is None else delivery_count,
+            lock_token=lock_token,
+            locked_until=_ts(locked_until),
+            scheduled_enqueue_time=_ts(row[8]),
+            dead_letter_reason=row[13],
+            dead_letter_description=row[14],
+            content_type=row[6],
+        )
+
+    # -- deferral ----------------------------------------------------------
+
+    def receive_deferred(self, queue: str, sequence_numbers: Sequence[int]) -> list[QueueMessage]:
+        out: list[QueueMessage] = []
+        missing: list[int] = []
+        with self._db.write() as con:
+            now = self._clock()
+            settings = load_settings(con, queue)
+            for seq in sequence_numbers:
+                row = con.execute(
+                    f"SELECT {_COLUMNS} FROM sbq_messages "
+                    "WHERE seq = ? AND queue = ? AND state = ?",
+                    (seq, queue, DEFERRED),
+                ).fetchone()
+                if row is None:
+                    missing.append(seq)
+                    continue
+                delivery_count, lock_token, locked_until = row[10], row[11], row[12]
+                if lock_token is not None:
+                    if locked_until > now:
+                        missing.append(seq)  # fetched and locked by another caller
+                        continue
+                    delivery_count += 1
+                token = str(uuid.uuid4())
+                until = now + settings.lock_duration_seconds
+                con.execute(
+                    "UPDATE sbq_messages SET lock_token = ?, locked_until = ?, delivery_count = ? "
+                    "WHERE seq = ?",
+                    (token, until, delivery_count, seq),
+                )
+                out.append(self._message(row, delivery_count, token, until))
+            if missing:
+                # Roll back: nothing is locked when a sequence number is not available.
+                raise MessageNotFound(queue, missing)
+        return out
+
+    # -- settlement --------------------------------------------------------
+
+    def _locked_row(self, con: sqlite3.Connection, queue: str, token: str, now: float) -> Any:
+        row = con.execute(
+            f"SELECT {_COLUMNS} FROM sbq_messages WHERE lock_token = ?", (token,)
+        ).fetchone()
+        if row is None or row[1] != queue or row[12] is None or row[12] <= now:
+            raise MessageLockLost(
+                f"lock {token!r} on {queue!r} expired, is unknown, or was already settled"
+            )
+        return row
+
+    def complete(self, queue: str, message: MessageRef) -> None:
+        token = lock_token_of(message)
+        with self._db.write() as con:
+            row = self._locked_row(con, queue, token, self._clock())
+            con.execute("DELETE FROM sbq_messages WHERE seq = ?", (row[0],))
+
+    def abandon(self, queue: str, message: MessageRef) -> None:
+        token = lock_token_of(message)
+        with self._db.write() as con:
+            now = self._clock()
+            row = self._locked_row(con, queue, token, now)
+            count = row[10] + 1
+            if not is_dead_letter_queue(queue):
+                settings = load_settings(con, queue)
+                if count >= settings.max_delivery_count:
+                    self._move_to_dlq(
+                        con,
+                        queue,
+                        row[0],
+                        count,
+                        REASON_MAX_DELIVERY,
+                        f"Message could not be consumed after {settings.max_delivery_count} "
+                        "delivery attempts.",
+                        now,
+                    )
+                    return
+            con.execute(
+                "UPDATE sbq_messages SET lock_token = NULL, locked_until = NULL, visible_at = ?, "
+                "delivery_count = ? WHERE seq = ?",
+                (now, count, row[0]),
+            )
+        self._db.notify()
+
+    def defer(self, queue: str, message: MessageRef) -> None:
+        token = lock_token_of(message)
+        with self._db.write() as con:
+            now = self._clock()
+            row = self._locked_row(con, queue, token, now)
+            con.execute(
+                "UPDATE sbq_messages SET state = ?, lock_token = NULL, locked_until = NULL, "
+                "visible_at = ? WHERE seq = ?",
+                (DEFERRED, now, row[0]),
+            )
+
+    def dead_letter(
+        self,
+        queue: str,
+        message: MessageRef,
+        reason: str,
+        description: str = "",
+    ) -> None:
+        if is_dead_letter_queue(queue):
+            raise QueueError("a dead-letter queue message cannot be dead-lettered again")
+        token = lock_token_of(message)
+        with self._db.write() as con:
+            now = self._clock()
+            row = self._locked_row(con, queue, token, now)
+            self._move_to_dlq(con, queue, row[0], row[10], reason, description, now)
+
+    def requeue(self, queue: str, message: QueueMessage, delay_seconds: float) -> str:
+        token = lock_token_of(message)
+        new_id = requeue_message_id(message)
+        with self._db.write() as con:
+            now = self._clock()
+            row = self._locked_row(con, queue, token, now)
+            settings = load_settings(con, queue)
+            if self._record_message_id(con, queue, new_id, settings, now):
+                self._insert(
+                    con, queue, new_id, bytes(row[5]), row[6], settings, now, now + delay_seconds
+                )
+            con.execute("DELETE FROM sbq_messages WHERE seq = ?", (row[0],))
+        self._db.notify()
+        return new_id
+
+    # -- inspection --------------------------------------------------------
+
+    def peek(
+        self, queue: str, max_messages: int = 10, from_sequence_number: int = 0
+    ) -> list[QueueMessage]:
+        with self._db.read() as con:
+            load_settings(con, queue)
+            rows = con.execute(
+                f"SELECT {_COLUMNS} FROM sbq_messages WHERE queue = ? AND seq >= ? "
+                "ORDER BY seq LIMIT ?",
+                (queue, from_sequence_number, max_messages),
+            ).fetchall()
+        return [self._message(row) for row in rows]
+
+    def depth(self, queue: str) -> QueueDepth:
+        with self._db.read() as con:
+            now = self._clock()
+            load_settings(con, queue)
+            scheduled = con.execute(
+                "SELECT COUNT(*) FROM sbq_messages WHERE queue = ? AND state = ? "
+                "AND visible_at > ? AND lock_token IS NULL",
+                (queue, ACTIVE, now),
+            ).fetchone()[0]
+            active_all = con.execute(
+                "SELECT COUNT(*) FROM sbq_messages WHERE queue = ? AND state = ?",
+                (queue, ACTIVE),
+            ).fetchone()[0]
+            deferred = con.execute(
+                "SELECT COUNT(*) FROM sbq_messages WHERE queue = ? AND state = ?",
+                (queue, DEFERRED),
+            ).fetchone()[0]
+            dead = (
+                0
+                if is_dead_letter_queue(queue)
+                else con.execute(
+                    "SELECT COUNT(*) FROM sbq_messages WHERE queue = ?",
+                    (dead_letter_queue_name(queue),),
+                ).fetchone()[0]
+            )
+        return QueueDepth(
+            active=active_all - scheduled,
+            scheduled=scheduled,
+            deferred=deferred,
+            dead_lettered=dead,
+        )
+
+    def close(self) -> None:
+        self._db.close()
