@@ -1,0 +1,514 @@
+"""Conductor's ``${...}`` input references, resolved deterministically.
+
+A task's ``inputParameters`` (and a workflow's ``outputParameters``) are templates: any
+string in them may reference the run's data with ``${...}``. The text between the braces
+is a JSONPath over one document, the *context*, which is JSON-shaped::
+
+    {
+      "workflow": {"input": {...}, "output": {...}, "variables": {...},
+                   "workflowId": "...", "correlationId": ..., "workflowType": "...",
+                   "version": 1},
+      "<taskRef>": {"input": {...}, "output": {...}, "status": "COMPLETED",
+                    "taskId": "...", ...},
+      "<taskRef>__2": {...},            # iteration 2 of a DO_WHILE child, if provided
+      "CPEWF_TASK_ID": "<id of the task being scheduled>"
+    }
+
+Rules (Conductor's ``ParametersUtils`` with Jayway JsonPath, except where noted):
+
+* The query is ``$.`` + the expression text (a text already starting with ``$`` is used as
+  it is). Everything python-jsonpath parses works: ``a.b``, ``a[0]``, ``a[-1]``, ``a['k']``,
+  ``..x``, ``*``, slices, unions, filters ``[?(@.amount > 10 && @.kind == 'x')]``. Jayway's
+  trailing functions ``.length()``, ``.size()``, ``.sum()``, ``.min()``, ``.max()``,
+  ``.avg()``, ``.first()``, ``.last()`` and ``.keys()`` are supported too.
+* Result shape follows Jayway: a *definite* path (only names and single indexes) yields
+  the value, or ``None`` when nothing is there; an *indefinite* path (deep scan, wildcard,
+  filter, slice, union) always yields a list of the matches, possibly empty or of one.
+  The shape therefore depends on the expression only, never on the data.
+* A string that is exactly one ``${...}`` is replaced by the value itself, keeping its JSON
+  type (number, bool, dict, list, ``None``).
+* Otherwise each ``${...}`` is interpolated as text: strings as they are, ``None`` as
+  ``null`` (what Conductor does: ``Objects.toString(null)``), booleans ``true``/``false``,
+  numbers as JSON numbers, dicts and lists as compact JSON (Conductor prints Java's
+  ``Map.toString()`` here, ``{a=1}``, which nothing can parse; JSON is the useful choice).
+* A missing value, a missing task, or a query that cannot be parsed resolves to ``None``;
+  :func:`resolve` never raises on data. :func:`check` reports bad syntax up front.
+* ``$${`` is an escape for a literal ``${``. ``${}`` (blank) is replaced by ``""``.
+* Expressions nest, as in Conductor: ``${workflow.input.${workflow.input.key}}`` first
+  resolves the inner reference (as text), then the outer query.
+* Only values are resolved, never dict keys. The input is never mutated; values taken from
+  the context are copied, so the result shares no mutable object with the context.
+
+Parsed strings and compiled queries are cached, and plain dotted paths
+(``workflow.input.a.b``, ``ref.output.items[0].id``) are walked directly without
+JSONPath, because resolution runs on every replay of a run.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+import jsonpath
+
+__all__ = [
+    "ExpressionError",
+    "check",
+    "expression_errors",
+    "reference_paths",
+    "references",
+    "resolve",
+    "split_iteration",
+]
+
+#: Context keys that are not task references.
+WORKFLOW_ROOT = "workflow"
+TASK_ID_ROOT = "CPEWF_TASK_ID"
+
+
+class ExpressionError(ValueError):
+    """A ``${...}`` expression that cannot be parsed.
+
+    ``path`` is where the string sits in the template (``$.inputParameters.x``),
+    ``expression`` the offending text, ``problem`` what is wrong with it.
+    """
+
+    def __init__(self, path: str, expression: str, problem: str) -> None:
+        self.path = path
+        self.expression = expression
+        self.problem = problem
+        super().__init__(f"{path}: {problem} in {expression!r}")
+
+
+# --------------------------------------------------------------------------- parsing
+
+
+@dataclass(frozen=True)
+class _Expr:
+    """One ``${...}``; ``parts`` is its inner text, itself possibly holding nested ones."""
+
+    parts: tuple[str | _Expr, ...]
+    start: int
+    end: int
+
+    @property
+    def static_text(self) -> str | None:
+        """The inner text when it holds no nested expression."""
+        if not self.parts:
+            return ""
+        if len(self.parts) == 1 and isinstance(self.parts[0], str):
+            return self.parts[0]
+        return None
+
+
+@dataclass(frozen=True)
+class _Parsed:
+    parts: tuple[str | _Expr, ...]
+    #: Positions of ``${`` that have no closing brace.
+    unclosed: tuple[int, ...]
+
+    @property
+    def single(self) -> _Expr | None:
+        """The expression when the whole string is exactly one ``${...}``."""
+        if len(self.parts) == 1 and isinstance(self.parts[0], _Expr):
+            return self.parts[0]
+        return None
+
+
+def _parse_parts(text: str, begin: int, end: int, unclosed: list[int]) -> tuple[str | _Expr, ...]:
+    """Split ``text[begin:end]`` into literal text and expressions."""
+    parts: list[str | _Expr] = []
+    literal: list[str] = []
+    i = begin
+    while i < end:
+        j = text.find("$", i, end)
+        if j < 0:
+            literal.append(text[i:end])
+            break
+        literal.append(text[i:j])
+        if text.startswith("$${", j) and j + 3 <= end:
+            literal.append("${")  # escape: a literal "${"
+            i = j + 3
+            continue
+        if text.startswith("${", j) and j + 2 <= end:
+            close = _matching_brace(text, j + 2, end)
+            if close < 0:
+                unclosed.append(j)
+                literal.append(text[j:end])
+                break
+            if literal and (joined := "".join(literal)):
+                parts.append(joined)
+            literal = []
+            inner = _parse_parts(text, j + 2, close, unclosed)
+            parts.append(_Expr(inner, j, close + 1))
+            i = close + 1
+            continue
+        literal.append("$")
+        i = j + 1
+    if literal and (joined := "".join(literal)):
+        parts.append(joined)
+    return tuple(parts)
+
+
+def _matching_brace(text: str, start: int, end: int) -> int:
+    """Index of the ``}`` that closes a ``${`` whose body starts at ``start``, or -1."""
+    depth = 1
+    i = start
+    while i < end:
+        c = text[i]
+        if c == "{":
+            depth += 1
+        elif c == "}":
+            depth -= 1
+            if depth == 0:
+                return i
+        i += 1
+    return -1
+
+
+@lru_cache(maxsize=8192)
+def _parse(text: str) -> _Parsed:
+    unclosed: list[int] = []
+    parts = _parse_parts(text, 0, len(text), unclosed)
+    return _Parsed(parts, tuple(unclosed))
+
+
+# --------------------------------------------------------------------------- queries
+
+_NAME = r"[A-Za-z_][A-Za-z0-9_\-]*"
+_SIMPLE_PATH = re.compile(rf"(?:\$\.)?{_NAME}(?:\.{_NAME}|\[-?\d+\])*")
+_SIMPLE_STEP = re.compile(rf"\.?({_NAME})|\[(-?\d+)\]")
+_FUNCTION = re.compile(r"^(.*)\.(length|size|sum|min|max|avg|first|last|keys)\(\)$", re.DOTALL)
+_LEADING_NAME = re.compile(r"[^.\[\s]+")
+_BRACKET_NAME = re.compile(r"\[\s*(['\"])(.*?)\1\s*\]")
+_ITERATION = re.compile(r"^(.+?)__(\d+)$")
+
+_MISSING = object()
+
+
+class _Query:
+    """A compiled expression text: ``evaluate(context)`` gives its value (never raises)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.error: str | None = None
+        self._function: Callable[[Any], Any] | None = None
+        self._steps: tuple[str | int, ...] | None = None
+        self._path: jsonpath.JSONPath | jsonpath.CompoundJSONPath | None = None
+        self._definite = True
+        self._blank = not text.strip()
+        if self._blank:
+            return
+        body = text.strip()
+        match = _FUNCTION.match(body)
+        if match:
+            body = match.group(1)
+            self._function = _FUNCTIONS[match.group(2)]
+        if _SIMPLE_PATH.fullmatch(body):
+            self._steps = _simple_steps(body)
+            return
+        query = body if body.startswith("$") else ("$" + body if body[0] == "[" else "$." + body)
+        try:
+            compiled = jsonpath.compile(query)
+        except jsonpath.JSONPathError as exc:
+            self.error = str(exc).splitlines()[0]
+            return
+        self._path = compiled
+        self._definite = isinstance(compiled, jsonpath.JSONPath) and compiled.singular_query()
+
+    def evaluate(self, context: Mapping[str, Any]) -> Any:
+        if self._blank:
+            return ""
+        value = self._lookup(context)
+        if self._function is not None:
+            try:
+                value = self._function(value)
+            except (TypeError, ValueError, ArithmeticError):
+                value = None
+        return value
+
+    def _lookup(self, context: Mapping[str, Any]) -> Any:
+        if self._steps is not None:
+            return _walk(context, self._steps)
+        if self._path is None:
+            return None
+        try:
+            values = self._path.findall(context)
+        except jsonpath.JSONPathError:
+            return None if self._definite else []
+        if self._definite:
+            return values[0] if values else None
+        return values
+
+
+def _simple_steps(body: str) -> tuple[str | int, ...]:
+    if body.startswith("$."):
+        body = body[2:]
+    steps: list[str | int] = []
+    for m in _SIMPLE_STEP.finditer(body):
+        name, index = m.group(1), m.group(2)
+        steps.append(name if name is not None else int(index))
+    return tuple(steps)
+
+
+def _walk(value: Any, steps: tuple[str | int, ...]) -> Any:
+    for step in steps:
+        if isinstance(step, str):
+            if type(value) is not dict and not isinstance(value, Mapping):
+                return None
+            value = value.get(step, _MISSING)
+            if value is _MISSING:
+                return None
+        else:
+            if type(value) is not list:
+                return None
+            n = len(value)
+            if not -n <= step < n:
+                return None
+            value = value[step]
+    return value
+
+
+def _numbers(value: Any) -> list[int | float]:
+    if not isinstance(value, list):
+        raise TypeError("not a list")
+    numbers = [v for v in value if isinstance(v, int | float) and not isinstance(v, bool)]
+    if not numbers:
+        raise ValueError("no numbers")
+    return numbers
+
+
+def _length(value: Any) -> int | None:
+    return len(value) if isinstance(value, list | dict | str) else None
+
+
+def _avg(value: Any) -> float:
+    numbers = _numbers(value)
+    return math.fsum(numbers) / len(numbers)
+
+
+def _first(value: Any) -> Any:
+    return value[0] if isinstance(value, list) and value else None
+
+
+def _last(value: Any) -> Any:
+    return value[-1] if isinstance(value, list) and value else None
+
+
+def _keys(value: Any) -> list[str] | None:
+    return list(value) if isinstance(value, Mapping) else None
+
+
+_FUNCTIONS: dict[str, Callable[[Any], Any]] = {
+    "length": _length,
+    "size": _length,
+    "sum": lambda v: sum(_numbers(v)),
+    "min": lambda v: min(_numbers(v)),
+    "max": lambda v: max(_numbers(v)),
+    "avg": _avg,
+    "first": _first,
+    "last": _last,
+    "keys": _keys,
+}
+
+
+@lru_cache(maxsize=8192)
+def _query(text: str) -> _Query:
+    return _Query(text)
+
+
+# --------------------------------------------------------------------------- resolving
+
+
+def resolve(template: Any, context: Mapping[str, Any]) -> Any:
+    """A new value: ``template`` with every ``${...}`` replaced from ``context``.
+
+    Dicts (values only, keys are kept), lists and strings are walked; other values are
+    returned as they are. Never raises on missing data and never mutates its arguments.
+    """
+    if isinstance(template, str):
+        return _resolve_string(template, context)
+    if isinstance(template, Mapping):
+        return {key: resolve(value, context) for key, value in template.items()}
+    if isinstance(template, list | tuple):
+        return [resolve(value, context) for value in template]
+    return template
+
+
+def _resolve_string(text: str, context: Mapping[str, Any]) -> Any:
+    if "$" not in text:
+        return text
+    parsed = _parse(text)
+    single = parsed.single
+    if single is not None:
+        return _copy(_evaluate(single, context))
+    return _interpolate(parsed.parts, context)
+
+
+def _evaluate(expr: _Expr, context: Mapping[str, Any]) -> Any:
+    static = expr.static_text
+    text = static if static is not None else _interpolate(expr.parts, context)
+    return _query(text).evaluate(context)
+
+
+def _interpolate(parts: tuple[str | _Expr, ...], context: Mapping[str, Any]) -> str:
+    out: list[str] = []
+    for part in parts:
+        if isinstance(part, str):
+            out.append(part)
+        else:
+            out.append(_as_text(_evaluate(part, context)))
+    return "".join(out)
+
+
+def _as_text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def _copy(value: Any) -> Any:
+    """A copy of a JSON value that shares no mutable container with the original."""
+    if isinstance(value, dict):
+        return {key: _copy(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_copy(item) for item in value]
+    return value
+
+
+# --------------------------------------------------------------------------- inspection
+
+
+def split_iteration(root: str) -> tuple[str, int | None]:
+    """``"ref__2"`` -> ``("ref", 2)``: the task and DO_WHILE iteration a root names.
+
+    A root without a trailing ``__<digits>`` names the task itself: ``("ref", None)``.
+    """
+    match = _ITERATION.match(root)
+    if match:
+        return match.group(1), int(match.group(2))
+    return root, None
+
+
+def _root_of(text: str) -> str | None:
+    """The context key an expression text reads from, if it can be known statically."""
+    body = text.strip()
+    if body.startswith("$"):
+        body = body[1:]
+        if body.startswith(".") and not body.startswith(".."):
+            body = body[1:]
+        elif not body.startswith("["):
+            return None
+    if body.startswith("["):
+        match = _BRACKET_NAME.match(body)
+        return match.group(2) if match else None
+    name = _LEADING_NAME.match(body)
+    if name is None or name.group(0) == "*":
+        return None
+    return name.group(0)
+
+
+def _walk_strings(template: Any, path: str) -> Iterator[tuple[str, str]]:
+    if isinstance(template, str):
+        if "${" in template:
+            yield path, template
+    elif isinstance(template, Mapping):
+        for key, value in template.items():
+            yield from _walk_strings(value, _child_path(path, key))
+    elif isinstance(template, list | tuple):
+        for i, value in enumerate(template):
+            yield from _walk_strings(value, f"{path}[{i}]")
+
+
+_PLAIN_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _child_path(path: str, key: object) -> str:
+    text = str(key)
+    if _PLAIN_KEY.fullmatch(text):
+        return f"{path}.{text}"
+    return f"{path}[{json.dumps(text, ensure_ascii=False)}]"
+
+
+def _expressions(parts: tuple[str | _Expr, ...]) -> Iterator[_Expr]:
+    for part in parts:
+        if isinstance(part, _Expr):
+            yield part
+            yield from _expressions(part.parts)
+
+
+def _expr_root(expr: _Expr) -> str | None:
+    first = expr.parts[0] if expr.parts else None
+    if not isinstance(first, str):
+        return None
+    root = _root_of(first)
+    if root is None:
+        return None
+    # With a nested expression after it, the root is known only if the text before
+    # the nested part already ends the first segment.
+    if expr.static_text is None and root == first.strip().removeprefix("$.").removeprefix("$"):
+        return None
+    return root
+
+
+def reference_paths(template: Any, base: str = "$") -> list[tuple[str, str]]:
+    """Every reference in ``template`` as ``(json path of the string, root)``.
+
+    The root is ``workflow``, ``CPEWF_TASK_ID`` or a task reference name; a DO_WHILE
+    iteration reference (``${ref__2.output}``) is reported as its task (``ref``, see
+    :func:`split_iteration`). Nested expressions are reported too; a reference whose root
+    is itself computed (``${${workflow.input.ref}.output}``) cannot be known and is left
+    out. ``base`` is the path of ``template`` itself.
+    """
+    found: list[tuple[str, str]] = []
+    for path, text in _walk_strings(template, base):
+        for expr in _expressions(_parse(text).parts):
+            root = _expr_root(expr)
+            if root is None:
+                continue
+            if root not in (WORKFLOW_ROOT, TASK_ID_ROOT):
+                root = split_iteration(root)[0]
+            found.append((path, root))
+    return found
+
+
+def references(template: Any) -> set[str]:
+    """The roots ``template`` references: ``workflow``, ``CPEWF_TASK_ID``, task refs."""
+    return {root for _, root in reference_paths(template)}
+
+
+def expression_errors(template: Any, base: str = "$") -> list[ExpressionError]:
+    """Every syntax problem of the ``${...}`` expressions in ``template``."""
+    errors: list[ExpressionError] = []
+    for path, text in _walk_strings(template, base):
+        parsed = _parse(text)
+        for position in parsed.unclosed:
+            errors.append(ExpressionError(path, text[position:], "unclosed '${' (no matching '}')"))
+        for expr in _expressions(parsed.parts):
+            static = expr.static_text
+            if static is None or not static.strip():
+                continue
+            error = _query(static).error
+            if error is not None:
+                errors.append(
+                    ExpressionError(path, "${" + static + "}", f"invalid JSONPath: {error}")
+                )
+    return errors
+
+
+def check(template: Any, base: str = "$") -> None:
+    """Raise :class:`ExpressionError` for the first syntax problem in ``template``."""
+    errors = expression_errors(template, base)
+    if errors:
+        raise errors[0]
