@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import typer
 
+from control_plane import cli_validate
+
 app = typer.Typer(
     name="stepway",
     help="Stepway: Conductor-shaped workflows on Durable Task.",
@@ -18,6 +20,8 @@ def dev() -> None:
     typer.echo("stepway dev: the embedded platform is not assembled yet (issue 3).", err=True)
     raise typer.Exit(code=1)
 
+
+app.command("validate")(cli_validate.validate)
 
 if __name__ == "__main__":
     app()
