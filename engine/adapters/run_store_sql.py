@@ -1,0 +1,847 @@
+"""SQL adapter of the run store port: SQLite (embedded) and PostgreSQL (Azure).
+
+``SqlRunStore(url)`` accepts ``sqlite:///path/to/file.db`` and
+``postgresql+psycopg://...``. Opening it applies the Alembic migrations in
+``engine/migrations`` (``upgrade head``), the same history for both databases.
+
+Concurrency
+-----------
+* SQLite runs in WAL mode with a busy timeout; every write transaction starts
+  with ``BEGIN IMMEDIATE`` (the driver's own transaction handling is switched
+  off), so writers across threads and processes are serialised and a
+  read-then-write inside one transaction is atomic. Reads use a plain ``BEGIN``.
+* PostgreSQL runs at READ COMMITTED; every atomic operation is a single
+  statement (``INSERT ... ON CONFLICT DO UPDATE ... WHERE`` or a conditional
+  ``UPDATE``), whose row lock makes concurrent callers queue and re-check the
+  condition against the committed row.
+* Monotonic status rules are in the WHERE clauses, so a write that is not
+  allowed changes nothing and the method returns False.
+
+Every public method is one transaction; most are one statement.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import Connection, Engine, event
+from sqlalchemy.dialects import postgresql
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.engine import RowMapping, make_url
+
+from engine.ports.run_store import (
+    RUN_ACTIVE,
+    RUN_TERMINAL,
+    TASK_SUCCEEDED,
+    CreateRunResult,
+    DefinitionRecord,
+    InstructionRecord,
+    Lease,
+    NewRun,
+    PollData,
+    RunQuery,
+    RunRecord,
+    RunStatus,
+    RunUpdate,
+    SearchResult,
+    TaskDefRecord,
+    TaskLog,
+    TaskRecord,
+    TaskStatus,
+    TaskUpdate,
+)
+
+MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "migrations"
+SQLITE_BUSY_TIMEOUT_MS = 30_000
+
+# --- table metadata (must match engine/migrations; the contract suite checks it) ---
+
+
+def _json() -> sa.types.TypeEngine[Any]:
+    return sa.JSON(none_as_null=True).with_variant(
+        postgresql.JSONB(none_as_null=True), "postgresql"
+    )
+
+
+_ID = sa.String(255)
+metadata = sa.MetaData()
+
+runs = sa.Table(
+    "runs",
+    metadata,
+    sa.Column("workflow_id", _ID, primary_key=True),
+    sa.Column("name", _ID, nullable=False),
+    sa.Column("version", sa.Integer, nullable=False),
+    sa.Column("status", sa.String(32), nullable=False),
+    sa.Column("input", _json()),
+    sa.Column("input_ref", sa.Text),
+    sa.Column("output", _json()),
+    sa.Column("output_ref", sa.Text),
+    sa.Column("variables", _json()),
+    sa.Column("correlation_id", _ID),
+    sa.Column("priority", sa.Integer, nullable=False),
+    sa.Column("task_to_domain", _json()),
+    sa.Column("idempotency_key", _ID),
+    sa.Column("parent_workflow_id", _ID),
+    sa.Column("parent_task_id", _ID),
+    sa.Column("reason_for_incompletion", sa.Text),
+    sa.Column("failed_reference_task_names", _json()),
+    sa.Column("create_time", sa.BigInteger, nullable=False),
+    sa.Column("update_time", sa.BigInteger, nullable=False),
+    sa.Column("end_time", sa.BigInteger),
+)
+
+tasks = sa.Table(
+    "tasks",
+    metadata,
+    sa.Column("task_id", _ID, primary_key=True),
+    sa.Column("workflow_id", _ID, nullable=False),
+    sa.Column("reference_task_name", _ID, nullable=False),
+    sa.Column("task_type", _ID, nullable=False),
+    sa.Column("status", sa.String(32), nullable=False),
+    sa.Column("attempt", sa.Integer, nullable=False),
+    sa.Column("retry_count", sa.Integer, nullable=False),
+    sa.Column("seq", sa.Integer, nullable=False),
+    sa.Column("input_data", _json()),
+    sa.Column("input_ref", sa.Text),
+    sa.Column("output_data", _json()),
+    sa.Column("output_ref", sa.Text),
+    sa.Column("reason_for_incompletion", sa.Text),
+    sa.Column("scheduled_time", sa.BigInteger),
+    sa.Column("start_time", sa.BigInteger),
+    sa.Column("end_time", sa.BigInteger),
+    sa.Column("update_time", sa.BigInteger),
+    sa.Column("worker_id", _ID),
+    sa.Column("poll_count", sa.Integer, nullable=False),
+    sa.Column("callback_after_seconds", sa.Integer, nullable=False),
+    sa.Column("domain", _ID),
+    sa.Column("queue_name", _ID),
+    sa.Column("iteration", sa.Integer, nullable=False),
+)
+
+task_logs = sa.Table(
+    "task_logs",
+    metadata,
+    sa.Column(
+        "id",
+        sa.BigInteger().with_variant(sa.Integer(), "sqlite"),
+        primary_key=True,
+        autoincrement=True,
+    ),
+    sa.Column("task_id", _ID, nullable=False),
+    sa.Column("log", sa.Text, nullable=False),
+    sa.Column("created_time", sa.BigInteger, nullable=False),
+)
+
+definitions = sa.Table(
+    "definitions",
+    metadata,
+    sa.Column("name", _ID, primary_key=True),
+    sa.Column("version", sa.Integer, primary_key=True),
+    sa.Column("definition", _json(), nullable=False),
+    sa.Column("create_time", sa.BigInteger, nullable=False),
+    sa.Column("update_time", sa.BigInteger, nullable=False),
+)
+
+task_defs = sa.Table(
+    "task_defs",
+    metadata,
+    sa.Column("name", _ID, primary_key=True),
+    sa.Column("definition", _json(), nullable=False),
+    sa.Column("create_time", sa.BigInteger, nullable=False),
+    sa.Column("update_time", sa.BigInteger, nullable=False),
+)
+
+instructions = sa.Table(
+    "instructions",
+    metadata,
+    sa.Column("name", _ID, primary_key=True),
+    sa.Column("version", sa.Integer, primary_key=True),
+    sa.Column("text", sa.Text, nullable=False),
+    sa.Column("create_time", sa.BigInteger, nullable=False),
+)
+
+poll_data = sa.Table(
+    "poll_data",
+    metadata,
+    sa.Column("task_type", _ID, primary_key=True),
+    sa.Column("domain", _ID, primary_key=True),
+    sa.Column("worker_id", _ID, primary_key=True),
+    sa.Column("last_poll_time", sa.BigInteger, nullable=False),
+)
+
+leases = sa.Table(
+    "leases",
+    metadata,
+    sa.Column("task_id", _ID, primary_key=True),
+    sa.Column("attempt", sa.Integer, primary_key=True),
+    sa.Column("worker_id", _ID, nullable=False),
+    sa.Column("expires_at", sa.BigInteger, nullable=False),
+    sa.Column("acquired_at", sa.BigInteger, nullable=False),
+    sa.Column("sequence_number", sa.BigInteger),
+    sa.Column("queue_name", _ID),
+    sa.Column("released", sa.Boolean, nullable=False),
+)
+
+concurrency_counters = sa.Table(
+    "concurrency_counters",
+    metadata,
+    sa.Column("task_type", _ID, primary_key=True),
+    sa.Column("in_use", sa.Integer, nullable=False),
+)
+
+rate_windows = sa.Table(
+    "rate_windows",
+    metadata,
+    sa.Column("task_type", _ID, primary_key=True),
+    sa.Column("window_start", sa.BigInteger, nullable=False),
+    sa.Column("granted", sa.Integer, nullable=False),
+)
+
+_NO_DOMAIN = ""
+
+
+class _Rollback(Exception):
+    """Raised inside a transaction to roll it back without an error."""
+
+
+# --- statuses allowed before a write (the monotonic rules) ---------------------
+
+
+def _task_from_statuses(new: TaskStatus) -> list[str]:
+    """Statuses of the same attempt from which a write of ``new`` may apply."""
+    if new is TaskStatus.SCHEDULED:
+        return [TaskStatus.SCHEDULED.value]
+    return [TaskStatus.SCHEDULED.value, TaskStatus.IN_PROGRESS.value]
+
+
+def _values(statuses: frozenset[RunStatus] | frozenset[TaskStatus]) -> list[str]:
+    return sorted(s.value for s in statuses)
+
+
+# Alembic's ``context`` proxy is module-global, so in-process upgrades take turns.
+# Across processes the database serialises them (BEGIN IMMEDIATE on SQLite, an
+# advisory lock in env.py on PostgreSQL).
+_MIGRATION_LOCK = threading.Lock()
+
+
+def upgrade_to_head(engine: Engine) -> None:
+    """Apply the Alembic migrations (``upgrade head``) in one transaction."""
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
+    with _MIGRATION_LOCK, engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, "head")
+
+
+class SqlRunStore:
+    """Run store on SQLite or PostgreSQL through SQLAlchemy Core."""
+
+    def __init__(self, url: str, *, migrate: bool = True, **engine_kwargs: Any) -> None:
+        parsed = make_url(url)
+        self.dialect = parsed.get_backend_name()
+        if self.dialect == "sqlite":
+            database = parsed.database
+            if not database or database == ":memory:":
+                raise ValueError("SqlRunStore needs a SQLite file (sqlite:///path), not :memory:")
+            Path(database).parent.mkdir(parents=True, exist_ok=True)
+            self._engine = sa.create_engine(parsed, **engine_kwargs)
+            self._install_sqlite_hooks(self._engine)
+            self._insert: Any = sqlite_insert
+        elif self.dialect == "postgresql":
+            engine_kwargs.setdefault("pool_pre_ping", True)
+            self._engine = sa.create_engine(parsed, **engine_kwargs)
+            self._insert = pg_insert
+        else:
+            raise ValueError(f"unsupported run store database: {self.dialect}")
+        self._closed = threading.Event()
+        if migrate:
+            upgrade_to_head(self._engine)
+
+    @property
+    def engine(self) -> Engine:
+        return self._engine
+
+    def close(self) -> None:
+        if not self._closed.is_set():
+            self._closed.set()
+            self._engine.dispose()
+
+    # --- plumbing -------------------------------------------------------------
+
+    @staticmethod
+    def _install_sqlite_hooks(engine: Engine) -> None:
+        @event.listens_for(engine, "connect")
+        def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+            # Let us issue BEGIN ourselves (pysqlite's implicit BEGIN is deferred).
+            dbapi_conn.isolation_level = None
+            cur = dbapi_conn.cursor()
+            try:
+                cur.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
+                cur.execute("PRAGMA journal_mode = WAL")
+                cur.execute("PRAGMA synchronous = NORMAL")
+            finally:
+                cur.close()
+
+        @event.listens_for(engine, "begin")
+        def _on_begin(conn: Connection) -> None:
+            read_only = conn.get_execution_options().get("stepway_read_only", False)
+            conn.exec_driver_sql("BEGIN" if read_only else "BEGIN IMMEDIATE")
+
+    @contextmanager
+    def _write(self) -> Iterator[Connection]:
+        with self._engine.begin() as conn:
+            yield conn
+
+    @contextmanager
+    def _read(self) -> Iterator[Connection]:
+        with self._engine.connect() as conn:
+            conn = conn.execution_options(stepway_read_only=True)
+            with conn.begin():
+                yield conn
+
+    # --- conversions ----------------------------------------------------------
+
+    @staticmethod
+    def _run(row: RowMapping) -> RunRecord:
+        data = dict(row)
+        data["variables"] = data["variables"] or {}
+        data["task_to_domain"] = data["task_to_domain"] or {}
+        data["failed_reference_task_names"] = data["failed_reference_task_names"] or []
+        return RunRecord.model_validate(data)
+
+    @staticmethod
+    def _task(row: RowMapping) -> TaskRecord:
+        return TaskRecord.model_validate(dict(row))
+
+    @staticmethod
+    def _lease(row: RowMapping) -> Lease:
+        data = dict(row)
+        data["released"] = bool(data["released"])
+        return Lease.model_validate(data)
+
+    # --- runs -----------------------------------------------------------------
+
+    def create_run(self, run: NewRun) -> CreateRunResult:
+        values = run.model_dump()
+        values["status"] = run.status.value
+        values["update_time"] = run.create_time
+        stmt = (
+            self._insert(runs)
+            .values(**values)
+            .on_conflict_do_nothing()
+            .returning(runs.c.workflow_id)
+        )
+        with self._write() as conn:
+            if conn.execute(stmt).first() is not None:
+                return CreateRunResult(workflow_id=run.workflow_id, created=True)
+            if run.idempotency_key is not None:
+                existing = conn.execute(
+                    sa.select(runs.c.workflow_id).where(
+                        runs.c.name == run.name, runs.c.idempotency_key == run.idempotency_key
+                    )
+                ).scalar()
+                if existing is not None:
+                    return CreateRunResult(workflow_id=existing, created=False)
+            return CreateRunResult(workflow_id=run.workflow_id, created=False)
+
+    def get_run(self, workflow_id: str) -> RunRecord | None:
+        with self._read() as conn:
+            row = conn.execute(sa.select(runs).where(runs.c.workflow_id == workflow_id)).first()
+        return None if row is None else self._run(row._mapping)
+
+    def update_run(self, workflow_id: str, update: RunUpdate, now: int) -> bool:
+        values: dict[str, Any] = update.model_dump(exclude_unset=True)
+        values["update_time"] = now
+        status = update.status if "status" in values else None
+        if status is not None:
+            values["status"] = status.value
+            if status.is_terminal and values.get("end_time") is None:
+                values["end_time"] = now
+        elif "status" in values:
+            del values["status"]
+        stmt = (
+            sa.update(runs)
+            .where(runs.c.workflow_id == workflow_id, runs.c.status.in_(_values(RUN_ACTIVE)))
+            .values(**values)
+        )
+        with self._write() as conn:
+            return conn.execute(stmt).rowcount == 1
+
+    def reopen_run(self, workflow_id: str, now: int) -> bool:
+        stmt = (
+            sa.update(runs)
+            .where(runs.c.workflow_id == workflow_id, runs.c.status.in_(_values(RUN_TERMINAL)))
+            .values(
+                status=RunStatus.RUNNING.value,
+                end_time=None,
+                reason_for_incompletion=None,
+                failed_reference_task_names=None,
+                update_time=now,
+            )
+        )
+        with self._write() as conn:
+            return conn.execute(stmt).rowcount == 1
+
+    def delete_run(self, workflow_id: str) -> bool:
+        task_ids = sa.select(tasks.c.task_id).where(tasks.c.workflow_id == workflow_id)
+        with self._write() as conn:
+            conn.execute(sa.delete(task_logs).where(task_logs.c.task_id.in_(task_ids)))
+            conn.execute(sa.delete(leases).where(leases.c.task_id.in_(task_ids)))
+            conn.execute(sa.delete(tasks).where(tasks.c.workflow_id == workflow_id))
+            return (
+                conn.execute(sa.delete(runs).where(runs.c.workflow_id == workflow_id)).rowcount == 1
+            )
+
+    def search_runs(self, query: RunQuery) -> SearchResult:
+        conds: list[sa.ColumnElement[bool]] = []
+        if query.name is not None:
+            conds.append(runs.c.name == query.name)
+        if query.statuses:
+            conds.append(runs.c.status.in_([s.value for s in query.statuses]))
+        if query.correlation_id is not None:
+            conds.append(runs.c.correlation_id == query.correlation_id)
+        if query.create_time_from is not None:
+            conds.append(runs.c.create_time >= query.create_time_from)
+        if query.create_time_to is not None:
+            conds.append(runs.c.create_time < query.create_time_to)
+        where = sa.and_(sa.true(), *conds)
+        count_stmt = sa.select(sa.func.count()).select_from(runs).where(where)
+        page_stmt = (
+            sa.select(runs)
+            .where(where)
+            .order_by(runs.c.create_time.desc(), runs.c.workflow_id.desc())
+            .offset(query.start)
+            .limit(query.size)
+        )
+        with self._read() as conn:
+            total = conn.execute(count_stmt).scalar_one()
+            rows = conn.execute(page_stmt).all() if query.size > 0 else []
+        return SearchResult(total_hits=total, results=[self._run(r._mapping) for r in rows])
+
+    # --- tasks ----------------------------------------------------------------
+
+    def upsert_task(self, task: TaskRecord, now: int) -> bool:
+        values = task.model_dump()
+        values["status"] = task.status.value
+        values["update_time"] = now
+        ins = self._insert(tasks).values(**values)
+        ex = ins.excluded
+        same_attempt = sa.and_(
+            tasks.c.attempt == ex.attempt, tasks.c.status.in_(_task_from_statuses(task.status))
+        )
+        newer_attempt = sa.and_(
+            tasks.c.attempt < ex.attempt, tasks.c.status.not_in(_values(TASK_SUCCEEDED))
+        )
+        stmt = ins.on_conflict_do_update(
+            index_elements=[tasks.c.task_id],
+            set_={c.name: ex[c.name] for c in tasks.c if c.name != "task_id"},
+            where=sa.or_(same_attempt, newer_attempt),
+        ).returning(tasks.c.task_id)
+        with self._write() as conn:
+            return conn.execute(stmt).first() is not None
+
+    def update_task(self, task_id: str, attempt: int, update: TaskUpdate, now: int) -> bool:
+        values: dict[str, Any] = update.model_dump(exclude_unset=True)
+        values["update_time"] = now
+        status = update.status if "status" in values else None
+        if status is not None:
+            values["status"] = status.value
+            allowed = _task_from_statuses(status)
+            if status.is_terminal and values.get("end_time") is None:
+                values["end_time"] = now
+        else:
+            values.pop("status", None)
+            allowed = [TaskStatus.SCHEDULED.value, TaskStatus.IN_PROGRESS.value]
+        if values.get("callback_after_seconds") is None:
+            values.pop("callback_after_seconds", None)
+        stmt = (
+            sa.update(tasks)
+            .where(
+                tasks.c.task_id == task_id, tasks.c.attempt == attempt, tasks.c.status.in_(allowed)
+            )
+            .values(**values)
+        )
+        with self._write() as conn:
+            return conn.execute(stmt).rowcount == 1
+
+    def start_task(
+        self,
+        task_id: str,
+        attempt: int,
+        worker_id: str,
+        *,
+        lease_expires_at: int,
+        now: int,
+        sequence_number: int | None = None,
+        queue_name: str | None = None,
+    ) -> TaskRecord | None:
+        # The task row first: its row lock orders concurrent starts of one task.
+        mark = (
+            sa.update(tasks)
+            .where(
+                tasks.c.task_id == task_id,
+                tasks.c.attempt == attempt,
+                tasks.c.status.in_([TaskStatus.SCHEDULED.value, TaskStatus.IN_PROGRESS.value]),
+            )
+            .values(
+                status=TaskStatus.IN_PROGRESS.value,
+                worker_id=worker_id,
+                start_time=now,
+                poll_count=tasks.c.poll_count + 1,
+                update_time=now,
+            )
+            .returning(*tasks.c)
+        )
+        try:
+            with self._write() as conn:
+                row = conn.execute(mark).first()
+                if row is None:
+                    raise _Rollback
+                if not self._acquire_lease(
+                    conn,
+                    task_id,
+                    attempt,
+                    worker_id,
+                    lease_expires_at,
+                    now,
+                    sequence_number,
+                    queue_name,
+                ):
+                    raise _Rollback
+                return self._task(row._mapping)
+        except _Rollback:
+            return None
+
+    def get_task(self, task_id: str) -> TaskRecord | None:
+        with self._read() as conn:
+            row = conn.execute(sa.select(tasks).where(tasks.c.task_id == task_id)).first()
+        return None if row is None else self._task(row._mapping)
+
+    def list_tasks(self, workflow_id: str) -> list[TaskRecord]:
+        stmt = (
+            sa.select(tasks)
+            .where(tasks.c.workflow_id == workflow_id)
+            .order_by(tasks.c.seq, tasks.c.task_id)
+        )
+        with self._read() as conn:
+            return [self._task(r._mapping) for r in conn.execute(stmt)]
+
+    def append_task_log(self, task_id: str, log: str, now: int) -> None:
+        with self._write() as conn:
+            conn.execute(sa.insert(task_logs).values(task_id=task_id, log=log, created_time=now))
+
+    def list_task_logs(self, task_id: str) -> list[TaskLog]:
+        stmt = (
+            sa.select(task_logs.c.task_id, task_logs.c.log, task_logs.c.created_time)
+            .where(task_logs.c.task_id == task_id)
+            .order_by(task_logs.c.id)
+        )
+        with self._read() as conn:
+            return [TaskLog.model_validate(dict(r._mapping)) for r in conn.execute(stmt)]
+
+    # --- definitions ----------------------------------------------------------
+
+    def put_definition(self, name: str, version: int, definition: dict[str, Any], now: int) -> None:
+        ins = self._insert(definitions).values(
+            name=name, version=version, definition=definition, create_time=now, update_time=now
+        )
+        stmt = ins.on_conflict_do_update(
+            index_elements=[definitions.c.name, definitions.c.version],
+            set_={"definition": ins.excluded.definition, "update_time": ins.excluded.update_time},
+        )
+        with self._write() as conn:
+            conn.execute(stmt)
+
+    def get_definition(self, name: str, version: int | None = None) -> DefinitionRecord | None:
+        stmt = sa.select(definitions).where(definitions.c.name == name)
+        if version is None:
+            stmt = stmt.order_by(definitions.c.version.desc()).limit(1)
+        else:
+            stmt = stmt.where(definitions.c.version == version)
+        with self._read() as conn:
+            row = conn.execute(stmt).first()
+        return None if row is None else DefinitionRecord.model_validate(dict(row._mapping))
+
+    def list_definitions(self, name: str | None = None) -> list[DefinitionRecord]:
+        stmt = sa.select(definitions).order_by(definitions.c.name, definitions.c.version)
+        if name is not None:
+            stmt = stmt.where(definitions.c.name == name)
+        with self._read() as conn:
+            return [DefinitionRecord.model_validate(dict(r._mapping)) for r in conn.execute(stmt)]
+
+    def delete_definition(self, name: str, version: int) -> bool:
+        stmt = sa.delete(definitions).where(
+            definitions.c.name == name, definitions.c.version == version
+        )
+        with self._write() as conn:
+            return conn.execute(stmt).rowcount == 1
+
+    def put_task_def(self, name: str, definition: dict[str, Any], now: int) -> None:
+        ins = self._insert(task_defs).values(
+            name=name, definition=definition, create_time=now, update_time=now
+        )
+        stmt = ins.on_conflict_do_update(
+            index_elements=[task_defs.c.name],
+            set_={"definition": ins.excluded.definition, "update_time": ins.excluded.update_time},
+        )
+        with self._write() as conn:
+            conn.execute(stmt)
+
+    def get_task_def(self, name: str) -> TaskDefRecord | None:
+        with self._read() as conn:
+            row = conn.execute(sa.select(task_defs).where(task_defs.c.name == name)).first()
+        return None if row is None else TaskDefRecord.model_validate(dict(row._mapping))
+
+    def list_task_defs(self) -> list[TaskDefRecord]:
+        with self._read() as conn:
+            rows = conn.execute(sa.select(task_defs).order_by(task_defs.c.name))
+            return [TaskDefRecord.model_validate(dict(r._mapping)) for r in rows]
+
+    def delete_task_def(self, name: str) -> bool:
+        with self._write() as conn:
+            return conn.execute(sa.delete(task_defs).where(task_defs.c.name == name)).rowcount == 1
+
+    def put_instruction(self, name: str, version: int, text: str, now: int) -> None:
+        ins = self._insert(instructions).values(
+            name=name, version=version, text=text, create_time=now
+        )
+        stmt = ins.on_conflict_do_update(
+            index_elements=[instructions.c.name, instructions.c.version],
+            set_={"text": ins.excluded.text},
+        )
+        with self._write() as conn:
+            conn.execute(stmt)
+
+    def get_instruction(self, name: str, version: int | None = None) -> InstructionRecord | None:
+        stmt = sa.select(instructions).where(instructions.c.name == name)
+        if version is None:
+            stmt = stmt.order_by(instructions.c.version.desc()).limit(1)
+        else:
+            stmt = stmt.where(instructions.c.version == version)
+        with self._read() as conn:
+            row = conn.execute(stmt).first()
+        return None if row is None else InstructionRecord.model_validate(dict(row._mapping))
+
+    # --- poll data ------------------------------------------------------------
+
+    def record_poll(self, task_type: str, domain: str | None, worker_id: str, now: int) -> None:
+        ins = self._insert(poll_data).values(
+            task_type=task_type,
+            domain=domain or _NO_DOMAIN,
+            worker_id=worker_id,
+            last_poll_time=now,
+        )
+        newer = ins.excluded.last_poll_time
+        stmt = ins.on_conflict_do_update(
+            index_elements=[poll_data.c.task_type, poll_data.c.domain, poll_data.c.worker_id],
+            set_={
+                "last_poll_time": sa.case(
+                    (poll_data.c.last_poll_time < newer, newer), else_=poll_data.c.last_poll_time
+                )
+            },
+        )
+        with self._write() as conn:
+            conn.execute(stmt)
+
+    @staticmethod
+    def _poll(row: RowMapping) -> PollData:
+        data = dict(row)
+        data["domain"] = data["domain"] or None
+        return PollData.model_validate(data)
+
+    def get_poll_data(self, task_type: str) -> list[PollData]:
+        stmt = (
+            sa.select(poll_data)
+            .where(poll_data.c.task_type == task_type)
+            .order_by(poll_data.c.domain, poll_data.c.worker_id)
+        )
+        with self._read() as conn:
+            return [self._poll(r._mapping) for r in conn.execute(stmt)]
+
+    def get_all_poll_data(self) -> list[PollData]:
+        stmt = sa.select(poll_data).order_by(
+            poll_data.c.task_type, poll_data.c.domain, poll_data.c.worker_id
+        )
+        with self._read() as conn:
+            return [self._poll(r._mapping) for r in conn.execute(stmt)]
+
+    # --- leases ---------------------------------------------------------------
+
+    def _acquire_lease(
+        self,
+        conn: Connection,
+        task_id: str,
+        attempt: int,
+        worker_id: str,
+        expires_at: int,
+        now: int,
+        sequence_number: int | None,
+        queue_name: str | None,
+    ) -> bool:
+        ins = self._insert(leases).values(
+            task_id=task_id,
+            attempt=attempt,
+            worker_id=worker_id,
+            expires_at=expires_at,
+            acquired_at=now,
+            sequence_number=sequence_number,
+            queue_name=queue_name,
+            released=False,
+        )
+        ex = ins.excluded
+        stmt = ins.on_conflict_do_update(
+            index_elements=[leases.c.task_id, leases.c.attempt],
+            set_={
+                "worker_id": ex.worker_id,
+                "expires_at": ex.expires_at,
+                "acquired_at": ex.acquired_at,
+                "sequence_number": ex.sequence_number,
+                "queue_name": ex.queue_name,
+                "released": ex.released,
+            },
+            where=sa.or_(leases.c.released == sa.true(), leases.c.expires_at <= now),
+        ).returning(leases.c.task_id)
+        return conn.execute(stmt).first() is not None
+
+    def acquire_lease(
+        self,
+        task_id: str,
+        attempt: int,
+        worker_id: str,
+        *,
+        expires_at: int,
+        now: int,
+        sequence_number: int | None = None,
+        queue_name: str | None = None,
+    ) -> bool:
+        with self._write() as conn:
+            return self._acquire_lease(
+                conn, task_id, attempt, worker_id, expires_at, now, sequence_number, queue_name
+            )
+
+    def get_lease(self, task_id: str, attempt: int | None = None) -> Lease | None:
+        if attempt is None:
+            stmt = (
+                sa.select(leases)
+                .join(
+                    tasks,
+                    sa.and_(
+                        tasks.c.task_id == leases.c.task_id, tasks.c.attempt == leases.c.attempt
+                    ),
+                )
+                .where(leases.c.task_id == task_id)
+            )
+        else:
+            stmt = sa.select(leases).where(leases.c.task_id == task_id, leases.c.attempt == attempt)
+        with self._read() as conn:
+            row = conn.execute(stmt).first()
+        return None if row is None else self._lease(row._mapping)
+
+    def is_lease_holder(
+        self, task_id: str, worker_id: str, *, attempt: int | None = None, now: int | None = None
+    ) -> bool:
+        stmt = (
+            sa.select(sa.literal(1))
+            .select_from(leases)
+            .join(
+                tasks,
+                sa.and_(tasks.c.task_id == leases.c.task_id, tasks.c.attempt == leases.c.attempt),
+            )
+            .where(
+                leases.c.task_id == task_id,
+                leases.c.worker_id == worker_id,
+                leases.c.released == sa.false(),
+            )
+        )
+        if attempt is not None:
+            stmt = stmt.where(leases.c.attempt == attempt)
+        if now is not None:
+            stmt = stmt.where(leases.c.expires_at > now)
+        with self._read() as conn:
+            return conn.execute(stmt).first() is not None
+
+    def release_lease(self, task_id: str, attempt: int, worker_id: str | None = None) -> bool:
+        stmt = sa.update(leases).where(
+            leases.c.task_id == task_id,
+            leases.c.attempt == attempt,
+            leases.c.released == sa.false(),
+        )
+        if worker_id is not None:
+            stmt = stmt.where(leases.c.worker_id == worker_id)
+        with self._write() as conn:
+            return conn.execute(stmt.values(released=True)).rowcount == 1
+
+    def expire_lease(self, task_id: str, attempt: int, now: int) -> bool:
+        stmt = (
+            sa.update(leases)
+            .where(
+                leases.c.task_id == task_id, leases.c.attempt == attempt, leases.c.expires_at > now
+            )
+            .values(expires_at=now)
+        )
+        with self._write() as conn:
+            return conn.execute(stmt).rowcount == 1
+
+    # --- limits ---------------------------------------------------------------
+
+    def try_acquire_concurrency(self, task_type: str, limit: int) -> bool:
+        ins = self._insert(concurrency_counters).values(task_type=task_type, in_use=1)
+        stmt = ins.on_conflict_do_update(
+            index_elements=[concurrency_counters.c.task_type],
+            set_={"in_use": concurrency_counters.c.in_use + 1},
+            where=(concurrency_counters.c.in_use < limit) if limit > 0 else sa.true(),
+        ).returning(concurrency_counters.c.in_use)
+        with self._write() as conn:
+            return conn.execute(stmt).first() is not None
+
+    def release_concurrency(self, task_type: str) -> None:
+        stmt = (
+            sa.update(concurrency_counters)
+            .where(concurrency_counters.c.task_type == task_type, concurrency_counters.c.in_use > 0)
+            .values(in_use=concurrency_counters.c.in_use - 1)
+        )
+        with self._write() as conn:
+            conn.execute(stmt)
+
+    def concurrency_in_use(self, task_type: str) -> int:
+        stmt = sa.select(concurrency_counters.c.in_use).where(
+            concurrency_counters.c.task_type == task_type
+        )
+        with self._read() as conn:
+            value = conn.execute(stmt).scalar()
+        return int(value or 0)
+
+    def try_acquire_rate(
+        self, task_type: str, per_frequency: int, frequency_seconds: int, now: int
+    ) -> bool:
+        if per_frequency <= 0 or frequency_seconds <= 0:
+            return True
+        window_ms = frequency_seconds * 1000
+        window_start = now - now % window_ms
+        ins = self._insert(rate_windows).values(
+            task_type=task_type, window_start=window_start, granted=1
+        )
+        ex = ins.excluded
+        newer = rate_windows.c.window_start < ex.window_start
+        stmt = ins.on_conflict_do_update(
+            index_elements=[rate_windows.c.task_type],
+            set_={
+                "window_start": sa.case(
+                    (newer, ex.window_start), else_=rate_windows.c.window_start
+                ),
+                "granted": sa.case((newer, 1), else_=rate_windows.c.granted + 1),
+            },
+            # A caller whose clock lags (older window) counts against the current window.
+            where=sa.or_(newer, rate_windows.c.granted < per_frequency),
+        ).returning(rate_windows.c.task_type)
+        with self._write() as conn:
+            return conn.execute(stmt).first() is not None

@@ -1,0 +1,427 @@
+"""Run store port: runs, task rows, definitions, poll data, leases and limit counters.
+
+The run store is the durable record of everything the control plane and the
+interpreter's activities need outside the orchestration history. The API is
+synchronous: it is called from durabletask activities and from FastAPI handlers
+running in threads. Every method is one transaction, and most are one statement.
+
+Conventions
+-----------
+* Times are epoch milliseconds (``int``) and are always passed in by the caller
+  (``now``), so the store never reads a clock and tests are deterministic.
+* Records use snake_case attributes; ``model_dump(by_alias=True)`` gives the
+  Conductor camelCase field names (``workflowId``, ``referenceTaskName`` ...).
+* Large JSON values are either inline (``input``, ``output_data`` ...) or an
+  offload reference into the payload store (``input_ref``, ``output_ref`` ...).
+
+Monotonic statuses
+------------------
+Writes that change a status say whether they applied (``bool``). A late or
+duplicate write never moves a row backwards:
+
+* Run: RUNNING <-> PAUSED freely; RUNNING/PAUSED -> any terminal status; a
+  terminal status is final (only the explicit operator action ``reopen_run``
+  leaves it). Non-status updates (variables, output) apply only while the run
+  is not terminal.
+* Task, for the same attempt: SCHEDULED -> IN_PROGRESS -> terminal. Writing the
+  current status again applies (IN_PROGRESS updates carry progress, a repeated
+  SCHEDULED write from a retried activity is harmless); a terminal status is
+  final. A write for an older attempt never applies. A write for a newer
+  attempt (a retry) replaces the row unless the row already succeeded
+  (COMPLETED, COMPLETED_WITH_ERRORS, SKIPPED).
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+
+class RunStatus(StrEnum):
+    RUNNING = "RUNNING"
+    PAUSED = "PAUSED"
+    COMPLETED = "COMPLETED"
+    FAILED = "FAILED"
+    TIMED_OUT = "TIMED_OUT"
+    TERMINATED = "TERMINATED"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self in RUN_TERMINAL
+
+
+RUN_TERMINAL: frozenset[RunStatus] = frozenset(
+    {RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.TIMED_OUT, RunStatus.TERMINATED}
+)
+RUN_ACTIVE: frozenset[RunStatus] = frozenset({RunStatus.RUNNING, RunStatus.PAUSED})
+
+
+class TaskStatus(StrEnum):
+    SCHEDULED = "SCHEDULED"
+    IN_PROGRESS = "IN_PROGRESS"
+    COMPLETED = "COMPLETED"
+    COMPLETED_WITH_ERRORS = "COMPLETED_WITH_ERRORS"
+    FAILED = "FAILED"
+    FAILED_WITH_TERMINAL_ERROR = "FAILED_WITH_TERMINAL_ERROR"
+    TIMED_OUT = "TIMED_OUT"
+    CANCELED = "CANCELED"
+    SKIPPED = "SKIPPED"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self in TASK_TERMINAL
+
+
+TASK_TERMINAL: frozenset[TaskStatus] = frozenset(
+    {
+        TaskStatus.COMPLETED,
+        TaskStatus.COMPLETED_WITH_ERRORS,
+        TaskStatus.FAILED,
+        TaskStatus.FAILED_WITH_TERMINAL_ERROR,
+        TaskStatus.TIMED_OUT,
+        TaskStatus.CANCELED,
+        TaskStatus.SKIPPED,
+    }
+)
+#: Terminal task statuses that a newer attempt may NOT replace.
+TASK_SUCCEEDED: frozenset[TaskStatus] = frozenset(
+    {TaskStatus.COMPLETED, TaskStatus.COMPLETED_WITH_ERRORS, TaskStatus.SKIPPED}
+)
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
+
+
+class NewRun(_Record):
+    """What ``create_run`` needs. ``status`` defaults to RUNNING."""
+
+    workflow_id: str
+    name: str
+    version: int
+    status: RunStatus = RunStatus.RUNNING
+    input: Any = None
+    input_ref: str | None = None
+    variables: dict[str, Any] = Field(default_factory=dict)
+    correlation_id: str | None = None
+    priority: int = Field(default=0, ge=0, le=99)
+    task_to_domain: dict[str, str] = Field(default_factory=dict)
+    idempotency_key: str | None = None
+    parent_workflow_id: str | None = None
+    parent_task_id: str | None = None
+    create_time: int
+
+
+class RunRecord(NewRun):
+    output: Any = None
+    output_ref: str | None = None
+    reason_for_incompletion: str | None = None
+    failed_reference_task_names: list[str] = Field(default_factory=list)
+    update_time: int
+    end_time: int | None = None
+
+
+class RunUpdate(_Record):
+    """A partial run update: only the fields that are set are written."""
+
+    status: RunStatus | None = None
+    output: Any = None
+    output_ref: str | None = None
+    variables: dict[str, Any] | None = None
+    reason_for_incompletion: str | None = None
+    failed_reference_task_names: list[str] | None = None
+    end_time: int | None = None
+
+
+class CreateRunResult(_Record):
+    workflow_id: str
+    created: bool
+    """False when the run already existed (same workflowId, or same idempotency key)."""
+
+
+class RunQuery(_Record):
+    name: str | None = None
+    statuses: list[RunStatus] | None = None
+    correlation_id: str | None = None
+    create_time_from: int | None = None
+    """Inclusive lower bound on createTime (epoch ms)."""
+    create_time_to: int | None = None
+    """Exclusive upper bound on createTime (epoch ms)."""
+    start: int = Field(default=0, ge=0)
+    size: int = Field(default=100, ge=0, le=1000)
+
+
+class SearchResult(_Record):
+    total_hits: int
+    results: list[RunRecord]
+
+
+class TaskRecord(_Record):
+    task_id: str
+    workflow_id: str
+    reference_task_name: str
+    task_type: str
+    status: TaskStatus = TaskStatus.SCHEDULED
+    attempt: int = 1
+    """1-based attempt number; the lease key is (task_id, attempt)."""
+    retry_count: int = 0
+    seq: int = 0
+    input_data: Any = None
+    input_ref: str | None = None
+    output_data: Any = None
+    output_ref: str | None = None
+    reason_for_incompletion: str | None = None
+    scheduled_time: int | None = None
+    start_time: int | None = None
+    end_time: int | None = None
+    update_time: int | None = None
+    worker_id: str | None = None
+    poll_count: int = 0
+    callback_after_seconds: int = 0
+    domain: str | None = None
+    queue_name: str | None = None
+    iteration: int = 0
+
+
+class TaskUpdate(_Record):
+    """A partial task update: only the fields that are set are written."""
+
+    status: TaskStatus | None = None
+    output_data: Any = None
+    output_ref: str | None = None
+    reason_for_incompletion: str | None = None
+    worker_id: str | None = None
+    start_time: int | None = None
+    end_time: int | None = None
+    callback_after_seconds: int | None = None
+
+
+class TaskLog(_Record):
+    task_id: str
+    log: str
+    created_time: int
+
+
+class DefinitionRecord(_Record):
+    name: str
+    version: int
+    definition: dict[str, Any]
+    create_time: int
+    update_time: int
+
+
+class TaskDefRecord(_Record):
+    name: str
+    definition: dict[str, Any]
+    create_time: int
+    update_time: int
+
+
+class InstructionRecord(_Record):
+    """Instruction texts are versioned like definitions: (name, version) -> text."""
+
+    name: str
+    version: int
+    text: str
+    create_time: int
+
+
+class PollData(_Record):
+    task_type: str
+    domain: str | None
+    worker_id: str
+    last_poll_time: int
+
+
+class Lease(_Record):
+    task_id: str
+    attempt: int
+    worker_id: str
+    expires_at: int
+    acquired_at: int
+    sequence_number: int | None = None
+    queue_name: str | None = None
+    released: bool = False
+
+
+@runtime_checkable
+class RunStore(Protocol):
+    """The run store port. Adapters: ``engine.adapters.run_store_sql.SqlRunStore``."""
+
+    def close(self) -> None: ...
+
+    # --- runs ---------------------------------------------------------------
+    def create_run(self, run: NewRun) -> CreateRunResult:
+        """Insert a run. Idempotent: if a run with the same workflow_id, or with the
+        same (name, idempotency_key) exists, nothing is written and the existing
+        run's id is returned with ``created=False``."""
+        ...
+
+    def get_run(self, workflow_id: str) -> RunRecord | None: ...
+
+    def update_run(self, workflow_id: str, update: RunUpdate, now: int) -> bool:
+        """Apply the set fields of ``update`` monotonically (see module doc).
+        Moving to a terminal status sets end_time to ``update.end_time`` or ``now``.
+        Returns whether the write applied."""
+        ...
+
+    def reopen_run(self, workflow_id: str, now: int) -> bool:
+        """Operator retry/rerun: move a terminal run back to RUNNING, clearing
+        end_time and the failure reason. The one deliberate exception to monotonicity."""
+        ...
+
+    def delete_run(self, workflow_id: str) -> bool:
+        """Delete a run with its task rows, task logs and leases."""
+        ...
+
+    def search_runs(self, query: RunQuery) -> SearchResult:
+        """Filter by name, statuses, correlation id and createTime range; newest first
+        (createTime desc, then workflowId desc); page with start/size; total_hits
+        counts all matches."""
+        ...
+
+    # --- tasks --------------------------------------------------------------
+    def upsert_task(self, task: TaskRecord, now: int) -> bool:
+        """Insert the task row or replace it under the monotonic rules (see module
+        doc). Returns whether the write applied."""
+        ...
+
+    def update_task(self, task_id: str, attempt: int, update: TaskUpdate, now: int) -> bool:
+        """Apply the set fields of ``update`` to the row if it is still at ``attempt``
+        and the status change is allowed. Returns whether the write applied."""
+        ...
+
+    def start_task(
+        self,
+        task_id: str,
+        attempt: int,
+        worker_id: str,
+        *,
+        lease_expires_at: int,
+        now: int,
+        sequence_number: int | None = None,
+        queue_name: str | None = None,
+    ) -> TaskRecord | None:
+        """The poll's bookkeeping in one transaction: acquire the lease of
+        (task_id, attempt) for ``worker_id`` and move the row to IN_PROGRESS
+        (worker_id, start_time, poll_count + 1). Returns the updated row, or None
+        (nothing written) when the task is stale (row missing, at another attempt,
+        or terminal) or another worker holds a live lease."""
+        ...
+
+    def get_task(self, task_id: str) -> TaskRecord | None: ...
+
+    def list_tasks(self, workflow_id: str) -> list[TaskRecord]:
+        """Task rows of a run ordered by seq, then task_id."""
+        ...
+
+    def append_task_log(self, task_id: str, log: str, now: int) -> None: ...
+
+    def list_task_logs(self, task_id: str) -> list[TaskLog]:
+        """In append order."""
+        ...
+
+    # --- definitions --------------------------------------------------------
+    def put_definition(self, name: str, version: int, definition: dict[str, Any], now: int) -> None:
+        """Create or replace (name, version)."""
+        ...
+
+    def get_definition(self, name: str, version: int | None = None) -> DefinitionRecord | None:
+        """``version=None`` returns the latest (highest) version."""
+        ...
+
+    def list_definitions(self, name: str | None = None) -> list[DefinitionRecord]:
+        """Ordered by name, then version."""
+        ...
+
+    def delete_definition(self, name: str, version: int) -> bool: ...
+
+    def put_task_def(self, name: str, definition: dict[str, Any], now: int) -> None: ...
+
+    def get_task_def(self, name: str) -> TaskDefRecord | None: ...
+
+    def list_task_defs(self) -> list[TaskDefRecord]: ...
+
+    def delete_task_def(self, name: str) -> bool: ...
+
+    def put_instruction(self, name: str, version: int, text: str, now: int) -> None:
+        """Create or replace instruction text (name, version)."""
+        ...
+
+    def get_instruction(self, name: str, version: int | None = None) -> InstructionRecord | None:
+        """``version=None`` returns the latest version."""
+        ...
+
+    # --- poll data ----------------------------------------------------------
+    def record_poll(self, task_type: str, domain: str | None, worker_id: str, now: int) -> None:
+        """Upsert the last poll time of (task_type, domain, worker_id)."""
+        ...
+
+    def get_poll_data(self, task_type: str) -> list[PollData]: ...
+
+    def get_all_poll_data(self) -> list[PollData]: ...
+
+    # --- leases -------------------------------------------------------------
+    def acquire_lease(
+        self,
+        task_id: str,
+        attempt: int,
+        worker_id: str,
+        *,
+        expires_at: int,
+        now: int,
+        sequence_number: int | None = None,
+        queue_name: str | None = None,
+    ) -> bool:
+        """Atomically take the lease of (task_id, attempt). Succeeds when there is no
+        lease, or the existing one is released or expired (expires_at <= now).
+        At most one caller wins; returns whether this caller holds it now."""
+        ...
+
+    def get_lease(self, task_id: str, attempt: int | None = None) -> Lease | None:
+        """The lease of an attempt; ``attempt=None`` means the task row's current attempt."""
+        ...
+
+    def is_lease_holder(
+        self, task_id: str, worker_id: str, *, attempt: int | None = None, now: int | None = None
+    ) -> bool:
+        """True iff ``worker_id`` holds the unreleased lease of the task row's
+        CURRENT attempt (and, when ``attempt`` is given, that attempt is the
+        current one; when ``now`` is given, the lease has not expired)."""
+        ...
+
+    def release_lease(self, task_id: str, attempt: int, worker_id: str | None = None) -> bool:
+        """Mark the lease released (only if held by ``worker_id`` when given)."""
+        ...
+
+    def expire_lease(self, task_id: str, attempt: int, now: int) -> bool:
+        """Set the lease's expiry to ``now`` so that another worker can take it."""
+        ...
+
+    # --- limits -------------------------------------------------------------
+    def try_acquire_concurrency(self, task_type: str, limit: int) -> bool:
+        """Counter of hand-outs in flight for ``task_type``: increment if below
+        ``limit`` and return True, else False. ``limit <= 0`` means unlimited (still
+        counted). Atomic across processes. The caller must call
+        ``release_concurrency`` exactly once per successful acquire (tie it to a
+        status write that returned True, which happens once)."""
+        ...
+
+    def release_concurrency(self, task_type: str) -> None:
+        """Decrement the counter (never below zero)."""
+        ...
+
+    def concurrency_in_use(self, task_type: str) -> int: ...
+
+    def try_acquire_rate(
+        self, task_type: str, per_frequency: int, frequency_seconds: int, now: int
+    ) -> bool:
+        """Fixed-window rate limit: at most ``per_frequency`` grants per window of
+        ``frequency_seconds`` aligned to the epoch (window = now // (freq*1000)).
+        ``now`` is epoch ms. ``per_frequency <= 0`` or ``frequency_seconds <= 0``
+        means unlimited. Atomic across processes. A fixed window can grant up to
+        2x per_frequency across one window boundary."""
+        ...

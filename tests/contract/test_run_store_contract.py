@@ -1,0 +1,729 @@
+"""Contract suite of the run store port, run against every adapter.
+
+SQLite always; PostgreSQL when STEPWAY_TEST_POSTGRES_URL is set (each test gets
+a fresh schema through ``search_path``, dropped afterwards).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+import sqlalchemy as sa
+from alembic.autogenerate import compare_metadata
+from alembic.migration import MigrationContext
+from pydantic import ValidationError
+from sqlalchemy.engine import make_url
+
+from engine.adapters.run_store_sql import SqlRunStore, metadata
+from engine.ports.run_store import (
+    NewRun,
+    RunQuery,
+    RunStatus,
+    RunStore,
+    RunUpdate,
+    TaskRecord,
+    TaskStatus,
+    TaskUpdate,
+)
+
+PG_URL = os.environ.get("STEPWAY_TEST_POSTGRES_URL")
+THREADS = 8
+T0 = 1_700_000_000_000  # epoch ms
+
+T = TypeVar("T")
+
+
+# --- fixtures -------------------------------------------------------------------
+
+
+def _pg_param() -> Any:
+    return pytest.param(
+        "postgresql",
+        marks=[
+            pytest.mark.postgres,
+            pytest.mark.skipif(
+                not PG_URL,
+                reason="PostgreSQL adapter not tested: set STEPWAY_TEST_POSTGRES_URL "
+                "(e.g. postgresql+psycopg://postgres@127.0.0.1:55432/stepway_test)",
+            ),
+        ],
+    )
+
+
+@pytest.fixture(params=["sqlite", _pg_param()])
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'runs.db'}"
+        return
+    assert PG_URL
+    schema = f"t_{uuid.uuid4().hex[:16]}"
+    admin = sa.create_engine(PG_URL)
+    with admin.begin() as conn:
+        conn.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
+    try:
+        url = make_url(PG_URL).update_query_dict({"options": f"-csearch_path={schema}"})
+        yield url.render_as_string(hide_password=False)
+    finally:
+        with admin.begin() as conn:
+            conn.execute(sa.text(f'DROP SCHEMA "{schema}" CASCADE'))
+        admin.dispose()
+
+
+@pytest.fixture
+def store(store_url: str) -> Iterator[SqlRunStore]:
+    s = SqlRunStore(store_url)
+    try:
+        yield s
+    finally:
+        s.close()
+
+
+def run(workflow_id: str, **kw: Any) -> NewRun:
+    base: dict[str, Any] = {
+        "workflow_id": workflow_id,
+        "name": "wf",
+        "version": 1,
+        "create_time": T0,
+    }
+    base.update(kw)
+    return NewRun(**base)
+
+
+def task(task_id: str, **kw: Any) -> TaskRecord:
+    base: dict[str, Any] = {
+        "task_id": task_id,
+        "workflow_id": "w1",
+        "reference_task_name": f"ref_{task_id}",
+        "task_type": "parse_pdf",
+        "scheduled_time": T0,
+    }
+    base.update(kw)
+    return TaskRecord(**base)
+
+
+def race(n: int, fn: Callable[[int], T]) -> list[T]:
+    """Run fn(i) for i in range(n) on n threads released at the same moment."""
+    barrier = threading.Barrier(n)
+
+    def go(i: int) -> T:
+        barrier.wait()
+        return fn(i)
+
+    with ThreadPoolExecutor(n) as pool:
+        return list(pool.map(go, range(n)))
+
+
+# --- schema / migrations -------------------------------------------------------
+
+
+def test_adapter_satisfies_port(store: SqlRunStore) -> None:
+    assert isinstance(store, RunStore)
+
+
+def test_migration_creates_schema_matching_adapter_tables(store: SqlRunStore) -> None:
+    with store.engine.connect() as conn:
+        version = conn.execute(sa.text("SELECT version_num FROM alembic_version")).scalar()
+        diffs = compare_metadata(MigrationContext.configure(conn), metadata)
+    assert version == "0001"
+    structural = [
+        d
+        for d in diffs
+        if isinstance(d, tuple)
+        and d[0] in {"add_table", "remove_table", "add_column", "remove_column"}
+        and not (d[0] == "remove_table" and d[1].name == "alembic_version")
+    ]
+    assert structural == []
+
+
+def test_reopen_and_concurrent_open_are_safe(store_url: str) -> None:
+    stores = race(4, lambda _: SqlRunStore(store_url))
+    try:
+        stores[0].create_run(run("w1"))
+        assert all(s.get_run("w1") is not None for s in stores)
+    finally:
+        for s in stores:
+            s.close()
+
+
+# --- runs -----------------------------------------------------------------------
+
+
+def test_run_roundtrip(store: SqlRunStore) -> None:
+    new = run(
+        "w1",
+        input={"a": [1, 2, {"b": None}], "s": "é"},
+        variables={"v": 1},
+        correlation_id="c1",
+        priority=42,
+        task_to_domain={"parse_pdf": "east"},
+        idempotency_key="k1",
+        parent_workflow_id="p1",
+        parent_task_id="pt1",
+    )
+    assert store.create_run(new).created
+    got = store.get_run("w1")
+    assert got is not None
+    assert got.input == {"a": [1, 2, {"b": None}], "s": "é"}
+    assert got.status is RunStatus.RUNNING
+    assert got.variables == {"v": 1}
+    assert got.priority == 42
+    assert got.task_to_domain == {"parse_pdf": "east"}
+    assert (got.parent_workflow_id, got.parent_task_id) == ("p1", "pt1")
+    assert got.create_time == got.update_time == T0
+    assert got.end_time is None
+    dumped = got.model_dump(by_alias=True)
+    assert dumped["workflowId"] == "w1" and dumped["correlationId"] == "c1"
+    assert store.get_run("nope") is None
+
+
+def test_run_input_can_be_an_offload_reference(store: SqlRunStore) -> None:
+    store.create_run(run("w1", input_ref="payloads/w1/input.json"))
+    got = store.get_run("w1")
+    assert got is not None and got.input is None and got.input_ref == "payloads/w1/input.json"
+
+
+def test_priority_is_bounded() -> None:
+    with pytest.raises(ValidationError):
+        run("w1", priority=100)
+    with pytest.raises(ValidationError):
+        run("w1", priority=-1)
+
+
+def test_create_run_twice_is_idempotent(store: SqlRunStore) -> None:
+    assert store.create_run(run("w1")).created
+    again = store.create_run(run("w1", name="other"))
+    assert again.workflow_id == "w1" and not again.created
+
+
+def test_idempotency_key_returns_first_run(store: SqlRunStore) -> None:
+    assert store.create_run(run("w1", idempotency_key="k")).created
+    second = store.create_run(run("w2", idempotency_key="k"))
+    assert second.workflow_id == "w1" and not second.created
+    assert store.get_run("w2") is None
+    # the key is unique per definition name only
+    assert store.create_run(run("w3", name="other", idempotency_key="k")).created
+    # runs without a key never collide
+    assert store.create_run(run("w4")).created and store.create_run(run("w5")).created
+
+
+def test_idempotency_key_under_concurrent_starts(store: SqlRunStore) -> None:
+    results = race(THREADS, lambda i: store.create_run(run(f"w{i}", idempotency_key="same")))
+    assert sum(r.created for r in results) == 1
+    assert len({r.workflow_id for r in results}) == 1
+    assert store.search_runs(RunQuery()).total_hits == 1
+
+
+def test_run_status_is_monotonic(store: SqlRunStore) -> None:
+    store.create_run(run("w1"))
+    assert store.update_run("w1", RunUpdate(status=RunStatus.PAUSED), T0 + 1)
+    assert store.update_run("w1", RunUpdate(status=RunStatus.RUNNING), T0 + 2)
+    assert store.update_run("w1", RunUpdate(variables={"x": 1}), T0 + 3)
+    assert store.update_run(
+        "w1",
+        RunUpdate(
+            status=RunStatus.FAILED,
+            reason_for_incompletion="boom",
+            failed_reference_task_names=["t1"],
+            output={"o": 1},
+        ),
+        T0 + 4,
+    )
+    # late / duplicate writes do not apply
+    assert not store.update_run("w1", RunUpdate(status=RunStatus.RUNNING), T0 + 5)
+    assert not store.update_run("w1", RunUpdate(status=RunStatus.COMPLETED), T0 + 5)
+    assert not store.update_run("w1", RunUpdate(status=RunStatus.FAILED), T0 + 5)
+    assert not store.update_run("w1", RunUpdate(variables={"x": 2}), T0 + 5)
+    got = store.get_run("w1")
+    assert got is not None
+    assert got.status is RunStatus.FAILED
+    assert got.variables == {"x": 1} and got.output == {"o": 1}
+    assert got.reason_for_incompletion == "boom"
+    assert got.failed_reference_task_names == ["t1"]
+    assert got.end_time == T0 + 4 and got.update_time == T0 + 4
+    assert not store.update_run("missing", RunUpdate(status=RunStatus.PAUSED), T0)
+
+
+def test_concurrent_terminal_run_writes_one_wins(store: SqlRunStore) -> None:
+    store.create_run(run("w1"))
+    statuses = [RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.TERMINATED, RunStatus.TIMED_OUT]
+    applied = race(
+        THREADS,
+        lambda i: store.update_run("w1", RunUpdate(status=statuses[i % 4]), T0 + i),
+    )
+    assert sum(applied) == 1
+    got = store.get_run("w1")
+    assert got is not None and got.status is statuses[applied.index(True) % 4]
+
+
+def test_reopen_run(store: SqlRunStore) -> None:
+    store.create_run(run("w1"))
+    assert not store.reopen_run("w1", T0 + 1)  # not terminal
+    store.update_run("w1", RunUpdate(status=RunStatus.FAILED, reason_for_incompletion="x"), T0 + 2)
+    assert store.reopen_run("w1", T0 + 3)
+    got = store.get_run("w1")
+    assert got is not None
+    assert got.status is RunStatus.RUNNING and got.end_time is None
+    assert got.reason_for_incompletion is None
+
+
+def test_delete_run_removes_tasks_logs_and_leases(store: SqlRunStore) -> None:
+    store.create_run(run("w1"))
+    store.upsert_task(task("t1"), T0)
+    store.append_task_log("t1", "hello", T0)
+    assert store.start_task("t1", 1, "wk", lease_expires_at=T0 + 1000, now=T0) is not None
+    assert store.delete_run("w1")
+    assert store.get_run("w1") is None and store.get_task("t1") is None
+    assert store.list_task_logs("t1") == [] and store.get_lease("t1", 1) is None
+    assert not store.delete_run("w1")
+
+
+def test_search_filters_and_paging(store: SqlRunStore) -> None:
+    for i in range(25):
+        store.create_run(
+            run(
+                f"w{i:02d}",
+                name="a" if i % 2 == 0 else "b",
+                correlation_id=f"c{i % 3}",
+                create_time=T0 + i * 1000,
+            )
+        )
+    for i in range(0, 25, 5):
+        store.update_run(f"w{i:02d}", RunUpdate(status=RunStatus.COMPLETED), T0 + 99_000)
+
+    everything = store.search_runs(RunQuery(size=100))
+    assert everything.total_hits == 25
+    assert [r.workflow_id for r in everything.results] == [f"w{i:02d}" for i in range(24, -1, -1)]
+
+    page = store.search_runs(RunQuery(start=10, size=5))
+    assert page.total_hits == 25
+    assert [r.workflow_id for r in page.results] == ["w14", "w13", "w12", "w11", "w10"]
+    assert store.search_runs(RunQuery(start=30, size=5)).results == []
+    counted = store.search_runs(RunQuery(size=0))
+    assert counted.total_hits == 25 and counted.results == []
+
+    by_name = store.search_runs(RunQuery(name="a"))
+    assert by_name.total_hits == 13 and all(r.name == "a" for r in by_name.results)
+
+    done = store.search_runs(RunQuery(statuses=[RunStatus.COMPLETED]))
+    assert {r.workflow_id for r in done.results} == {"w00", "w05", "w10", "w15", "w20"}
+    both = store.search_runs(RunQuery(statuses=[RunStatus.COMPLETED, RunStatus.RUNNING]))
+    assert both.total_hits == 25
+
+    corr = store.search_runs(RunQuery(correlation_id="c1"))
+    assert {r.workflow_id for r in corr.results} == {f"w{i:02d}" for i in range(1, 25, 3)}
+
+    window = store.search_runs(RunQuery(create_time_from=T0 + 5000, create_time_to=T0 + 8000))
+    assert [r.workflow_id for r in window.results] == ["w07", "w06", "w05"]
+
+    combined = store.search_runs(
+        RunQuery(name="a", statuses=[RunStatus.COMPLETED], create_time_from=T0 + 1000)
+    )
+    assert [r.workflow_id for r in combined.results] == ["w20", "w10"]
+    assert combined.total_hits == 2
+
+
+# --- tasks ----------------------------------------------------------------------
+
+
+def test_task_roundtrip_and_listing(store: SqlRunStore) -> None:
+    assert store.upsert_task(
+        task(
+            "t2",
+            seq=2,
+            input_data={"doc": "x"},
+            domain="east",
+            queue_name="east-parse_pdf",
+            iteration=3,
+            retry_count=1,
+        ),
+        T0,
+    )
+    assert store.upsert_task(task("t1", seq=1, input_ref="payloads/w1/t1-in.json"), T0)
+    store.upsert_task(task("other", workflow_id="w2"), T0)
+    got = store.get_task("t2")
+    assert got is not None
+    assert got.input_data == {"doc": "x"} and got.status is TaskStatus.SCHEDULED
+    assert (got.domain, got.queue_name, got.iteration, got.retry_count) == (
+        "east",
+        "east-parse_pdf",
+        3,
+        1,
+    )
+    assert got.update_time == T0 and got.attempt == 1
+    assert got.model_dump(by_alias=True)["referenceTaskName"] == "ref_t2"
+    assert [t.task_id for t in store.list_tasks("w1")] == ["t1", "t2"]
+    t1 = store.get_task("t1")
+    assert t1 is not None and t1.input_ref == "payloads/w1/t1-in.json"
+    assert store.get_task("missing") is None
+
+
+def test_task_status_is_monotonic_within_an_attempt(store: SqlRunStore) -> None:
+    assert store.upsert_task(task("t1"), T0)
+    assert store.upsert_task(task("t1"), T0 + 1)  # repeated SCHEDULED write (activity retry)
+    assert store.update_task(
+        "t1", 1, TaskUpdate(status=TaskStatus.IN_PROGRESS, worker_id="w", start_time=T0 + 2), T0 + 2
+    )
+    # IN_PROGRESS never goes back to SCHEDULED for the same attempt
+    assert not store.upsert_task(task("t1"), T0 + 3)
+    assert not store.update_task("t1", 1, TaskUpdate(status=TaskStatus.SCHEDULED), T0 + 3)
+    # progress updates while IN_PROGRESS apply
+    assert store.update_task(
+        "t1",
+        1,
+        TaskUpdate(status=TaskStatus.IN_PROGRESS, callback_after_seconds=30, output_data={"p": 1}),
+        T0 + 4,
+    )
+    assert store.update_task(
+        "t1", 1, TaskUpdate(status=TaskStatus.COMPLETED, output_data={"ok": True}), T0 + 5
+    )
+    # terminal is final: duplicates, other terminals, late progress, full rewrites
+    assert not store.update_task("t1", 1, TaskUpdate(status=TaskStatus.COMPLETED), T0 + 6)
+    assert not store.update_task("t1", 1, TaskUpdate(status=TaskStatus.FAILED), T0 + 6)
+    assert not store.update_task("t1", 1, TaskUpdate(status=TaskStatus.IN_PROGRESS), T0 + 6)
+    assert not store.update_task("t1", 1, TaskUpdate(output_data={"late": 1}), T0 + 6)
+    assert not store.upsert_task(task("t1", status=TaskStatus.FAILED), T0 + 6)
+    got = store.get_task("t1")
+    assert got is not None
+    assert got.status is TaskStatus.COMPLETED and got.output_data == {"ok": True}
+    assert got.end_time == T0 + 5 and got.callback_after_seconds == 30
+    assert got.worker_id == "w" and got.start_time == T0 + 2
+
+
+def test_task_attempts(store: SqlRunStore) -> None:
+    store.upsert_task(task("t1"), T0)
+    store.update_task("t1", 1, TaskUpdate(status=TaskStatus.IN_PROGRESS), T0 + 1)
+    # the result of a wrong attempt never applies
+    assert not store.update_task("t1", 2, TaskUpdate(status=TaskStatus.COMPLETED), T0 + 2)
+    assert store.update_task(
+        "t1", 1, TaskUpdate(status=TaskStatus.FAILED, reason_for_incompletion="x"), T0 + 2
+    )
+    # a retry (newer attempt) replaces a failed attempt
+    assert store.upsert_task(task("t1", attempt=2, retry_count=1), T0 + 3)
+    got = store.get_task("t1")
+    assert got is not None and (got.attempt, got.status) == (2, TaskStatus.SCHEDULED)
+    assert got.reason_for_incompletion is None
+    # a late write of the older attempt does not
+    assert not store.upsert_task(task("t1", attempt=1, status=TaskStatus.TIMED_OUT), T0 + 4)
+    assert not store.update_task("t1", 1, TaskUpdate(status=TaskStatus.TIMED_OUT), T0 + 4)
+    # a newer attempt may also supersede one that is still in progress (response timeout)
+    store.update_task("t1", 2, TaskUpdate(status=TaskStatus.IN_PROGRESS), T0 + 5)
+    assert store.upsert_task(task("t1", attempt=3), T0 + 6)
+    # but never one that succeeded
+    store.update_task("t1", 3, TaskUpdate(status=TaskStatus.COMPLETED), T0 + 7)
+    assert not store.upsert_task(task("t1", attempt=4), T0 + 8)
+    got = store.get_task("t1")
+    assert got is not None and (got.attempt, got.status) == (3, TaskStatus.COMPLETED)
+
+
+def test_concurrent_task_results_one_wins(store: SqlRunStore) -> None:
+    store.upsert_task(task("t1"), T0)
+    statuses = [TaskStatus.COMPLETED, TaskStatus.FAILED, TaskStatus.TIMED_OUT, TaskStatus.CANCELED]
+    applied = race(
+        THREADS, lambda i: store.update_task("t1", 1, TaskUpdate(status=statuses[i % 4]), T0 + i)
+    )
+    assert sum(applied) == 1
+
+
+def test_task_logs(store: SqlRunStore) -> None:
+    for i in range(5):
+        store.append_task_log("t1", f"line {i}", T0 + i)
+    store.append_task_log("t2", "other", T0)
+    logs = store.list_task_logs("t1")
+    assert [entry.log for entry in logs] == [f"line {i}" for i in range(5)]
+    assert [entry.created_time for entry in logs] == [T0 + i for i in range(5)]
+    assert store.list_task_logs("none") == []
+
+
+def test_start_task_is_the_poll_bookkeeping(store: SqlRunStore) -> None:
+    store.upsert_task(task("t1"), T0)
+    started = store.start_task(
+        "t1", 1, "wk1", lease_expires_at=T0 + 60_000, now=T0 + 10, sequence_number=7, queue_name="q"
+    )
+    assert started is not None
+    assert (started.status, started.worker_id, started.start_time, started.poll_count) == (
+        TaskStatus.IN_PROGRESS,
+        "wk1",
+        T0 + 10,
+        1,
+    )
+    lease = store.get_lease("t1")
+    assert lease is not None
+    assert (lease.worker_id, lease.attempt, lease.sequence_number, lease.queue_name) == (
+        "wk1",
+        1,
+        7,
+        "q",
+    )
+    # another worker cannot start it while the lease is live; nothing is written
+    assert store.start_task("t1", 1, "wk2", lease_expires_at=T0 + 90_000, now=T0 + 20) is None
+    got = store.get_task("t1")
+    assert got is not None and got.worker_id == "wk1" and got.poll_count == 1
+    # callbackAfterSeconds: the lease is released, the message comes back, anyone may take it
+    assert store.release_lease("t1", 1, "wk1")
+    again = store.start_task("t1", 1, "wk2", lease_expires_at=T0 + 90_000, now=T0 + 30)
+    assert again is not None and again.worker_id == "wk2" and again.poll_count == 2
+    # stale: wrong attempt, missing task, terminal task
+    assert store.start_task("t1", 2, "wk3", lease_expires_at=T0 + 1, now=T0) is None
+    assert store.start_task("nope", 1, "wk3", lease_expires_at=T0 + 1, now=T0) is None
+    store.update_task("t1", 1, TaskUpdate(status=TaskStatus.COMPLETED), T0 + 40)
+    store.expire_lease("t1", 1, T0 + 40)
+    assert store.start_task("t1", 1, "wk3", lease_expires_at=T0 + 1, now=T0 + 50) is None
+    assert store.get_lease("t1", 2) is None
+
+
+def test_start_task_under_concurrency_hands_out_once(store: SqlRunStore) -> None:
+    for n in range(5):
+        store.upsert_task(task(f"t{n}"), T0)
+        results = race(
+            THREADS,
+            lambda i, n=n: store.start_task(  # type: ignore[misc]
+                f"t{n}", 1, f"wk{i}", lease_expires_at=T0 + 60_000, now=T0
+            ),
+        )
+        winners = [r for r in results if r is not None]
+        assert len(winners) == 1
+        got = store.get_task(f"t{n}")
+        assert got is not None and got.worker_id == winners[0].worker_id and got.poll_count == 1
+
+
+# --- definitions ---------------------------------------------------------------
+
+
+def test_definitions(store: SqlRunStore) -> None:
+    store.put_definition("wf", 1, {"name": "wf", "version": 1, "tasks": []}, T0)
+    store.put_definition("wf", 3, {"name": "wf", "version": 3}, T0 + 1)
+    store.put_definition("wf", 2, {"name": "wf", "version": 2}, T0 + 2)
+    store.put_definition("other", 1, {"name": "other"}, T0)
+    latest = store.get_definition("wf")
+    assert latest is not None and latest.version == 3 and latest.definition["version"] == 3
+    v1 = store.get_definition("wf", 1)
+    assert v1 is not None and v1.definition == {"name": "wf", "version": 1, "tasks": []}
+    store.put_definition("wf", 1, {"name": "wf", "version": 1, "x": 1}, T0 + 5)
+    v1 = store.get_definition("wf", 1)
+    assert v1 is not None and v1.definition["x"] == 1
+    assert (v1.create_time, v1.update_time) == (T0, T0 + 5)
+    assert [(d.name, d.version) for d in store.list_definitions()] == [
+        ("other", 1),
+        ("wf", 1),
+        ("wf", 2),
+        ("wf", 3),
+    ]
+    assert [d.version for d in store.list_definitions("wf")] == [1, 2, 3]
+    assert store.delete_definition("wf", 3)
+    assert not store.delete_definition("wf", 3)
+    latest = store.get_definition("wf")
+    assert latest is not None and latest.version == 2
+    assert store.get_definition("missing") is None and store.get_definition("wf", 9) is None
+
+
+def test_task_definitions(store: SqlRunStore) -> None:
+    store.put_task_def("parse_pdf", {"name": "parse_pdf", "retryCount": 2}, T0)
+    store.put_task_def("a_task", {"name": "a_task"}, T0)
+    store.put_task_def("parse_pdf", {"name": "parse_pdf", "retryCount": 5}, T0 + 1)
+    got = store.get_task_def("parse_pdf")
+    assert got is not None and got.definition["retryCount"] == 5
+    assert (got.create_time, got.update_time) == (T0, T0 + 1)
+    assert [t.name for t in store.list_task_defs()] == ["a_task", "parse_pdf"]
+    assert store.delete_task_def("a_task") and not store.delete_task_def("a_task")
+    assert store.get_task_def("a_task") is None
+
+
+def test_instructions_are_versioned(store: SqlRunStore) -> None:
+    store.put_instruction("triage", 1, "be brief", T0)
+    store.put_instruction("triage", 2, "be briefer", T0 + 1)
+    latest = store.get_instruction("triage")
+    assert latest is not None and (latest.version, latest.text) == (2, "be briefer")
+    v1 = store.get_instruction("triage", 1)
+    assert v1 is not None and v1.text == "be brief"
+    store.put_instruction("triage", 1, "replaced", T0 + 2)
+    v1 = store.get_instruction("triage", 1)
+    assert v1 is not None and v1.text == "replaced"
+    assert store.get_instruction("none") is None
+
+
+# --- poll data -----------------------------------------------------------------
+
+
+def test_poll_data(store: SqlRunStore) -> None:
+    store.record_poll("parse_pdf", None, "wk1", T0)
+    store.record_poll("parse_pdf", None, "wk1", T0 + 5)
+    store.record_poll("parse_pdf", None, "wk1", T0 + 2)  # late write never moves time back
+    store.record_poll("parse_pdf", "east", "wk2", T0 + 3)
+    store.record_poll("extract_excel", None, "wk3", T0 + 4)
+    pdf = store.get_poll_data("parse_pdf")
+    assert [(p.domain, p.worker_id, p.last_poll_time) for p in pdf] == [
+        (None, "wk1", T0 + 5),
+        ("east", "wk2", T0 + 3),
+    ]
+    assert [(p.task_type, p.worker_id) for p in store.get_all_poll_data()] == [
+        ("extract_excel", "wk3"),
+        ("parse_pdf", "wk1"),
+        ("parse_pdf", "wk2"),
+    ]
+    assert store.get_poll_data("nothing") == []
+
+
+# --- leases ----------------------------------------------------------------------
+
+
+def test_lease_lifecycle(store: SqlRunStore) -> None:
+    store.upsert_task(task("t1"), T0)
+    assert store.acquire_lease(
+        "t1", 1, "wk1", expires_at=T0 + 100, now=T0, sequence_number=42, queue_name="parse_pdf"
+    )
+    assert not store.acquire_lease("t1", 1, "wk2", expires_at=T0 + 200, now=T0 + 50)
+    assert not store.acquire_lease("t1", 1, "wk1", expires_at=T0 + 200, now=T0 + 50)
+    assert store.is_lease_holder("t1", "wk1")
+    assert store.is_lease_holder("t1", "wk1", attempt=1, now=T0 + 99)
+    assert not store.is_lease_holder("t1", "wk1", now=T0 + 100)  # expired
+    assert not store.is_lease_holder("t1", "wk1", attempt=2)
+    assert not store.is_lease_holder("t1", "wk2")
+    # an expired lease can be taken over; the old holder no longer holds it
+    assert store.acquire_lease("t1", 1, "wk2", expires_at=T0 + 300, now=T0 + 100)
+    assert store.is_lease_holder("t1", "wk2") and not store.is_lease_holder("t1", "wk1")
+    lease = store.get_lease("t1", 1)
+    assert lease is not None
+    assert (lease.worker_id, lease.expires_at, lease.acquired_at) == ("wk2", T0 + 300, T0 + 100)
+    # release: only by the holder (when named), then free for anyone
+    assert not store.release_lease("t1", 1, "wk1")
+    assert store.release_lease("t1", 1, "wk2")
+    assert not store.release_lease("t1", 1, "wk2")
+    assert not store.is_lease_holder("t1", "wk2")
+    assert store.acquire_lease("t1", 1, "wk3", expires_at=T0 + 400, now=T0 + 150)
+    # expire: makes it available at once
+    assert store.expire_lease("t1", 1, T0 + 160)
+    assert store.acquire_lease("t1", 1, "wk4", expires_at=T0 + 500, now=T0 + 160)
+
+
+def test_lease_holder_is_about_the_current_attempt(store: SqlRunStore) -> None:
+    store.upsert_task(task("t1"), T0)
+    assert store.acquire_lease("t1", 1, "wk1", expires_at=T0 + 10_000, now=T0)
+    store.update_task("t1", 1, TaskUpdate(status=TaskStatus.TIMED_OUT), T0 + 1)
+    assert store.is_lease_holder("t1", "wk1")  # still attempt 1
+    store.upsert_task(task("t1", attempt=2), T0 + 2)
+    assert not store.is_lease_holder("t1", "wk1")  # stale attempt
+    assert store.get_lease("t1") is None  # no lease yet for the current attempt
+    lease1 = store.get_lease("t1", 1)
+    assert lease1 is not None and lease1.worker_id == "wk1"
+    assert store.acquire_lease("t1", 2, "wk2", expires_at=T0 + 10_000, now=T0 + 3)
+    current = store.get_lease("t1")
+    assert current is not None and (current.attempt, current.worker_id) == (2, "wk2")
+    assert store.is_lease_holder("t1", "wk2", attempt=2)
+    assert not store.is_lease_holder("missing", "wk2")
+
+
+def test_lease_acquire_is_atomic(store: SqlRunStore) -> None:
+    for n in range(10):
+        results = race(
+            THREADS,
+            lambda i, n=n: store.acquire_lease(  # type: ignore[misc]
+                f"t{n}", 1, f"wk{i}", expires_at=T0 + 1000, now=T0
+            ),
+        )
+        assert sum(results) == 1
+        lease = store.get_lease(f"t{n}", 1)
+        assert lease is not None and lease.worker_id == f"wk{results.index(True)}"
+
+
+def test_lease_takeover_after_expiry_is_atomic(store: SqlRunStore) -> None:
+    assert store.acquire_lease("t1", 1, "old", expires_at=T0 + 10, now=T0)
+    results = race(
+        THREADS,
+        lambda i: store.acquire_lease("t1", 1, f"wk{i}", expires_at=T0 + 1000, now=T0 + 20),
+    )
+    assert sum(results) == 1
+
+
+# --- limits -----------------------------------------------------------------------
+
+
+def test_concurrency_limit_counts(store: SqlRunStore) -> None:
+    assert [store.try_acquire_concurrency("a", 3) for _ in range(4)] == [True, True, True, False]
+    assert store.concurrency_in_use("a") == 3
+    assert store.try_acquire_concurrency("b", 1)  # per type
+    store.release_concurrency("a")
+    assert store.try_acquire_concurrency("a", 3)
+    assert not store.try_acquire_concurrency("a", 3)
+    assert not store.try_acquire_concurrency("a", 2)  # a lowered limit is honoured
+    for _ in range(10):
+        store.release_concurrency("a")
+    assert store.concurrency_in_use("a") == 0  # never below zero
+    assert all(store.try_acquire_concurrency("c", 0) for _ in range(20))  # 0 = unlimited
+    assert store.concurrency_in_use("c") == 20
+    assert store.concurrency_in_use("never") == 0
+
+
+def test_concurrency_limit_never_exceeded_under_threads(store: SqlRunStore) -> None:
+    limit = 3
+    lock = threading.Lock()
+    holding = 0
+    peak = 0
+    grants = 0
+
+    def worker(_: int) -> None:
+        nonlocal holding, peak, grants
+        for _ in range(15):
+            if store.try_acquire_concurrency("parse_pdf", limit):
+                with lock:
+                    holding += 1
+                    grants += 1
+                    peak = max(peak, holding)
+                time.sleep(0.002)
+                with lock:
+                    holding -= 1
+                store.release_concurrency("parse_pdf")
+
+    race(THREADS, worker)
+    assert 1 <= peak <= limit
+    assert grants >= limit
+    assert store.concurrency_in_use("parse_pdf") == 0
+
+
+def test_concurrency_acquire_burst_grants_exactly_the_limit(store: SqlRunStore) -> None:
+    results = race(THREADS, lambda _: store.try_acquire_concurrency("x", 5))
+    assert sum(results) == 5
+    assert store.concurrency_in_use("x") == 5
+
+
+def test_rate_limit_fixed_window(store: SqlRunStore) -> None:
+    w0 = T0 - T0 % 60_000  # windows are aligned to the epoch
+    now = w0 + 5_000
+    granted = race(
+        THREADS, lambda _: sum(store.try_acquire_rate("r", 5, 60, now) for _ in range(4))
+    )
+    assert sum(granted) == 5
+    assert not store.try_acquire_rate("r", 5, 60, now + 50_000)  # same window
+    assert store.try_acquire_rate("other", 5, 60, now)  # per type
+    # next window: fresh budget
+    later = w0 + 60_000
+    assert [store.try_acquire_rate("r", 5, 60, later) for _ in range(6)] == [True] * 5 + [False]
+    # a caller with a lagging clock counts against the current window
+    assert not store.try_acquire_rate("r", 5, 60, now)
+    # unlimited
+    assert all(store.try_acquire_rate("r", 0, 60, later) for _ in range(10))
+
+
+def test_rate_limit_never_exceeded_across_windows(store: SqlRunStore) -> None:
+    per, freq = 3, 1
+    ticks = [T0 + ms for ms in range(0, 4000, 250)]  # 4 windows, 4 ticks each
+    grants: dict[int, int] = {}
+    lock = threading.Lock()
+    tick = threading.Barrier(THREADS)
+
+    def worker(_: int) -> None:
+        for now in ticks:
+            tick.wait()  # every thread on the same clock tick
+            if store.try_acquire_rate("r", per, freq, now):
+                with lock:
+                    grants[now // 1000] = grants.get(now // 1000, 0) + 1
+
+    race(THREADS, worker)
+    assert grants == {T0 // 1000 + w: per for w in range(4)}
