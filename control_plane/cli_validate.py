@@ -9,6 +9,7 @@ worker in the catalog, ``workers/*/worker.yaml``) is checked unless ``--no-cover
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Annotated
 
@@ -116,8 +117,13 @@ def run_validation(
     if coverage and workflows:
         issues += _coverage(workflows, task_defs, catalog_dir or Path.cwd() / "workers")
 
-    order = {source: n for n, source in enumerate(dict.fromkeys(i.source for i in issues))}
-    return sorted(issues, key=lambda issue: order[issue.source])
+    return sorted(issues, key=_sort_key)
+
+
+def _sort_key(issue: SourceIssue) -> tuple[str, list[tuple[int, str]]]:
+    """By file, then by path in document order (``tasks[2]`` before ``tasks[10]``)."""
+    parts = re.split(r"(\d+)", issue.path)
+    return str(issue.source), [(int(p), "") if p.isdigit() else (-1, p) for p in parts]
 
 
 def _coverage(
@@ -133,7 +139,7 @@ def _coverage(
     except CatalogError as exc:
         # The message starts with the file it is about: "<file>: <problem>".
         source, _, problem = str(exc).partition(": ")
-        if not problem or not Path(source).exists():
+        if not problem or not (source.startswith(str(catalog_dir)) or Path(source).exists()):
             source, problem = str(catalog_dir), str(exc)
         hint = " (give --catalog DIR, or --no-coverage to skip coverage)"
         return [SourceIssue(Path(source), "$", problem + hint)]

@@ -680,6 +680,8 @@ def check_coverage(
             task = location.task
             if task.type != TaskType.WORKER or task.name in seen:
                 continue
+            if queue_name_problem(task.name):
+                continue  # not a usable type name at all; validate_workflow reports it
             seen.add(task.name)
             has_def = task.name in task_defs
             area = area_of.get(task.name)
