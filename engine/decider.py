@@ -1,0 +1,1154 @@
+"""The Decider: a pure step function of the workflow language (seed page 7).
+
+Definition + run state in, next actions out. No I/O, no clock (time is always an argument),
+no randomness, no logging. The ``WorkflowInterpreter`` orchestration performs the actions
+and feeds the outcomes back.
+
+API::
+
+    decider = Decider(definition, task_defs={name: TaskDef}, jq=None)
+    state = decider.start(workflow_id=..., input=..., correlation_id=None, now_ms=...,
+                          variables=None)
+    decision = decider.decide(state, now_ms)          # Decision(state, actions, records,
+                                                      #          finished, cancel)
+    state = decider.on_started(state, task_id, attempt, worker_id, now_ms)
+    state = decider.on_outcome(state, TaskOutcome(...), now_ms)
+    decision = decider.decide(state, now_ms)          # after every outcome
+    deadline = decider.wait_deadline(state, task_id)  # Deadline(at_ms, kind) | None
+    decision = decider.on_workflow_timeout(state, now_ms)
+    decision = decider.terminate(state, reason, now_ms)
+    decider.is_waiting(state, task_id)                # still waiting for this attempt?
+    decider.stall(state, now_ms)                      # fail a run that cannot progress
+    decider.workflow_deadline_ms(state)               # start + workflow timeoutSeconds
+
+Ownership: ``decide``/``on_*``/``terminate`` update the given state **in place** and return
+it (in the Decision). Copying a run state on each step would make a long run quadratic;
+keep ``state.model_copy(deep=True)`` if the old value is needed. A stale or duplicate
+outcome returns the state unchanged.
+
+Execution model. The definition is indexed once in ``__init__`` (every task list gets a
+``list_id``; every ref its list, position, parent and, for containers, their lists). A run
+is a set of *frames*: executing task lists with a cursor (the root sequence, a SWITCH case,
+each fork branch, each DO_WHILE body iteration). ``decide`` advances only frames marked
+ready (by an outcome or by a child frame that ended), evaluating inline task types on the
+spot, so a step costs O(tasks started or finished in it), independent of run length.
+
+* Task ids are ``uuid5(workflow id + instance ref)``: stable across attempts (attempts are
+  numbered from 1; a message id is ``<taskId>:<attempt>``). Inside a DO_WHILE every
+  reference gets the iteration suffix ``ref__N``; nested loops append their own
+  (``ref__2__1`` = outer iteration 2, inner iteration 1).
+* Expression context (for ``engine.expressions.resolve``): ``workflow`` plus one entry per
+  task instance (``input``, ``output``, ``status``, ``taskId``, ``referenceTaskName``,
+  ``reasonForIncompletion``); the unsuffixed ``ref`` is an alias of the latest instance.
+  It is cached on the state object and updated incrementally.
+* SWITCH: ``evaluatorType`` ``value-param`` (``expression`` names an input parameter) or
+  ``javascript`` (``$`` = resolved inputs); legacy ``caseValueParam`` / ``caseExpression``.
+  The value becomes a case key (booleans ``true``/``false``, ``null``, integral numbers
+  without ``.0``); no matching case -> ``defaultCase``; an empty list is a no-op. The
+  SWITCH completes at once with ``{"evaluationResult": [key], "selectedCase": key}``; the
+  sequence resumes after the chosen case has run.
+* FORK_JOIN completes at once and starts one frame per non-empty branch; the following
+  JOIN waits until **every** branch has ended (also when ``joinOn`` names a subset:
+  nothing runs on detached after the JOIN) and outputs ``{ref: output}`` for ``joinOn`` (or
+  the last task of each branch). A non-optional failure anywhere fails the run at once:
+  the JOINs and DO_WHILEs around the failed task become FAILED, everything else pending
+  CANCELED.
+* DO_WHILE: the body runs at least once; after each iteration the loop output gets
+  ``"<n>": {ref: output}`` and ``"iteration": n`` and ``loopCondition`` is evaluated with
+  ``$`` = the loop's resolved inputParameters + ``{loopRef: loop output}`` + ``{bodyRef:
+  latest output}``. An empty condition means one iteration; an empty body completes at once.
+* SET_VARIABLE merges its resolved inputs into ``workflow.variables``; TERMINATE ends the
+  run with ``terminationStatus`` (COMPLETED | FAILED | TERMINATED, default COMPLETED),
+  ``terminationReason`` and ``workflowOutput`` (else the normal run output), canceling
+  pending tasks; INLINE evaluates ``inputParameters.expression`` (``$`` = resolved inputs)
+  into ``{"result": value}``; JSON_JQ_TRANSFORM runs ``queryExpression`` over the resolved
+  inputs with the injectable ``jq(query, value) -> list`` into ``{"result": first,
+  "resultList": all}``. A script/jq/expression error fails the task (no retry).
+* Scheduled types (WORKER, HTTP, CALL_TOOL, LOGIC_APP, DOCUMENT_INTELLIGENCE, HUMAN, WAIT,
+  SUB_WORKFLOW) become :class:`ScheduleTask` actions. ``startDelay`` delays attempt 1.
+* Retries: attempts = 1 + (workflow task ``retryCount`` if set, else the task
+  definition's, else 0). The task definition is the inline ``taskDefinition`` or the
+  registered one named like the task. Delays per :mod:`engine.retry`; Retry-After wins
+  when larger; a retry that would start after ``totalTimeoutSeconds`` is not made.
+  FAILED_WITH_TERMINAL_ERROR (and CANCELED) never retry.
+* TIMED_OUT: kind ``total`` ends retries; otherwise ``timeoutPolicy`` (RETRY when there is
+  no task definition): RETRY retries while attempts remain, TIME_OUT_WF fails the run
+  TIMED_OUT (even for an optional task, as Conductor), ALERT_ONLY records a warning and the
+  task keeps waiting (that deadline kind is not reported again for this attempt).
+* Exhausted: optional -> COMPLETED_WITH_ERRORS and continue; else the run FAILS (TIMED_OUT
+  under TIME_OUT_WF) with ``failedReferenceTaskNames``, pending tasks canceled.
+* Run output: ``outputParameters`` resolved against the final context, or the output of the
+  task that finished last when empty.
+* A single decide() evaluates at most :data:`MAX_INLINE_STEPS` tasks; beyond that (a
+  DO_WHILE of inline tasks that never ends) the run fails instead of hanging.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+from engine.definitions import (
+    ACTIVITY_TYPES,
+    RunStatus,
+    TaskDef,
+    TaskStatus,
+    TaskType,
+    WorkflowDef,
+    WorkflowTask,
+)
+from engine.durations import parse_duration, parse_until
+from engine.expressions import resolve
+from engine.retry import retry_delay_seconds
+from engine.run_state import (
+    Action,
+    Deadline,
+    DeadlineKind,
+    Decision,
+    Frame,
+    RunResult,
+    RunState,
+    ScheduleTask,
+    TaskOutcome,
+    TaskRecord,
+    TaskState,
+)
+from engine.scripting import ScriptError, evaluate, evaluate_condition
+
+__all__ = [
+    "MAX_INLINE_STEPS",
+    "Action",
+    "Deadline",
+    "Decider",
+    "Decision",
+    "JqEvaluator",
+    "RunResult",
+    "RunState",
+    "ScheduleTask",
+    "TaskOutcome",
+    "TaskRecord",
+    "TaskState",
+    "default_jq",
+]
+
+#: Upper bound of tasks one decide() evaluates inline before it fails the run.
+MAX_INLINE_STEPS = 50_000
+
+ROOT = "$"
+_NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "https://stepway/task-id")
+
+JqEvaluator = Callable[[str, Any], list[Any]]
+
+_SCHEDULED_TYPES = frozenset(
+    {
+        *ACTIVITY_TYPES,
+        TaskType.WORKER,
+        TaskType.HUMAN,
+        TaskType.WAIT,
+        TaskType.SUB_WORKFLOW,
+    }
+)
+_WAITING = (TaskStatus.SCHEDULED, TaskStatus.IN_PROGRESS)
+_KIND_ORDER: dict[str, int] = {"total": 0, "task": 1, "human": 2, "response": 3, "poll": 4}
+
+
+@lru_cache(maxsize=512)
+def _jq_program(query: str) -> Any:
+    import jq
+
+    return jq.compile(query)
+
+
+def default_jq(query: str, value: Any) -> list[Any]:
+    """``jq.compile(query).input_value(value).all()`` (compiled programs are cached)."""
+    return list(_jq_program(query).input_value(value).all())
+
+
+@dataclass
+class _Node:
+    """Where a task sits in the definition, precomputed."""
+
+    task: WorkflowTask
+    list_id: int
+    pos: int
+    parent: str | None
+    task_def: TaskDef | None
+    #: container lists by label: ``case:<key>``, ``default``, ``fork:<i>``, ``body``
+    branches: dict[str, int] = field(default_factory=dict)
+    #: JOIN: the FORK_JOIN right before it in the same list
+    fork_ref: str | None = None
+    #: JOIN: joinOn, or the last task of each branch of its fork
+    join_on: list[str] = field(default_factory=list)
+    #: FORK_JOIN: the JOIN right after it
+    join_ref: str | None = None
+    #: DO_WHILE: every ref inside the body, in definition order
+    body_refs: list[str] = field(default_factory=list)
+
+
+class _Failed(Exception):
+    """An inline evaluation failed; the message is the task's reason."""
+
+
+def _case_key(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def _iteration_of(ts: TaskState) -> int:
+    suffix = ts.ref[len(ts.def_ref) :]
+    if not suffix:
+        return 0
+    return int(suffix.rsplit("__", 1)[-1])
+
+
+class Decider:
+    """Pure decision logic for runs of one definition (see the module docstring)."""
+
+    def __init__(
+        self,
+        definition: WorkflowDef,
+        task_defs: Mapping[str, TaskDef] = {},
+        jq: JqEvaluator | None = None,
+    ) -> None:
+        self.definition = definition
+        self.task_defs = dict(task_defs)
+        self.jq: JqEvaluator = jq or default_jq
+        self._lists: list[list[WorkflowTask]] = []
+        self._nodes: dict[str, _Node] = {}
+        self._index(definition.tasks, None)
+
+    # ------------------------------------------------------------------ definition index
+
+    def _index(self, tasks: list[WorkflowTask], parent: str | None) -> int:
+        list_id = len(self._lists)
+        self._lists.append(tasks)
+        for pos, task in enumerate(tasks):
+            ref = task.task_reference_name
+            node = _Node(
+                task, list_id, pos, parent, task.task_definition or self.task_defs.get(task.name)
+            )
+            self._nodes[ref] = node
+            for key, case in task.decision_cases.items():
+                node.branches[f"case:{key}"] = self._index(case, ref)
+            if task.default_case:
+                node.branches["default"] = self._index(task.default_case, ref)
+            for i, branch in enumerate(task.fork_tasks):
+                node.branches[f"fork:{i}"] = self._index(branch, ref)
+            if task.loop_over:
+                node.branches["body"] = self._index(task.loop_over, ref)
+        for pos, task in enumerate(tasks):
+            if task.type == TaskType.JOIN and pos > 0 and tasks[pos - 1].type == TaskType.FORK_JOIN:
+                fork = tasks[pos - 1]
+                join = self._nodes[task.task_reference_name]
+                join.fork_ref = fork.task_reference_name
+                self._nodes[fork.task_reference_name].join_ref = task.task_reference_name
+            if task.type == TaskType.JOIN:
+                join = self._nodes[task.task_reference_name]
+                if task.join_on:
+                    join.join_on = list(task.join_on)
+                elif join.fork_ref is not None:
+                    fork = tasks[pos - 1]
+                    join.join_on = [b[-1].task_reference_name for b in fork.fork_tasks if b]
+            if task.type == TaskType.DO_WHILE:
+                self._nodes[task.task_reference_name].body_refs = self._descendants(task.loop_over)
+        return list_id
+
+    def _descendants(self, tasks: list[WorkflowTask]) -> list[str]:
+        refs: list[str] = []
+        for task in tasks:
+            refs.append(task.task_reference_name)
+            for _, nested in task.children():
+                refs.extend(self._descendants(nested))
+        return refs
+
+    def task_id(self, workflow_id: str, ref: str) -> str:
+        """The deterministic id of task instance ``ref`` of run ``workflow_id``."""
+        return str(uuid.uuid5(_NAMESPACE, f"{workflow_id}/{ref}"))
+
+    # ------------------------------------------------------------------ public API
+
+    def start(
+        self,
+        *,
+        workflow_id: str,
+        input: dict[str, Any],
+        correlation_id: str | None = None,
+        now_ms: int,
+        variables: dict[str, Any] | None = None,
+    ) -> RunState:
+        """A new run's state; call :meth:`decide` next."""
+        state = RunState(
+            workflow_id=workflow_id,
+            workflow_type=self.definition.name,
+            version=self.definition.version,
+            correlation_id=correlation_id,
+            input={**self.definition.input_template, **input},
+            variables={**self.definition.variables, **(variables or {})},
+            start_time=now_ms,
+        )
+        state.frames[ROOT] = Frame(key=ROOT, list_id=0)
+        state.ready.append(ROOT)
+        return state
+
+    def decide(self, state: RunState, now_ms: int) -> Decision:
+        """Advance everything that needs no I/O; the I/O to start now."""
+        actions: list[Action] = []
+        if state.status != RunStatus.RUNNING:
+            return self._emit(state, actions)
+        if state.retries:
+            retries, state.retries = state.retries, []
+            for ref in retries:
+                self._dispatch_retry(state, state.tasks[ref], now_ms, actions)
+        budget = [MAX_INLINE_STEPS]
+        while state.ready and state.status == RunStatus.RUNNING:
+            key = state.ready.pop(0)
+            frame = state.frames.get(key)
+            if frame is not None:
+                self._advance(state, frame, now_ms, actions, budget)
+        return self._emit(state, actions)
+
+    def on_started(
+        self, state: RunState, task_id: str, attempt: int, worker_id: str, now_ms: int
+    ) -> RunState:
+        """A worker took the task (IN_PROGRESS); the response timeout runs from now."""
+        ts = self._waiting_task(state, task_id, attempt)
+        if ts is None:
+            return state
+        ts.status = TaskStatus.IN_PROGRESS
+        ts.start_time = now_ms
+        ts.worker_id = worker_id or None
+        if "response" in ts.alerts:
+            ts.alerts = [k for k in ts.alerts if k != "response"]
+        self._touch(state, ts)
+        return state
+
+    def on_outcome(self, state: RunState, outcome: TaskOutcome, now_ms: int) -> RunState:
+        """Apply what happened to a scheduled attempt; call :meth:`decide` next."""
+        ts = self._waiting_task(state, outcome.task_id, outcome.attempt)
+        if ts is None:
+            return state
+        status = outcome.status
+        if status in _WAITING:
+            return state
+        if status.is_successful:
+            ts.status = TaskStatus.COMPLETED if status == TaskStatus.SKIPPED else status
+            ts.output = dict(outcome.output)
+            ts.reason = outcome.reason
+            ts.end_time = now_ms
+            del state.pending[ts.task_id]
+            self._succeeded(state, ts)
+            return state
+        node = self._nodes[ts.def_ref]
+        td = node.task_def
+        run_status = RunStatus.FAILED
+        final_status = status
+        retry = status in (TaskStatus.FAILED, TaskStatus.TIMED_OUT)
+        if status == TaskStatus.TIMED_OUT:
+            kind = outcome.timeout_kind or self._fired_kind(state, ts, now_ms)
+            policy = td.timeout_policy if td is not None else "RETRY"
+            if kind == "total":
+                retry = False
+                if policy == "TIME_OUT_WF":
+                    run_status = RunStatus.TIMED_OUT
+            elif policy == "ALERT_ONLY":
+                ts.alerts.append(kind)
+                state.warnings.append(
+                    f"task {ts.ref} attempt {ts.attempt}: {kind} timeout elapsed (ALERT_ONLY)"
+                )
+                return state
+            elif policy == "TIME_OUT_WF":
+                retry = False
+                run_status = RunStatus.TIMED_OUT
+        elif status != TaskStatus.FAILED:
+            final_status = TaskStatus.FAILED_WITH_TERMINAL_ERROR
+        ts.status = final_status
+        ts.output = dict(outcome.output)
+        ts.reason = outcome.reason or f"task {final_status.value}"
+        ts.end_time = now_ms
+        if retry and ts.attempt < 1 + self._retry_count(node):
+            delay = retry_delay_seconds(
+                td.retry_logic if td is not None else "FIXED",
+                td.retry_delay_seconds if td is not None else 0,
+                td.backoff_scale_factor if td is not None else 1,
+                ts.attempt - 1,
+                outcome.retry_after_seconds,
+            )
+            total = td.total_timeout_seconds if td is not None else 0
+            first = ts.first_scheduled_time if ts.first_scheduled_time is not None else now_ms
+            if not total or now_ms + delay * 1000 < first + total * 1000:
+                ts.retry_delay_seconds = delay
+                state.retries.append(ts.ref)
+                self._touch(state, ts)
+                return state
+            ts.status = TaskStatus.TIMED_OUT
+            ts.reason = f"{ts.reason}; no retry: totalTimeoutSeconds ({total}s) would elapse"
+        self._touch(state, ts)
+        self._final_failure(state, ts, now_ms, run_status)
+        return state
+
+    def wait_deadline(self, state: RunState, task_id: str) -> Deadline | None:
+        """The earliest deadline of a pending wait, or None when it has none."""
+        ref = state.pending.get(task_id)
+        if ref is None:
+            return None
+        ts = state.tasks[ref]
+        if ts.status not in _WAITING or ts.retry_delay_seconds is not None:
+            return None
+        found = [d for d in self._deadlines(ts) if d.kind not in ts.alerts]
+        if not found:
+            return None
+        return min(found, key=lambda d: (d.at_ms, _KIND_ORDER[d.kind]))
+
+    def is_waiting(self, state: RunState, task_id: str) -> bool:
+        """True while the current attempt of ``task_id`` still waits for its outcome."""
+        ref = state.pending.get(task_id)
+        if ref is None or state.status != RunStatus.RUNNING:
+            return False
+        ts = state.tasks[ref]
+        return ts.status in _WAITING and ts.retry_delay_seconds is None
+
+    def on_workflow_timeout(self, state: RunState, now_ms: int) -> Decision:
+        """The workflow's timeoutSeconds elapsed."""
+        if state.status == RunStatus.RUNNING:
+            seconds = self.definition.timeout_seconds
+            if self.definition.timeout_policy == "TIME_OUT_WF":
+                self._finish_run(
+                    state, RunStatus.TIMED_OUT, {}, f"workflow timed out after {seconds}s", now_ms
+                )
+            elif not state.timeout_alerted:
+                state.timeout_alerted = True
+                state.warnings.append(f"workflow timeout of {seconds}s elapsed (ALERT_ONLY)")
+        return self._emit(state, [])
+
+    def terminate(self, state: RunState, reason: str, now_ms: int) -> Decision:
+        """External terminate: the run ends TERMINATED, pending tasks canceled."""
+        if not state.status.is_terminal:
+            self._finish_run(state, RunStatus.TERMINATED, {}, reason, now_ms)
+        return self._emit(state, [])
+
+    def stall(self, state: RunState, now_ms: int) -> RunResult:
+        """The result for a run with nothing pending that did not finish (a bug guard)."""
+        if not state.status.is_terminal:
+            self._finish_run(
+                state,
+                RunStatus.FAILED,
+                {},
+                "run stalled: no task pending and nothing to decide",
+                now_ms,
+            )
+        return self._result(state)
+
+    def workflow_deadline_ms(self, state: RunState) -> int | None:
+        seconds = self.definition.timeout_seconds
+        return state.start_time + seconds * 1000 if seconds else None
+
+    def context(self, state: RunState) -> dict[str, Any]:
+        """The expression context of the run (cached on the state; do not mutate)."""
+        ctx = state._ctx
+        if ctx is None or state._ctx_owner != id(state):
+            ctx = {"workflow": self._workflow_entry(state)}
+            for ts in state.tasks.values():
+                entry = self._entry(ts)
+                ctx[ts.ref] = entry
+                ctx[ts.def_ref] = entry
+            state._ctx = ctx
+            state._ctx_owner = id(state)
+        return ctx
+
+    # ------------------------------------------------------------------ frames
+
+    def _advance(
+        self,
+        state: RunState,
+        frame: Frame,
+        now_ms: int,
+        actions: list[Action],
+        budget: list[int],
+    ) -> None:
+        tasks = self._lists[frame.list_id]
+        while state.status == RunStatus.RUNNING:
+            if frame.blocking is not None:
+                return
+            if frame.pos >= len(tasks):
+                if not frame.children:
+                    self._end_frame(state, frame, now_ms)
+                return
+            wt = tasks[frame.pos]
+            ts = state.tasks.get(wt.task_reference_name + frame.suffix)
+            if ts is None:
+                budget[0] -= 1
+                if budget[0] < 0:
+                    self._finish_run(
+                        state,
+                        RunStatus.FAILED,
+                        {},
+                        f"more than {MAX_INLINE_STEPS} tasks evaluated in one step "
+                        "(a DO_WHILE that never ends?)",
+                        now_ms,
+                    )
+                    return
+                self._start_task(state, frame, wt, now_ms, actions)
+                continue
+            if ts.status.is_successful:
+                frame.pos += 1
+                continue
+            if (
+                ts.type == TaskType.JOIN
+                and ts.status == TaskStatus.IN_PROGRESS
+                and self._try_join(state, frame, ts, now_ms)
+            ):
+                continue
+            return
+
+    def _open_frame(
+        self,
+        state: RunState,
+        parent: Frame,
+        owner: str,
+        list_id: int,
+        label: str,
+        suffix: str,
+        blocking: bool,
+    ) -> None:
+        key = f"{owner}/{label}"
+        state.frames[key] = Frame(
+            key=key, list_id=list_id, suffix=suffix, parent=parent.key, owner=owner
+        )
+        parent.children.append(key)
+        if blocking:
+            parent.blocking = key
+        state.ready.append(key)
+
+    def _end_frame(self, state: RunState, frame: Frame, now_ms: int) -> None:
+        del state.frames[frame.key]
+        if frame.parent is None:
+            self._complete_run(state, now_ms)
+            return
+        parent = state.frames[frame.parent]
+        parent.children.remove(frame.key)
+        if parent.blocking == frame.key:
+            parent.blocking = None
+            assert frame.owner is not None
+            owner = state.tasks[frame.owner]
+            if owner.type == TaskType.DO_WHILE:
+                self._iteration_done(state, parent, owner, frame, now_ms)
+        if state.status == RunStatus.RUNNING:
+            state.ready.append(parent.key)
+
+    # ------------------------------------------------------------------ starting tasks
+
+    def _start_task(
+        self, state: RunState, frame: Frame, wt: WorkflowTask, now_ms: int, actions: list[Action]
+    ) -> None:
+        ref = wt.task_reference_name + frame.suffix
+        ts = TaskState(
+            task_id=self.task_id(state.workflow_id, ref),
+            ref=ref,
+            def_ref=wt.task_reference_name,
+            name=wt.name,
+            type=wt.type,
+            status=TaskStatus.SCHEDULED,
+            scheduled_time=now_ms,
+            first_scheduled_time=now_ms,
+            frame=frame.key,
+        )
+        state.tasks[ref] = ts
+        ctx = self.context(state)
+        ctx["CPEWF_TASK_ID"] = ts.task_id
+        try:
+            resolved = resolve(wt.input_parameters, ctx)
+        except Exception as exc:  # resolve() should not raise; a bad template fails the task
+            self._inline_failure(state, ts, f"input resolution failed: {exc}", now_ms)
+            return
+        ts.input = resolved if isinstance(resolved, dict) else {}
+        kind = wt.type
+        try:
+            if kind in _SCHEDULED_TYPES:
+                self._schedule(state, ts, wt, now_ms, actions)
+            elif kind == TaskType.SWITCH:
+                self._switch(state, frame, ts, wt, now_ms)
+            elif kind == TaskType.FORK_JOIN:
+                node = self._nodes[wt.task_reference_name]
+                self._complete_inline(state, ts, {}, now_ms)
+                for i, branch in enumerate(wt.fork_tasks):
+                    if branch:
+                        label = f"fork:{i}"
+                        self._open_frame(
+                            state, frame, ref, node.branches[label], label, frame.suffix, False
+                        )
+            elif kind == TaskType.JOIN:
+                ts.status = TaskStatus.IN_PROGRESS
+                ts.start_time = now_ms
+            elif kind == TaskType.DO_WHILE:
+                self._start_loop(state, frame, ts, wt, now_ms)
+            elif kind == TaskType.SET_VARIABLE:
+                state.variables = {**state.variables, **ts.input}
+                ctx["workflow"] = self._workflow_entry(state)
+                self._complete_inline(state, ts, {}, now_ms)
+            elif kind == TaskType.TERMINATE:
+                self._terminate_task(state, ts, now_ms)
+            elif kind == TaskType.INLINE:
+                self._complete_inline(state, ts, {"result": self._script(wt, ts.input)}, now_ms)
+            elif kind == TaskType.JSON_JQ_TRANSFORM:
+                self._jq_task(state, ts, now_ms)
+            else:
+                raise _Failed(f"unknown task type {kind!r}")
+        except _Failed as failure:
+            self._inline_failure(state, ts, str(failure), now_ms)
+            return
+        self._touch(state, ts)
+
+    def _schedule(
+        self,
+        state: RunState,
+        ts: TaskState,
+        wt: WorkflowTask,
+        now_ms: int,
+        actions: list[Action],
+    ) -> None:
+        node = self._nodes[wt.task_reference_name]
+        td = node.task_def
+        wait_until: int | None = None
+        timeout: int | None = None
+        if wt.type == TaskType.WAIT:
+            duration, until = ts.input.get("duration"), ts.input.get("until")
+            try:
+                if duration not in (None, ""):
+                    wait_until = now_ms + parse_duration(str(duration)) * 1000
+                elif until not in (None, ""):
+                    wait_until = parse_until(str(until))
+            except ValueError as exc:
+                raise _Failed(str(exc)) from None
+        elif wt.type == TaskType.HUMAN:
+            timeout = self._human_timeout(ts, td)
+        elif wt.type == TaskType.SUB_WORKFLOW and wt.sub_workflow_param is None:
+            raise _Failed("SUB_WORKFLOW without subWorkflowParam")
+        delay = float(wt.start_delay)
+        ts.scheduled_time = ts.first_scheduled_time = now_ms + int(delay * 1000)
+        state.pending[ts.task_id] = ts.ref
+        actions.append(
+            ScheduleTask(
+                task_id=ts.task_id,
+                ref=ts.ref,
+                def_ref=ts.def_ref,
+                name=ts.name,
+                type=ts.type,
+                input=ts.input,
+                attempt=ts.attempt,
+                delay_seconds=delay,
+                optional=wt.optional,
+                task_def=td,
+                wait_until_ms=wait_until,
+                timeout_seconds=timeout,
+                sub_workflow=wt.sub_workflow_param,
+            )
+        )
+
+    def _dispatch_retry(
+        self, state: RunState, ts: TaskState, now_ms: int, actions: list[Action]
+    ) -> None:
+        node = self._nodes[ts.def_ref]
+        wt = node.task
+        delay = ts.retry_delay_seconds or 0.0
+        ts.retry_delay_seconds = None
+        ts.attempt += 1
+        ts.status = TaskStatus.SCHEDULED
+        ts.scheduled_time = now_ms + int(delay * 1000)
+        ts.start_time = ts.end_time = ts.worker_id = None
+        ts.output = {}
+        ts.alerts = []
+        self._touch(state, ts)
+        wait_until: int | None = None
+        if wt.type == TaskType.WAIT:
+            duration, until = ts.input.get("duration"), ts.input.get("until")
+            if duration not in (None, ""):
+                wait_until = ts.scheduled_time + parse_duration(str(duration)) * 1000
+            elif until not in (None, ""):
+                wait_until = parse_until(str(until))
+        actions.append(
+            ScheduleTask(
+                task_id=ts.task_id,
+                ref=ts.ref,
+                def_ref=ts.def_ref,
+                name=ts.name,
+                type=ts.type,
+                input=ts.input,
+                attempt=ts.attempt,
+                delay_seconds=delay,
+                optional=wt.optional,
+                task_def=node.task_def,
+                wait_until_ms=wait_until,
+                timeout_seconds=(
+                    self._human_timeout(ts, node.task_def) if wt.type == TaskType.HUMAN else None
+                ),
+                sub_workflow=wt.sub_workflow_param,
+            )
+        )
+
+    @staticmethod
+    def _human_timeout(ts: TaskState, td: TaskDef | None) -> int | None:
+        raw = ts.input.get("timeoutSeconds")
+        try:
+            seconds = int(raw) if raw not in (None, "") else 0
+        except (TypeError, ValueError):
+            seconds = 0
+        if not seconds and td is not None:
+            seconds = td.timeout_seconds
+        return seconds or None
+
+    # ------------------------------------------------------------------ inline types
+
+    def _script(self, wt: WorkflowTask, inputs: dict[str, Any]) -> Any:
+        evaluator = str(inputs.get("evaluatorType") or "javascript").lower()
+        expression = inputs.get("expression")
+        if not isinstance(expression, str) or not expression.strip():
+            raise _Failed("INLINE task without inputParameters.expression")
+        if evaluator == "value-param":
+            return inputs.get(expression)
+        try:
+            return evaluate(expression, {"$": inputs})
+        except ScriptError as exc:
+            raise _Failed(str(exc)) from None
+
+    def _switch(
+        self, state: RunState, frame: Frame, ts: TaskState, wt: WorkflowTask, now_ms: int
+    ) -> None:
+        inputs = ts.input
+        evaluator = (wt.evaluator_type or "").lower()
+        try:
+            if evaluator in ("javascript", "graaljs"):
+                value = evaluate(wt.expression or "", {"$": inputs})
+            elif evaluator == "value-param" or (not evaluator and wt.expression):
+                value = inputs.get(wt.expression or "")
+            elif wt.case_value_param:
+                value = inputs.get(wt.case_value_param)
+            elif wt.case_expression:
+                value = evaluate(wt.case_expression, {"$": inputs})
+            else:
+                value = None
+        except ScriptError as exc:
+            raise _Failed(str(exc)) from None
+        key = _case_key(value)
+        label = f"case:{key}" if key in wt.decision_cases else "default"
+        self._complete_inline(state, ts, {"evaluationResult": [key], "selectedCase": key}, now_ms)
+        list_id = self._nodes[wt.task_reference_name].branches.get(label)
+        if list_id is not None and self._lists[list_id]:
+            self._open_frame(state, frame, ts.ref, list_id, label, frame.suffix, True)
+
+    def _jq_task(self, state: RunState, ts: TaskState, now_ms: int) -> None:
+        query = ts.input.get("queryExpression")
+        if not isinstance(query, str) or not query.strip():
+            raise _Failed("JSON_JQ_TRANSFORM task without inputParameters.queryExpression")
+        try:
+            results = list(self.jq(query, ts.input))
+        except Exception as exc:  # jq raises ValueError and others for bad programs/data
+            raise _Failed(f"jq: {exc}") from None
+        self._complete_inline(
+            state, ts, {"result": results[0] if results else None, "resultList": results}, now_ms
+        )
+
+    def _terminate_task(self, state: RunState, ts: TaskState, now_ms: int) -> None:
+        status_text = str(ts.input.get("terminationStatus") or "COMPLETED").upper()
+        allowed = {"COMPLETED", "FAILED", "TERMINATED"}
+        if status_text not in allowed:
+            raise _Failed(f"terminationStatus must be one of {sorted(allowed)}, not {status_text}")
+        reason = ts.input.get("terminationReason")
+        wf_output = ts.input.get("workflowOutput")
+        self._complete_inline(
+            state, ts, {"output": wf_output if wf_output is not None else {}}, now_ms
+        )
+        if wf_output is None or wf_output == {}:
+            try:
+                output = self._run_output(state)
+            except _Failed:
+                output = {}
+        else:
+            output = wf_output if isinstance(wf_output, dict) else {"output": wf_output}
+        status = RunStatus(status_text)
+        self._finish_run(
+            state,
+            status,
+            output,
+            str(reason) if reason is not None else None,
+            now_ms,
+            failed_task_id=ts.task_id if status == RunStatus.FAILED else None,
+        )
+
+    def _start_loop(
+        self, state: RunState, frame: Frame, ts: TaskState, wt: WorkflowTask, now_ms: int
+    ) -> None:
+        node = self._nodes[wt.task_reference_name]
+        ts.status = TaskStatus.IN_PROGRESS
+        ts.start_time = now_ms
+        if not wt.loop_over:
+            self._complete_inline(state, ts, {"iteration": 0}, now_ms)
+            return
+        state.loops[ts.ref] = 1
+        ts.output = {"iteration": 1}
+        self._open_frame(
+            state, frame, ts.ref, node.branches["body"], "body:1", frame.suffix + "__1", True
+        )
+
+    def _iteration_done(
+        self, state: RunState, parent: Frame, loop: TaskState, body: Frame, now_ms: int
+    ) -> None:
+        node = self._nodes[loop.def_ref]
+        wt = node.task
+        n = state.loops[loop.ref]
+        latest: dict[str, Any] = {}
+        for ref in node.body_refs:
+            ts = state.tasks.get(ref + body.suffix)
+            if ts is not None:
+                latest[ref] = ts.output
+        output = {**loop.output, str(n): latest, "iteration": n}
+        loop.output = output
+        self._touch(state, loop)
+        again = False
+        if wt.loop_condition and wt.loop_condition.strip():
+            ctx = self.context(state)
+            ctx["CPEWF_TASK_ID"] = loop.task_id
+            inputs = resolve(wt.input_parameters, ctx)
+            bindings: dict[str, Any] = dict(inputs) if isinstance(inputs, dict) else {}
+            bindings[loop.def_ref] = output
+            bindings.update(latest)
+            try:
+                again = evaluate_condition(wt.loop_condition, {"$": bindings})
+            except ScriptError as exc:
+                self._inline_failure(state, loop, f"loopCondition: {exc}", now_ms)
+                return
+        if again:
+            state.loops[loop.ref] = n + 1
+            loop.output = {**output, "iteration": n + 1}
+            self._touch(state, loop)
+            self._open_frame(
+                state,
+                parent,
+                loop.ref,
+                node.branches["body"],
+                f"body:{n + 1}",
+                parent.suffix + f"__{n + 1}",
+                True,
+            )
+        else:
+            state.loops.pop(loop.ref, None)
+            self._complete_inline(state, loop, output, now_ms)
+
+    def _try_join(self, state: RunState, frame: Frame, ts: TaskState, now_ms: int) -> bool:
+        node = self._nodes[ts.def_ref]
+        if node.fork_ref is not None:
+            fork = node.fork_ref + frame.suffix
+            if any(key.startswith(fork + "/") for key in frame.children):
+                return False
+        ctx = self.context(state)
+        output: dict[str, Any] = {}
+        for ref in node.join_on:
+            joined = state.tasks.get(ref + frame.suffix)
+            if joined is not None:
+                if not joined.status.is_terminal:
+                    return False
+                output[ref] = joined.output
+            elif isinstance(ctx.get(ref), dict):
+                output[ref] = ctx[ref].get("output")
+        self._complete_inline(state, ts, output, now_ms)
+        return True
+
+    # ------------------------------------------------------------------ completion/failure
+
+    def _complete_inline(
+        self, state: RunState, ts: TaskState, output: dict[str, Any], now_ms: int
+    ) -> None:
+        ts.status = TaskStatus.COMPLETED
+        ts.output = output
+        if ts.start_time is None:
+            ts.start_time = now_ms
+        ts.end_time = now_ms
+        state.last_ref = ts.ref
+        self._touch(state, ts)
+
+    def _succeeded(self, state: RunState, ts: TaskState) -> None:
+        state.last_ref = ts.ref
+        self._touch(state, ts)
+        state.ready.append(ts.frame)
+
+    def _inline_failure(self, state: RunState, ts: TaskState, reason: str, now_ms: int) -> None:
+        ts.status = TaskStatus.FAILED
+        ts.reason = reason
+        ts.end_time = now_ms
+        self._touch(state, ts)
+        self._final_failure(state, ts, now_ms, RunStatus.FAILED)
+
+    def _final_failure(
+        self, state: RunState, ts: TaskState, now_ms: int, run_status: RunStatus
+    ) -> None:
+        state.pending.pop(ts.task_id, None)
+        node = self._nodes[ts.def_ref]
+        if node.task.optional and run_status != RunStatus.TIMED_OUT:
+            ts.status = TaskStatus.COMPLETED_WITH_ERRORS
+            if ts.type == TaskType.DO_WHILE:
+                state.loops.pop(ts.ref, None)
+                self._close_children(state, ts, now_ms)
+            self._succeeded(state, ts)
+            return
+        state.failed_reference_task_names.append(ts.ref)
+        reason = f"task {ts.ref} {ts.status.value}: {ts.reason}"
+        # containers around the failed task fail with it (JOIN of an enclosing fork, loops)
+        frame = state.frames.get(ts.frame)
+        while frame is not None and frame.owner is not None:
+            parent = state.frames.get(frame.parent or "")
+            owner = state.tasks[frame.owner]
+            target = owner
+            if owner.type == TaskType.FORK_JOIN:
+                join_ref = self._nodes[owner.def_ref].join_ref
+                found = state.tasks.get(join_ref + parent.suffix) if join_ref and parent else None
+                target = found if found is not None else owner
+            if not target.status.is_terminal:
+                target.status = TaskStatus.FAILED
+                target.reason = f"{ts.ref} failed: {ts.reason}"
+                target.end_time = now_ms
+                self._touch(state, target)
+            frame = parent
+        self._finish_run(state, run_status, {}, reason, now_ms, failed_task_id=ts.task_id)
+
+    def _close_children(self, state: RunState, owner: TaskState, now_ms: int) -> None:
+        """Cancel what still runs under a container that ended early."""
+        frame = state.frames.get(owner.frame)
+        if frame is None:
+            return
+        for key in list(frame.children):
+            child = state.frames.get(key)
+            if child is not None and child.owner == owner.ref:
+                self._cancel_frame(state, child, now_ms)
+                frame.children.remove(key)
+                if frame.blocking == key:
+                    frame.blocking = None
+
+    def _cancel_frame(self, state: RunState, frame: Frame, now_ms: int) -> None:
+        for key in frame.children:
+            child = state.frames.get(key)
+            if child is not None:
+                self._cancel_frame(state, child, now_ms)
+        tasks = self._lists[frame.list_id]
+        if frame.pos < len(tasks):
+            ts = state.tasks.get(tasks[frame.pos].task_reference_name + frame.suffix)
+            if ts is not None:
+                self._cancel_task(state, ts, now_ms)
+        del state.frames[frame.key]
+
+    def _cancel_task(self, state: RunState, ts: TaskState, now_ms: int) -> None:
+        if ts.task_id in state.pending:
+            del state.pending[ts.task_id]
+            state.canceled.append(ts.task_id)
+        if not ts.status.is_terminal or ts.retry_delay_seconds is not None:
+            ts.status = TaskStatus.CANCELED
+            ts.retry_delay_seconds = None
+            ts.end_time = now_ms
+            self._touch(state, ts)
+
+    def _finish_run(
+        self,
+        state: RunState,
+        status: RunStatus,
+        output: dict[str, Any],
+        reason: str | None,
+        now_ms: int,
+        failed_task_id: str | None = None,
+    ) -> None:
+        for task_id, ref in list(state.pending.items()):
+            self._cancel_task(state, state.tasks[ref], now_ms)
+            if task_id in state.pending:  # pragma: no cover - _cancel_task removes it
+                del state.pending[task_id]
+        for frame in state.frames.values():
+            tasks = self._lists[frame.list_id]
+            if frame.pos < len(tasks):
+                ts = state.tasks.get(tasks[frame.pos].task_reference_name + frame.suffix)
+                if ts is not None and not ts.status.is_terminal:
+                    self._cancel_task(state, ts, now_ms)
+        state.frames.clear()
+        state.ready.clear()
+        state.retries.clear()
+        state.loops.clear()
+        state.status = status
+        state.output = output
+        state.reason = reason
+        state.failed_task_id = failed_task_id
+        state.end_time = now_ms
+        if state._ctx is not None and state._ctx_owner == id(state):
+            state._ctx["workflow"] = self._workflow_entry(state)
+
+    def _complete_run(self, state: RunState, now_ms: int) -> None:
+        try:
+            output = self._run_output(state)
+        except _Failed as failure:
+            self._finish_run(state, RunStatus.FAILED, {}, str(failure), now_ms)
+            return
+        self._finish_run(state, RunStatus.COMPLETED, output, None, now_ms)
+
+    def _run_output(self, state: RunState) -> dict[str, Any]:
+        if self.definition.output_parameters:
+            ctx = self.context(state)
+            ctx.pop("CPEWF_TASK_ID", None)
+            try:
+                resolved = resolve(self.definition.output_parameters, ctx)
+            except Exception as exc:
+                raise _Failed(f"outputParameters resolution failed: {exc}") from None
+            return resolved if isinstance(resolved, dict) else {}
+        if state.last_ref is not None:
+            return dict(state.tasks[state.last_ref].output)
+        return {}
+
+    # ------------------------------------------------------------------ helpers
+
+    def _retry_count(self, node: _Node) -> int:
+        if node.task.retry_count is not None:
+            return node.task.retry_count
+        if node.task_def is not None:
+            return node.task_def.retry_count
+        return 0
+
+    def _waiting_task(self, state: RunState, task_id: str, attempt: int) -> TaskState | None:
+        """The task if it waits for an outcome of ``attempt`` (else the event is stale)."""
+        if state.status != RunStatus.RUNNING:
+            return None
+        ref = state.pending.get(task_id)
+        if ref is None:
+            return None
+        ts = state.tasks[ref]
+        if ts.attempt != attempt or ts.status not in _WAITING or ts.retry_delay_seconds is not None:
+            return None
+        return ts
+
+    def _deadlines(self, ts: TaskState) -> list[Deadline]:
+        node = self._nodes[ts.def_ref]
+        td = node.task_def
+        sched = ts.scheduled_time or 0
+        found: list[Deadline] = []
+        if ts.type == TaskType.HUMAN:
+            human = self._human_timeout(ts, td)
+            if human:
+                found.append(Deadline(at_ms=sched + human * 1000, kind="human"))
+        elif td is not None and td.timeout_seconds:
+            found.append(Deadline(at_ms=sched + td.timeout_seconds * 1000, kind="task"))
+        if td is None:
+            return found
+        if td.total_timeout_seconds:
+            first = ts.first_scheduled_time if ts.first_scheduled_time is not None else sched
+            found.append(Deadline(at_ms=first + td.total_timeout_seconds * 1000, kind="total"))
+        if ts.type == TaskType.WORKER:
+            if ts.status == TaskStatus.SCHEDULED and td.poll_timeout_seconds:
+                found.append(Deadline(at_ms=sched + td.poll_timeout_seconds * 1000, kind="poll"))
+            if ts.status == TaskStatus.IN_PROGRESS and ts.start_time is not None:
+                found.append(
+                    Deadline(
+                        at_ms=ts.start_time + td.response_timeout_seconds * 1000, kind="response"
+                    )
+                )
+        return found
+
+    def _fired_kind(self, state: RunState, ts: TaskState, now_ms: int) -> DeadlineKind:
+        found = [d for d in self._deadlines(ts) if d.kind not in ts.alerts]
+        due = [d for d in found if d.at_ms <= now_ms] or found
+        if not due:
+            return "task"
+        return min(due, key=lambda d: (d.at_ms, _KIND_ORDER[d.kind])).kind
+
+    def _workflow_entry(self, state: RunState) -> dict[str, Any]:
+        return {
+            "input": state.input,
+            "output": state.output,
+            "variables": state.variables,
+            "workflowId": state.workflow_id,
+            "correlationId": state.correlation_id,
+            "workflowType": state.workflow_type,
+            "version": state.version,
+            "status": state.status.value,
+            "startTime": state.start_time,
+        }
+
+    @staticmethod
+    def _entry(ts: TaskState) -> dict[str, Any]:
+        return {
+            "input": ts.input,
+            "output": ts.output,
+            "status": ts.status.value,
+            "taskId": ts.task_id,
+            "referenceTaskName": ts.ref,
+            "reasonForIncompletion": ts.reason,
+            "retryCount": ts.attempt - 1,
+        }
+
+    def _touch(self, state: RunState, ts: TaskState) -> None:
+        state.dirty.append(ts.ref)
+        ctx = state._ctx
+        if ctx is not None and state._ctx_owner == id(state):
+            entry = self._entry(ts)
+            ctx[ts.ref] = entry
+            latest = ctx.get(ts.def_ref)
+            if (
+                ts.ref == ts.def_ref
+                or latest is None
+                or _iteration_rank(ts.ref) >= _iteration_rank(latest["referenceTaskName"])
+            ):
+                ctx[ts.def_ref] = entry
+
+    def _record(self, state: RunState, ts: TaskState) -> TaskRecord:
+        return TaskRecord(
+            workflow_id=state.workflow_id,
+            task_id=ts.task_id,
+            ref=ts.ref,
+            def_ref=ts.def_ref,
+            name=ts.name,
+            type=ts.type,
+            status=ts.status,
+            attempt=ts.attempt,
+            input=ts.input,
+            output=ts.output,
+            reason=ts.reason,
+            scheduled_time=ts.scheduled_time,
+            start_time=ts.start_time,
+            end_time=ts.end_time,
+            first_scheduled_time=ts.first_scheduled_time,
+            worker_id=ts.worker_id,
+            iteration=_iteration_of(ts),
+            optional=self._nodes[ts.def_ref].task.optional,
+        )
+
+    def _result(self, state: RunState) -> RunResult:
+        return RunResult(
+            status=state.status,
+            output=state.output,
+            reason=state.reason,
+            failed_task_id=state.failed_task_id,
+            failed_reference_task_names=list(state.failed_reference_task_names),
+        )
+
+    def _emit(self, state: RunState, actions: list[Action]) -> Decision:
+        records = [
+            self._record(state, state.tasks[ref])
+            for ref in dict.fromkeys(state.dirty)
+            if ref in state.tasks
+        ]
+        state.dirty = []
+        cancel, state.canceled = state.canceled, []
+        finished = self._result(state) if state.status.is_terminal else None
+        return Decision(
+            state=state, actions=actions, records=records, finished=finished, cancel=cancel
+        )
+
+
+def _iteration_rank(ref: str) -> tuple[int, ...]:
+    """Iteration numbers of an instance ref (``a__2__3`` -> (2, 3)); for "latest"."""
+    parts = ref.split("__")
+    rank: list[int] = []
+    for part in reversed(parts[1:]):
+        if not part.isdigit():
+            break
+        rank.append(int(part))
+    return tuple(reversed(rank))
