@@ -431,7 +431,7 @@ def _walk_strings(template: Any, path: str) -> Iterator[tuple[str, str]]:
             yield from _walk_strings(value, f"{path}[{i}]")
 
 
-_PLAIN_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_PLAIN_KEY = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*")
 
 
 def _child_path(path: str, key: object) -> str:
