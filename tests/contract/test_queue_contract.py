@@ -552,3 +552,77 @@ def test_sqlite_long_poll_does_not_spin(tmp_path: Path, monkeypatch: pytest.Monk
     assert q.receive("idle", 1, 1.0) == []
     assert calls <= 12, f"{calls} polls in 1 s"
     q.close()
+
+
+# -- Service Bus adapter, offline (no namespace needed) ---------------------------
+
+
+class _FakeSender:
+    def __init__(self, error: Exception | None = None) -> None:
+        self.sent: list[object] = []
+        self.error = error
+
+    def send_messages(self, message: object) -> None:
+        if self.error:
+            raise self.error
+        self.sent.append(message)
+
+    def close(self) -> None:
+        pass
+
+
+class _FakeClient:
+    def __init__(self, sender: _FakeSender) -> None:
+        self.sender = sender
+
+    def get_queue_sender(self, queue: str) -> _FakeSender:
+        return self.sender
+
+    def close(self) -> None:
+        pass
+
+
+class _FakeAdmin:
+    def get_queue_runtime_properties(self, queue: str) -> object:
+        from types import SimpleNamespace
+
+        return SimpleNamespace(
+            active_message_count=3,
+            scheduled_message_count=1,
+            dead_letter_message_count=2,
+            transfer_message_count=0,
+            transfer_dead_letter_message_count=0,
+            total_message_count=7,
+        )
+
+    def close(self) -> None:
+        pass
+
+
+def test_servicebus_adapter_maps_send_depth_and_errors_offline() -> None:
+    from azure.servicebus.exceptions import MessagingEntityNotFoundError
+
+    from engine.adapters.queue_servicebus import ServiceBusTaskQueue
+
+    sender = _FakeSender()
+    q = ServiceBusTaskQueue(
+        "example.servicebus.windows.net",
+        None,  # type: ignore[arg-type]
+        client=_FakeClient(sender),  # type: ignore[arg-type]
+        admin_client=_FakeAdmin(),  # type: ignore[arg-type]
+    )
+    due = datetime.now(UTC) + timedelta(seconds=30)
+    q.send("parse_pdf", {"taskId": "t"}, "t:1", scheduled_enqueue_time=due)
+    [sent] = sender.sent
+    assert sent.message_id == "t:1"  # type: ignore[attr-defined]
+    assert sent.scheduled_enqueue_time_utc == due  # type: ignore[attr-defined]
+    assert sent.content_type == "application/json"  # type: ignore[attr-defined]
+    assert b"".join(sent.body) == b'{"taskId":"t"}'  # type: ignore[attr-defined]
+    d = q.depth("parse_pdf")
+    assert (d.active, d.scheduled, d.deferred, d.dead_lettered) == (3, 1, 1, 2)
+    with pytest.raises(MessageLockLost):
+        q.complete("parse_pdf", "a-lock-token-from-another-replica")
+    sender.error = MessagingEntityNotFoundError(message="The messaging entity could not be found")
+    with pytest.raises(QueueNotFound):
+        q.send("nope", {"x": 1}, "n:1")
+    q.close()
