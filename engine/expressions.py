@@ -186,7 +186,7 @@ _SIMPLE_STEP = re.compile(rf"\.?({_NAME})|\[(-?\d+)\]")
 _FUNCTION = re.compile(r"^(.*)\.(length|size|sum|min|max|avg|first|last|keys)\(\)$", re.DOTALL)
 _LEADING_NAME = re.compile(r"[^.\[\s]+")
 _BRACKET_NAME = re.compile(r"\[\s*(['\"])(.*?)\1\s*\]")
-_ITERATION = re.compile(r"^(.+?)__(\d+)$")
+_ITERATION = re.compile(r"^(.+?)((?:__\d+)+)$")
 
 _MISSING = object()
 
@@ -390,15 +390,18 @@ def _copy(value: Any) -> Any:
 # --------------------------------------------------------------------------- inspection
 
 
-def split_iteration(root: str) -> tuple[str, int | None]:
-    """``"ref__2"`` -> ``("ref", 2)``: the task and DO_WHILE iteration a root names.
+def split_iteration(root: str) -> tuple[str, tuple[int, ...]]:
+    """``"ref__2"`` -> ``("ref", (2,))``: the task and DO_WHILE iterations a root names.
 
-    A root without a trailing ``__<digits>`` names the task itself: ``("ref", None)``.
+    Nested loops append one suffix per level, outermost first: ``"ref__2__1"`` ->
+    ``("ref", (2, 1))``. A root without a trailing ``__<digits>`` names the task itself:
+    ``("ref", ())``.
     """
     match = _ITERATION.match(root)
-    if match:
-        return match.group(1), int(match.group(2))
-    return root, None
+    if not match:
+        return root, ()
+    suffix = match.group(2)
+    return match.group(1), tuple(int(n) for n in suffix.split("__") if n)
 
 
 def _root_of(text: str) -> str | None:

@@ -355,10 +355,18 @@ def test_deep_scan_from_the_root_names_no_root() -> None:
 
 
 def test_split_iteration() -> None:
-    assert split_iteration("ref__2") == ("ref", 2)
-    assert split_iteration("my__ref__10") == ("my__ref", 10)
-    assert split_iteration("ref") == ("ref", None)
-    assert split_iteration("ref__x") == ("ref__x", None)
+    assert split_iteration("ref__2") == ("ref", (2,))
+    assert split_iteration("ref__2__1") == ("ref", (2, 1))
+    assert split_iteration("my__ref__10") == ("my__ref", (10,))
+    assert split_iteration("ref") == ("ref", ())
+    assert split_iteration("ref__x") == ("ref__x", ())
+    assert split_iteration("__3") == ("__3", ())
+
+
+def test_nested_loop_iteration_refs() -> None:
+    ctx = {"body__2__1": {"output": {"v": "outer 2, inner 1"}}}
+    assert resolve("${body__2__1.output.v}", ctx) == "outer 2, inner 1"
+    assert references({"x": "${body__2__1.output.v}"}) == {"body"}
 
 
 # --------------------------------------------------------------------------- check
