@@ -10,7 +10,8 @@ runs unchanged on both.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any, Literal
 
 from azure.core.credentials import TokenCredential
@@ -23,7 +24,17 @@ from durabletask.worker import ConcurrencyOptions, TaskHubGrpcWorker
 
 from engine.backend.config import BackendConfig
 
-__all__ = ["ROLES", "Role", "make_client", "make_credential", "make_worker", "register"]
+__all__ = [
+    "ROLES",
+    "Role",
+    "make_client",
+    "make_credential",
+    "make_worker",
+    "register",
+    "running",
+    "start_worker",
+    "stop_worker",
+]
 
 Role = Literal["orchestrator", "activities", "all"]
 ROLES: tuple[Role, ...] = ("orchestrator", "activities", "all")
@@ -133,3 +144,23 @@ def register(
 def _function_name(fn: Any) -> str | None:
     name = getattr(fn, "__name__", None)
     return name if isinstance(name, str) and name != "<lambda>" else None
+
+
+def start_worker(worker: TaskHubGrpcWorker) -> None:
+    """``worker.start()`` (untyped in durabletask 1.12) for mypy-strict callers."""
+    worker.start()  # type: ignore[no-untyped-call]
+
+
+def stop_worker(worker: TaskHubGrpcWorker) -> None:
+    """``worker.stop()``: stops taking work and waits for the work items in progress."""
+    worker.stop()  # type: ignore[no-untyped-call]
+
+
+@contextmanager
+def running(worker: TaskHubGrpcWorker) -> Iterator[TaskHubGrpcWorker]:
+    """Starts ``worker`` for the duration of a ``with`` block."""
+    start_worker(worker)
+    try:
+        yield worker
+    finally:
+        stop_worker(worker)
