@@ -192,3 +192,21 @@ def test_expired_lease_is_handed_out_again_and_first_result_wins() -> None:
             release_first.set()
             stop_worker(worker)
             client.close()
+
+
+def test_idle_stream_gets_health_pings() -> None:
+    """The Python worker reopens a stream that is silent for 120 s, which would requeue
+    the work it is still running; an idle stream therefore carries health pings."""
+    import durabletask.internal.orchestrator_service_pb2 as pb
+    import durabletask.internal.orchestrator_service_pb2_grpc as stubs
+    import grpc
+
+    with (
+        EmbeddedBackend(health_ping_seconds=0.2) as backend,
+        grpc.insecure_channel(backend.address) as channel,
+    ):
+        stub = stubs.TaskHubSidecarServiceStub(channel)  # type: ignore[no-untyped-call]
+        stream = stub.GetWorkItems(pb.GetWorkItemsRequest(), timeout=5)
+        first = next(iter(stream))
+        assert first.HasField("healthPing")
+        stream.cancel()
