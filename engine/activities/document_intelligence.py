@@ -76,6 +76,7 @@ from engine.activities.results import (
     ActivityResult,
     PendingPoll,
     TokenProvider,
+    carried_state,
     never_raises,
     payload_key,
 )
@@ -243,7 +244,11 @@ def document_intelligence_activity(
     if retry_after is None:
         retry_after = deps.document_intelligence_default_poll_seconds
     return ActivityResult.pending_poll(
-        PendingPoll(location, retry_after, {"endpoint": endpoint, "modelId": model_id})
+        PendingPoll(
+            location,
+            retry_after,
+            {"endpoint": endpoint, "modelId": model_id, **carried_state(task_input)},
+        )
     )
 
 
@@ -302,7 +307,11 @@ def document_intelligence_poll(deps: ActivityDeps, task_input: dict[str, Any]) -
         if retry_after is None:
             retry_after = deps.document_intelligence_default_poll_seconds
         return ActivityResult.pending_poll(
-            PendingPoll(location, retry_after, {"endpoint": endpoint})
+            PendingPoll(
+                location,
+                retry_after,
+                {"endpoint": endpoint, **carried_state(task_input)},
+            )
         )
     if op_status == "succeeded":
         result = AnalyzeResult(body.get("analyzeResult") or {}).as_dict()

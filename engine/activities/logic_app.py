@@ -54,7 +54,13 @@ from engine.activities.outbound import (
     result_for_response,
     send,
 )
-from engine.activities.results import ActivityDeps, ActivityResult, PendingPoll, never_raises
+from engine.activities.results import (
+    ActivityDeps,
+    ActivityResult,
+    PendingPoll,
+    carried_state,
+    never_raises,
+)
 
 
 def _same_origin(a: str, b: str) -> bool:
@@ -68,8 +74,12 @@ def _outcome(
     response: OutboundResponse,
     method: str,
     auth: Any,
+    *,
+    polled_location: str | None = None,
 ) -> ActivityResult:
-    location = response.header("location")
+    """``polled_location``: set when ``response`` answers a poll; a 202 there always means
+    "still running" and keeps polling the same location unless a new one is given."""
+    location = response.header("location") or polled_location
     if response.status_code == 202 and location:
         try:
             absolute = str(httpx.URL(response.url).join(location))
@@ -78,7 +88,7 @@ def _outcome(
         retry_after = parse_retry_after(response.header("retry-after"))
         if retry_after is None:
             retry_after = deps.logic_app_default_poll_seconds
-        state: dict[str, Any] = {}
+        state: dict[str, Any] = carried_state(task_input)
         if auth is not None and _same_origin(absolute, response.url):
             state["auth"] = auth
         return ActivityResult.pending_poll(PendingPoll(absolute, retry_after, state))
@@ -137,7 +147,7 @@ def logic_app_poll(deps: ActivityDeps, task_input: dict[str, Any]) -> ActivityRe
             headers={"Accept": "application/json"},
             authorization=bearer_token(deps, auth),
         )
-        return _outcome(deps, task_input, response, "GET", auth)
+        return _outcome(deps, task_input, response, "GET", auth, polled_location=location)
     except InputError as exc:
         return ActivityResult.terminal(f"invalid LOGIC_APP poll input: {exc}")
     except OutboundError as exc:

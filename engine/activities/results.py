@@ -229,6 +229,12 @@ def payload_key(task_input: dict[str, Any], name: str) -> str:
     return f"{prefix.rstrip('/')}/{name}"
 
 
+def carried_state(task_input: dict[str, Any]) -> dict[str, Any]:
+    """The reserved keys of a task input that a poll must see again."""
+    prefix = task_input.get(PAYLOAD_KEY_PREFIX)
+    return {PAYLOAD_KEY_PREFIX: prefix} if isinstance(prefix, str) and prefix else {}
+
+
 def never_raises(fn: Activity) -> Activity:
     """Turn an unexpected exception of an activity into a retryable FAILED result.
 
