@@ -37,6 +37,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import RowMapping, make_url
 
+from engine.definitions import RunStatus, TaskStatus
 from engine.ports.run_store import (
     RUN_ACTIVE,
     RUN_TERMINAL,
@@ -49,13 +50,11 @@ from engine.ports.run_store import (
     PollData,
     RunQuery,
     RunRecord,
-    RunStatus,
     RunUpdate,
     SearchResult,
     TaskDefRecord,
     TaskLog,
     TaskRecord,
-    TaskStatus,
     TaskUpdate,
 )
 

@@ -33,46 +33,17 @@ duplicate write never moves a row backwards:
 
 from __future__ import annotations
 
-from enum import StrEnum
 from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-
-class RunStatus(StrEnum):
-    RUNNING = "RUNNING"
-    PAUSED = "PAUSED"
-    COMPLETED = "COMPLETED"
-    FAILED = "FAILED"
-    TIMED_OUT = "TIMED_OUT"
-    TERMINATED = "TERMINATED"
-
-    @property
-    def is_terminal(self) -> bool:
-        return self in RUN_TERMINAL
-
+from engine.definitions import RunStatus, TaskStatus
 
 RUN_TERMINAL: frozenset[RunStatus] = frozenset(
     {RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.TIMED_OUT, RunStatus.TERMINATED}
 )
 RUN_ACTIVE: frozenset[RunStatus] = frozenset({RunStatus.RUNNING, RunStatus.PAUSED})
-
-
-class TaskStatus(StrEnum):
-    SCHEDULED = "SCHEDULED"
-    IN_PROGRESS = "IN_PROGRESS"
-    COMPLETED = "COMPLETED"
-    COMPLETED_WITH_ERRORS = "COMPLETED_WITH_ERRORS"
-    FAILED = "FAILED"
-    FAILED_WITH_TERMINAL_ERROR = "FAILED_WITH_TERMINAL_ERROR"
-    TIMED_OUT = "TIMED_OUT"
-    CANCELED = "CANCELED"
-    SKIPPED = "SKIPPED"
-
-    @property
-    def is_terminal(self) -> bool:
-        return self in TASK_TERMINAL
 
 
 TASK_TERMINAL: frozenset[TaskStatus] = frozenset(
