@@ -216,6 +216,13 @@ class StackConfig(_Model):
     logs: LogSettings = Field(default_factory=LogSettings)
     engine: EngineSettings
     control_plane: ControlPlaneSettings = Field(alias="controlPlane")
+    #: How far ``pulumi up`` goes, for the deployment order in docs/deploy.md:
+    #: ``infrastructure`` (no container apps), ``platform`` (+ engine and
+    #: control plane apps), ``all`` (+ worker apps, after ``stepway apply``
+    #: created their queues).
+    deploy_stage: Literal["infrastructure", "platform", "all"] = Field(
+        default="all", alias="deployStage"
+    )
     #: Stack-wide default for worker apps: ``false`` keeps every worker at its
     #: ``minReplicas`` even when idle (a worker override wins).
     workers_scale_to_zero: bool = Field(default=True, alias="workersScaleToZero")

@@ -259,14 +259,17 @@ class _Program:
         self.orchestrator_id = self.identity("engine-orchestrator")
         self.activity_id = self.identity("engine-activity")
         self.control_plane_id = self.identity("control-plane")
+        stage = self.config.deploy_stage
+        self.apps_enabled = stage != "infrastructure"
+        worker_areas = self.catalog if stage == "all" else []
         self.worker_ids = {
-            entry.name: self.identity(f"worker-{area_slug(entry.name)}") for entry in self.catalog
+            entry.name: self.identity(f"worker-{area_slug(entry.name)}") for entry in worker_areas
         }
 
         self._postgres()
         self._engine()
         self._control_plane()
-        self.workers = [self._worker(entry) for entry in self.catalog]
+        self.workers = [self._worker(entry) for entry in worker_areas]
         self._control_plane_app()
         return self._outputs()
 
@@ -622,6 +625,8 @@ class _Program:
             ),
         ]
         self.registry_access(act)
+        if not self.apps_enabled:
+            return
         self.orchestrator_app = self._platform_app(
             "orch",
             engine.orchestrator,
@@ -700,6 +705,9 @@ class _Program:
         self.registry_access(cp)
 
     def _control_plane_app(self) -> None:
+        self.control_plane_url: pulumi.Input[str] | None = None
+        if not self.apps_enabled:
+            return
         settings = self.config.control_plane
         cp = self.control_plane_id
         worker_map = pulumi.Output.all(
@@ -795,6 +803,7 @@ class _Program:
             "STEPWAY_TASK_TYPES": ",".join(entry.task_types),
             "STEPWAY_DOMAINS": ",".join(entry.domains),
             "STEPWAY_API_URL": self.task_api_url,
+            "STEPWAY_API_AUDIENCE": self.config.control_plane.token_audience,
         }
         container = self.container(
             "worker", image, entry.cpu, entry.memory, env, secret_env=secret_env
@@ -900,7 +909,7 @@ class _Program:
             "postgresHost": self.postgres_host,
             "registryLoginServer": self.registry.login_server,
             "keyVaultUri": self.vault_uri,
-            "controlPlaneUrl": self.control_plane_url,
+            "deployStage": self.config.deploy_stage,
             "identities": {
                 ident.key: ident.resource.client_id
                 for ident in (
@@ -912,6 +921,8 @@ class _Program:
             },
             "workerQueues": {w.entry.name: w.queues for w in self.workers},
         }
+        if self.control_plane_url is not None:
+            outputs["controlPlaneUrl"] = self.control_plane_url
         for key, value in outputs.items():
             pulumi.export(key, value)
         return outputs

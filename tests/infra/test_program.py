@@ -513,3 +513,30 @@ def test_adding_a_code_area_adds_only_its_resources(
     assert {k for k in after_env if before_env.get(k) != after_env[k]} == {WORKER_IDENTITIES_ENV}
     mapping = json.loads(after_env[WORKER_IDENTITIES_ENV])
     assert mapping["client-id-worker-ledger-sync"] == ["sync_ledger"]
+
+
+# -- deployment stages -----------------------------------------------------------
+
+
+def test_infrastructure_stage_has_no_apps_and_no_workers(dev_config, repo_catalog) -> None:
+    config = dev_config.model_copy(update={"deploy_stage": "infrastructure"})
+    result = run_stack(config, repo_catalog)
+    assert result.of_type(APP) == [] and result.of_type(JOB) == []
+    assert {r.name for r in result.of_type(IDENTITY)} == {
+        "id-engine-orchestrator",
+        "id-engine-activity",
+        "id-control-plane",
+    }
+    # Platform roles are in place before the apps that use them.
+    assert grants(result, "control-plane")
+    assert not any("worker" in ra.inputs["principalId"] for ra in result.of_type(RA))
+    assert "controlPlaneUrl" not in result.outputs
+
+
+def test_platform_stage_adds_engine_and_control_plane_only(dev_config, repo_catalog) -> None:
+    config = dev_config.model_copy(update={"deploy_stage": "platform"})
+    result = run_stack(config, repo_catalog)
+    assert {r.name for r in result.of_type(APP)} == {"app-orch", "app-act", "app-cp"}
+    assert result.of_type(JOB) == []
+    assert json.loads(env_of(result.one(APP, "app-cp"))[WORKER_IDENTITIES_ENV]) == {}
+    assert not any("worker" in ra.inputs["principalId"] for ra in result.of_type(RA))
