@@ -10,9 +10,10 @@ for ``deps.action_service_scope`` when that is configured. ``tool`` is a name of
 digits, ``_``, ``-`` and ``.``.
 
 Output: the tool's JSON result when it is an object; any other JSON value is wrapped as
-``{"result": value}``. A result larger than ``deps.payload_threshold_bytes`` is stored in
+``{"result": value}``. A result larger than the payload threshold is stored in
 the payload store (when one is configured) and the output is
-``{"resultRef": "<reference>", "resultSize": n}``.
+``{"resultRef": "<reference>", "resultSize": n}``; above the maximum payload size the task
+fails terminally.
 
 Outcome: the HTTP task's status mapping (2xx completes; 408/429/5xx retryable with
 ``Retry-After``; other statuses terminal, the output then holding ``{"error": <body>}``);
@@ -32,7 +33,13 @@ from engine.activities.outbound import (
     result_for_response,
     send,
 )
-from engine.activities.results import ActivityDeps, ActivityResult, never_raises, payload_key
+from engine.activities.results import (
+    ActivityDeps,
+    ActivityResult,
+    OffloadError,
+    never_raises,
+    offload,
+)
 
 _TOOL_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
 
@@ -77,16 +84,17 @@ def call_tool_activity(deps: ActivityDeps, task_input: dict[str, Any]) -> Activi
             f"({response.content_type or 'no content type'})"
         )
     output = result if isinstance(result, dict) else {"result": result}
-    size = len(response.content)
-    if deps.payload_store is not None and size > deps.payload_threshold_bytes:
-        try:
-            reference = deps.payload_store.put(
-                payload_key(task_input, "tool-result.json"), response.content, "application/json"
-            )
-        except Exception as exc:
-            return ActivityResult.failed(
-                f"could not store the {size}-byte result of tool {tool!r}: "
-                f"{type(exc).__name__}: {exc}"
-            )
-        output = {"resultRef": reference, "resultSize": size}
+    try:
+        reference = offload(
+            deps,
+            task_input,
+            "tool-result.json",
+            f"result of tool {tool!r}",
+            response.content,
+            "application/json",
+        )
+    except OffloadError as exc:
+        return exc.to_result()
+    if reference is not None:
+        output = {"resultRef": reference, "resultSize": len(response.content)}
     return ActivityResult.completed(output)

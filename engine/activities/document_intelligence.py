@@ -25,7 +25,7 @@ Poll, :func:`document_intelligence_poll`, input ``pending.poll_input()`` (``{"lo
 the operation is ``notStarted``/``running``: PENDING again (``Retry-After``, default
 ``deps.document_intelligence_default_poll_seconds``). On ``succeeded``: COMPLETED with
 output = ``AnalyzeResult(...).as_dict()`` (``{"apiVersion", "modelId", "content",
-"pages", ...}``), or, when that JSON is larger than ``deps.payload_threshold_bytes`` and
+"pages", ...}``), or, when that JSON is larger than the payload threshold and
 a payload store is configured, ``{"resultRef": "<reference>", "resultSize": n}``. On
 ``failed``: FAILED_WITH_TERMINAL_ERROR with the service's error code and message (FAILED
 when the code says the service itself failed, e.g. ``InternalServerError``).
@@ -74,11 +74,12 @@ from engine.activities.outbound import (
 from engine.activities.results import (
     ActivityDeps,
     ActivityResult,
+    OffloadError,
     PendingPoll,
     TokenProvider,
     carried_state,
     never_raises,
-    payload_key,
+    offload,
 )
 
 #: The scope of Azure AI services tokens (what the SDK asks for by default).
@@ -343,17 +344,13 @@ def _error_text(content: bytes) -> str:
 def _completed(
     deps: ActivityDeps, task_input: dict[str, Any], result: dict[str, Any]
 ) -> ActivityResult:
-    if deps.payload_store is None:
-        return ActivityResult.completed(result)
-    data = json.dumps(result, separators=(",", ":")).encode("utf-8")
-    if len(data) <= deps.payload_threshold_bytes:
-        return ActivityResult.completed(result)
+    data = json.dumps(result, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
     try:
-        reference = deps.payload_store.put(
-            payload_key(task_input, "analyze-result.json"), data, "application/json"
+        reference = offload(
+            deps, task_input, "analyze-result.json", "analyze result", data, "application/json"
         )
-    except Exception as exc:
-        return ActivityResult.failed(
-            f"could not store the {len(data)}-byte analyze result: {type(exc).__name__}: {exc}"
-        )
+    except OffloadError as exc:
+        return exc.to_result()
+    if reference is None:
+        return ActivityResult.completed(result)
     return ActivityResult.completed({"resultRef": reference, "resultSize": len(data)})

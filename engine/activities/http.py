@@ -23,9 +23,10 @@ Output (Conductor's shape)::
 
 ``body`` is parsed JSON when the response is JSON (``application/json``, ``*+json``),
 text for textual types, else base64 with ``"bodyEncoding": "base64"`` next to it; an
-empty body is ``null``. When the body is larger than ``deps.payload_threshold_bytes`` and
-a payload store is configured, the raw bytes are stored and the output keeps the
-reference::
+empty body is ``null``. When the body is larger than the payload threshold
+(:func:`engine.activities.results.payload_threshold`: ``deps.payload_threshold_bytes``, else
+the store's ``limits.task_output_threshold``, else 10 KB) and a payload store is
+configured, the raw bytes are stored and the output keeps the reference::
 
     {"response": {"statusCode": 200, "reasonPhrase": "OK", "headers": {...},
                   "body": null, "bodyRef": "<payload store reference>",
@@ -54,8 +55,9 @@ from engine.activities.outbound import (
 from engine.activities.results import (
     ActivityDeps,
     ActivityResult,
+    OffloadError,
     never_raises,
-    payload_key,
+    offload,
 )
 
 METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
@@ -189,20 +191,17 @@ def response_output(
         "reasonPhrase": response.reason_phrase,
         "headers": response.headers_multi(),
     }
-    size = len(response.content)
-    if deps.payload_store is not None and size > deps.payload_threshold_bytes:
-        content_type = response.content_type or "application/octet-stream"
-        try:
-            reference = deps.payload_store.put(
-                payload_key(task_input, "response-body"), response.content, content_type
-            )
-        except Exception as exc:
-            raise OutboundError(
-                f"could not store the {size}-byte response body in the payload store: "
-                f"{type(exc).__name__}: {exc}",
-                retryable=True,
-            ) from exc
-        out.update(body=None, bodyRef=reference, bodySize=size, bodyContentType=content_type)
+    content_type = response.content_type or "application/octet-stream"
+    reference = offload(
+        deps, task_input, "response-body", "response body", response.content, content_type
+    )
+    if reference is not None:
+        out.update(
+            body=None,
+            bodyRef=reference,
+            bodySize=len(response.content),
+            bodyContentType=content_type,
+        )
         return out
     body, encoding = decode_body(response)
     out["body"] = body
@@ -288,6 +287,6 @@ def http_activity(deps: ActivityDeps, task_input: dict[str, Any]) -> ActivityRes
         output = {"response": response_output(deps, task_input, response)}
     except InputError as exc:
         return ActivityResult.terminal(f"invalid HTTP task input: {exc}")
-    except OutboundError as exc:
+    except (OutboundError, OffloadError) as exc:
         return exc.to_result()
     return result_for_response(response, method, output)

@@ -43,9 +43,12 @@ DEFAULT_MAX_RESPONSE_BYTES = 10 * 1024 * 1024
 
 @runtime_checkable
 class PayloadStoreLike(Protocol):
-    """The part of :class:`engine.ports.payload_store.PayloadStore` the activities use."""
+    """The part of :class:`engine.ports.payload_store.PayloadStore` the activities use
+    (structural, so any adapter of the port fits; its optional ``limits`` attribute, a
+    ``PayloadLimits``, supplies the threshold and maximum when ``ActivityDeps`` does
+    not)."""
 
-    def put(self, key: str, data: bytes, content_type: str) -> str: ...
+    def put(self, key: str, data: bytes, content_type: str = ...) -> str: ...
 
     def get(self, reference: str) -> bytes: ...
 
@@ -188,8 +191,11 @@ class OutboundSettings:
 class ActivityDeps:
     """What the built-in activities need from the engine process.
 
-    * ``payload_store``/``payload_threshold_bytes``: large response bodies and outputs go
-      to the store and the output keeps the reference. Without a store they stay inline.
+    * ``payload_store``/``payload_threshold_bytes``/``max_payload_bytes``: response bodies
+      and outputs above the threshold go to the store and the output keeps the reference;
+      above the maximum the task fails terminally. ``None`` takes the value from the
+      store's ``limits`` (``task_output_threshold``, ``max_size``), else 10 KB / 10 MB.
+      Without a store everything stays inline.
     * ``action_service_url``/``action_service_scope``: CALL_TOOL posts to
       ``{action_service_url}/tools/{tool}``, with a bearer token for
       ``action_service_scope`` when it is set.
@@ -204,7 +210,8 @@ class ActivityDeps:
     """
 
     payload_store: PayloadStoreLike | None = None
-    payload_threshold_bytes: int = DEFAULT_PAYLOAD_THRESHOLD_BYTES
+    payload_threshold_bytes: int | None = None
+    max_payload_bytes: int | None = None
     action_service_url: str | None = None
     action_service_scope: str | None = None
     token_provider: TokenProvider | None = None
@@ -222,11 +229,74 @@ Activity = Callable[[ActivityDeps, dict[str, Any]], ActivityResult]
 
 
 def payload_key(task_input: dict[str, Any], name: str) -> str:
-    """The payload-store key for something named ``name`` that this task offloads."""
+    """The payload-store key for something named ``name`` that this task offloads:
+    ``<_payloadKeyPrefix>/<name>``, or ``payloads/activities/<random>/<name>`` when the
+    task input carries no prefix."""
     prefix = task_input.get(PAYLOAD_KEY_PREFIX)
-    if not isinstance(prefix, str) or not prefix:
-        prefix = f"activities/{uuid.uuid4().hex}"
-    return f"{prefix.rstrip('/')}/{name}"
+    if not isinstance(prefix, str) or not prefix.strip("/"):
+        prefix = f"payloads/activities/{uuid.uuid4().hex}"
+    return f"{prefix.strip('/')}/{name}"
+
+
+def payload_threshold(deps: ActivityDeps) -> int:
+    if deps.payload_threshold_bytes is not None:
+        return deps.payload_threshold_bytes
+    limits = getattr(deps.payload_store, "limits", None)
+    value = getattr(limits, "task_output_threshold", None)
+    return value if isinstance(value, int) else DEFAULT_PAYLOAD_THRESHOLD_BYTES
+
+
+def max_payload(deps: ActivityDeps) -> int:
+    if deps.max_payload_bytes is not None:
+        return deps.max_payload_bytes
+    limits = getattr(deps.payload_store, "limits", None)
+    value = getattr(limits, "max_size", None)
+    return value if isinstance(value, int) else DEFAULT_MAX_RESPONSE_BYTES
+
+
+class OffloadError(Exception):
+    """Offloading failed: too large (terminal) or the store failed (retryable)."""
+
+    def __init__(self, reason: str, *, retryable: bool) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.retryable = retryable
+
+    def to_result(self) -> ActivityResult:
+        if self.retryable:
+            return ActivityResult.failed(self.reason)
+        return ActivityResult.terminal(self.reason)
+
+
+def offload(
+    deps: ActivityDeps,
+    task_input: dict[str, Any],
+    name: str,
+    what: str,
+    data: bytes,
+    content_type: str,
+) -> str | None:
+    """Store ``data`` when it is above the threshold and a store is configured; returns
+    the reference, or None when it stays inline. Raises :class:`OffloadError` above the
+    maximum (terminal, even without a store: it would not fit in a record either) or
+    when the store fails (retryable)."""
+    size = len(data)
+    maximum = max_payload(deps)
+    if size > maximum:
+        raise OffloadError(
+            f"{what} is {size} bytes, above the maximum payload size of {maximum} bytes",
+            retryable=False,
+        )
+    if deps.payload_store is None or size <= payload_threshold(deps):
+        return None
+    try:
+        return deps.payload_store.put(payload_key(task_input, name), data, content_type)
+    except Exception as exc:
+        raise OffloadError(
+            f"could not store the {size}-byte {what} in the payload store: "
+            f"{type(exc).__name__}: {exc}",
+            retryable=True,
+        ) from exc
 
 
 def carried_state(task_input: dict[str, Any]) -> dict[str, Any]:

@@ -165,7 +165,7 @@ class InMemoryPayloadStore:
     def __init__(self) -> None:
         self.items: dict[str, tuple[bytes, str]] = {}
 
-    def put(self, key: str, data: bytes, content_type: str) -> str:
+    def put(self, key: str, data: bytes, content_type: str = "application/json") -> str:
         reference = f"mem://{key}"
         self.items[reference] = (bytes(data), content_type)
         return reference

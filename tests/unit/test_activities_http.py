@@ -405,3 +405,28 @@ def test_unexpected_exception_becomes_failed_result(monkeypatch: pytest.MonkeyPa
     result = http_activity(deps(), {"uri": "http://127.0.0.1/"})
     assert result.status == "FAILED"
     assert "unexpected error" in (result.reason or "")
+
+
+def test_offload_into_the_real_local_payload_store(tmp_path: Any) -> None:
+    payload_local = pytest.importorskip("engine.adapters.payload_local")
+    store = payload_local.LocalPayloadStore(tmp_path, secret="s" * 32)
+    big = {"rows": ["r" * 100] * 200}
+    with LocalServer(lambda req: Reply(200, big)) as server:
+        result = http_activity(
+            deps(payload_store=store),  # threshold from store.limits (10 KB by default)
+            {"uri": server.url, "_payloadKeyPrefix": "payloads/wf-9/fetch-0"},
+        )
+    response = result.output["response"]
+    assert result.status == "COMPLETED", result.reason
+    assert response["bodyRef"] == "payloads/wf-9/fetch-0/response-body"
+    assert json.loads(store.get(response["bodyRef"])) == big
+
+
+def test_body_above_the_maximum_payload_size_is_terminal() -> None:
+    with LocalServer(lambda req: Reply(200, b"a" * 5000)) as server:
+        result = http_activity(
+            deps(payload_store=InMemoryPayloadStore(), max_payload_bytes=1000),
+            {"uri": server.url},
+        )
+    assert result.status == "FAILED_WITH_TERMINAL_ERROR"
+    assert "5000 bytes, above the maximum payload size of 1000" in (result.reason or "")
