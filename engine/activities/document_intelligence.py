@@ -32,10 +32,11 @@ when the code says the service itself failed, e.g. ``InternalServerError``).
 
 Authentication: ``deps.document_intelligence_credential`` (production: the engine's
 managed identity, an azure-identity ``TokenCredential``; ``AzureKeyCredential`` works
-too), else a credential over ``deps.token_provider``. Bearer tokens go over https only;
+too), else a credential over ``deps.token_provider``. Credentials go over https only;
 for a loopback endpoint over plain http (tests, local emulators) the activity passes
-azure-core's ``enforce_https=False`` request option, which is the SDK's supported switch
-for that check, and only then.
+azure-core's ``enforce_https=False`` request option (read by its
+``BearerTokenCredentialPolicy``), and only then. Production uses an https endpoint and
+the managed identity, so that option is never set there.
 
 Bounds: the link-local/metadata address check of :mod:`engine.activities.outbound` is
 applied to the endpoint (and the poll location) before the SDK connects; connect and
@@ -121,13 +122,17 @@ def _check_endpoint(deps: ActivityDeps, url: str, credential: Any) -> dict[str, 
         "connection_timeout": deps.outbound.connect_timeout_seconds,
         "read_timeout": deps.outbound.read_timeout_seconds,
     }
-    if parsed.scheme != "https" and not isinstance(credential, AzureKeyCredential):
+    if parsed.scheme != "https":
         if not all(ip.is_loopback for ip in addresses):
             raise InputError(
                 f"Document Intelligence endpoint {redact_url(url)} must use https "
-                "(bearer tokens are never sent over plain http except to loopback)"
+                "(credentials are never sent over plain http except to loopback)"
             )
-        options["enforce_https"] = False
+        if not isinstance(credential, AzureKeyCredential):
+            # azure-core's per-request switch of the bearer policy's https check; only
+            # the bearer policy consumes it (the key policy would pass it on to the
+            # transport, which rejects unknown options)
+            options["enforce_https"] = False
     return options
 
 

@@ -10,7 +10,8 @@ Input (the task's resolved ``inputParameters``), either Conductor's nested form:
 
 or the flat form with the same keys directly in ``inputParameters``. ``method`` defaults
 to GET, ``contentType`` and ``accept`` to ``application/json``; the timeouts are in
-milliseconds (Conductor's unit) and can only lower the engine's bounds. ``body``: a string
+milliseconds (Conductor's unit), replace the engine's defaults for this call and are
+capped at ``OutboundSettings.max_duration_seconds``. ``body``: a string
 is sent as is, a dict with ``contentType: application/x-www-form-urlencoded`` is form
 encoded, anything else is sent as JSON. ``auth`` may sit inside ``http_request`` or next
 to it.

@@ -175,8 +175,8 @@ class OutboundSettings:
     """Bounds of every outbound call (see :mod:`engine.activities.outbound`).
 
     ``max_duration_seconds`` bounds one whole exchange (a slow-drip response cannot hold
-    an activity forever); a task's own ``connectionTimeOut``/``readTimeOut`` may lower
-    the timeouts but never raise them above ``max_duration_seconds``.
+    an activity forever); a task's own ``connectionTimeOut``/``readTimeOut`` replace the
+    timeouts for its call, capped at ``max_duration_seconds``.
     """
 
     connect_timeout_seconds: float = 10.0

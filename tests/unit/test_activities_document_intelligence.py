@@ -270,3 +270,36 @@ def test_poll_location_must_be_on_the_endpoint() -> None:
     result = document_intelligence_poll(deps, {"location": "https://evil.example/steal"})
     assert result.status == "FAILED_WITH_TERMINAL_ERROR"
     assert "not on the endpoint" in (result.reason or "")
+
+
+def test_key_credential_never_over_plain_http_to_non_loopback(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import socket
+
+    def fake(host: str, port: Any, *args: Any, **kwargs: Any) -> Any:
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("10.0.0.7", port))]
+
+    monkeypatch.setattr(socket, "getaddrinfo", fake)
+    deps = ActivityDeps(
+        outbound=SETTINGS,
+        document_intelligence_endpoint="http://di.internal",
+        document_intelligence_credential=AzureKeyCredential("k"),
+    )
+    result = document_intelligence_activity(deps, {"modelId": "m", "url": "u"})
+    assert result.status == "FAILED_WITH_TERMINAL_ERROR"
+    assert "https" in (result.reason or "")
+
+
+def test_result_above_the_maximum_payload_size_is_terminal() -> None:
+    big = {"modelId": "m", "content": "q" * 5000}
+    with FakeDocumentIntelligence(running_polls=0, analyze_result=big) as service:
+        deps = ActivityDeps(
+            outbound=SETTINGS,
+            max_payload_bytes=2000,
+            document_intelligence_endpoint=service.endpoint,
+            document_intelligence_credential=FakeTokenCredential(),
+        )
+        result = drive(deps, {"modelId": "m", "url": "https://e/x"})
+    assert result.status == "FAILED_WITH_TERMINAL_ERROR"
+    assert "above the maximum payload size of 2000" in (result.reason or "")
