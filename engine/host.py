@@ -1,0 +1,114 @@
+"""An engine process: services built from settings, the interpreter and its activities
+registered on a durabletask worker for a role (``orchestrator`` | ``activities`` | ``all``).
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from durabletask.client import TaskHubGrpcClient
+from durabletask.worker import ConcurrencyOptions, TaskHubGrpcWorker
+
+from engine import run_activities
+from engine.activities import ActivityDeps
+from engine.adapters.payload_local import LocalPayloadStore
+from engine.adapters.queue_sqlite import SqliteTaskQueue
+from engine.adapters.run_store_sql import SqlRunStore
+from engine.backend.config import BackendConfig
+from engine.backend.connect import Role, make_client, make_worker, register
+from engine.interpreter import (
+    ACTIVITY_BUILTIN,
+    ACTIVITY_DISPATCH,
+    ACTIVITY_FINISH,
+    ACTIVITY_POLL,
+    ACTIVITY_RECORD,
+    ACTIVITY_RESOLVE_CHILD,
+    ORCHESTRATOR_NAME,
+    workflow_interpreter,
+)
+from engine.ports.payload_store import PayloadLimits
+from engine.services import DefinitionCache, EngineServices, install
+
+ORCHESTRATORS: dict[str, Any] = {ORCHESTRATOR_NAME: workflow_interpreter}
+ACTIVITIES: dict[str, Any] = {
+    ACTIVITY_RECORD: run_activities.record,
+    ACTIVITY_DISPATCH: run_activities.dispatch,
+    ACTIVITY_FINISH: run_activities.finish,
+    ACTIVITY_RESOLVE_CHILD: run_activities.resolve_child,
+    ACTIVITY_BUILTIN: run_activities.builtin,
+    ACTIVITY_POLL: run_activities.poll,
+}
+
+
+@dataclass
+class LocalSettings:
+    """Where the embedded adapters keep their data (``stepway dev``, tests)."""
+
+    data_dir: Path
+    run_store_url: str | None = None
+    payload_secret: str = field(default_factory=lambda: secrets.token_hex(32))
+    public_url: str = "http://127.0.0.1:8080"
+    limits: PayloadLimits = field(default_factory=PayloadLimits)
+
+    @property
+    def queue_path(self) -> Path:
+        return self.data_dir / "queues.db"
+
+    def store_url(self) -> str:
+        return self.run_store_url or f"sqlite:///{self.data_dir / 'runs.db'}"
+
+
+def build_local_services(
+    settings: LocalSettings, backend: BackendConfig, activity_deps: ActivityDeps | None = None
+) -> EngineServices:
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    store = SqlRunStore(settings.store_url())
+    queue = SqliteTaskQueue(settings.queue_path)
+    payloads = LocalPayloadStore(
+        settings.data_dir / "payloads",
+        secret=settings.payload_secret,
+        base_url=settings.public_url,
+        limits=settings.limits,
+    )
+    deps = activity_deps or ActivityDeps(
+        payload_store=payloads, payload_threshold_bytes=settings.limits.task_output_threshold
+    )
+    return EngineServices(
+        run_store=store,
+        queue=queue,
+        payloads=payloads,
+        payload_limits=settings.limits,
+        definitions=DefinitionCache(store),
+        client_factory=lambda: make_client(backend),
+        activity_deps=deps,
+    )
+
+
+def make_engine_worker(
+    backend: BackendConfig,
+    role: Role = "all",
+    *,
+    concurrency: ConcurrencyOptions | None = None,
+) -> TaskHubGrpcWorker:
+    """A durabletask worker (not started) hosting what ``role`` names."""
+    worker = make_worker(backend, concurrency_options=concurrency)
+    register(worker, role, ORCHESTRATORS, ACTIVITIES)
+    return worker
+
+
+def make_engine_client(backend: BackendConfig) -> TaskHubGrpcClient:
+    return make_client(backend)
+
+
+__all__ = [
+    "ACTIVITIES",
+    "ORCHESTRATORS",
+    "LocalSettings",
+    "build_local_services",
+    "install",
+    "make_engine_client",
+    "make_engine_worker",
+]

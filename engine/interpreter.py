@@ -1,0 +1,521 @@
+"""The ``WorkflowInterpreter`` orchestration: one generic interpreter for every run (seed page 7).
+
+The orchestration owns no workflow logic. It asks the pure :class:`~engine.decider.Decider`
+what to do next, performs the I/O actions it returns (activities, timers, external-event
+waits, child runs) and feeds each outcome back. Everything non-deterministic comes from the
+orchestration context or from activities.
+
+Waits:
+
+* WORKER: the dispatch activity queues the task; the run then waits for the external event
+  named by the task id (the result) and ``<taskId>.started`` (the hand-out), raced against
+  ONE durable timer for the earliest deadline. A committed durable timer fires even after
+  its wait is over, so stale timer firings are recognised (by task, attempt and fire time)
+  and ignored.
+* HUMAN and WAIT without a duration: the external event named by the task id.
+* Activity types: the activity returns a result envelope; retries are the Decider's (so
+  Retry-After and terminal errors are honoured), with the retry delay as a durable timer.
+* SUB_WORKFLOW: a child ``WorkflowInterpreter`` instance named ``<taskId>-<attempt>``.
+
+History stays bounded: after :data:`STEPS_PER_EXECUTION` outcomes, at a point where no
+activity, timer or child is outstanding, the run carries the Decider's state into
+``continue_as_new(save_events=True)`` so that results raised meanwhile carry over.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from durabletask import task as dt
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+from engine import services as services_module
+from engine.decider import (
+    Decider,
+    Decision,
+    RunResult,
+    RunState,
+    ScheduleTask,
+    TaskOutcome,
+)
+from engine.definitions import TaskStatus, TaskType
+
+ORCHESTRATOR_NAME = "WorkflowInterpreter"
+TERMINATE_EVENT = "stepway.terminate"
+STARTED_SUFFIX = ".started"
+#: outcomes handled per orchestration execution before carrying state into a new one
+STEPS_PER_EXECUTION = 25
+
+ACTIVITY_RECORD = "stepway.record"
+ACTIVITY_DISPATCH = "stepway.dispatch"
+ACTIVITY_FINISH = "stepway.finish"
+ACTIVITY_RESOLVE_CHILD = "stepway.resolve_child"
+ACTIVITY_BUILTIN = "stepway.builtin"
+ACTIVITY_POLL = "stepway.poll"
+
+
+class RunInput(BaseModel):
+    """The orchestration input of a run (and of each continued execution)."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
+
+    name: str
+    version: int
+    input: dict[str, Any] = Field(default_factory=dict)
+    correlation_id: str | None = None
+    priority: int = 0
+    task_to_domain: dict[str, str] = Field(default_factory=dict)
+    parent_workflow_id: str | None = None
+    parent_task_id: str | None = None
+    #: the Decider state carried from the previous execution (continue_as_new)
+    state: dict[str, Any] | None = None
+    started_at_ms: int | None = None
+    executions: int = 0
+
+
+def _ms(moment: datetime) -> int:
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return int(moment.timestamp() * 1000)
+
+
+def _at(ms: int) -> datetime:
+    return datetime.fromtimestamp(ms / 1000, tz=UTC)
+
+
+@dataclass
+class _Pending:
+    """One outstanding I/O of the run, keyed by task id."""
+
+    action: ScheduleTask
+    #: durable tasks racing for this wait, by role
+    tasks: dict[str, dt.Task[Any]] = field(default_factory=dict)
+    timer_at_ms: int | None = None
+    phase: str = "run"
+    #: the poll input of a long-running built-in activity (LOGIC_APP, DOCUMENT_INTELLIGENCE)
+    poll_input: dict[str, Any] = field(default_factory=dict)
+
+
+class _Run:
+    def __init__(self, ctx: dt.OrchestrationContext, run: RunInput, decider: Decider) -> None:
+        self.ctx = ctx
+        self.run = run
+        self.decider = decider
+        self.pending: dict[str, _Pending] = {}
+        self.records: list[dict[str, Any]] = []
+        self.owner: dict[int, tuple[str, str]] = {}
+        self.steps = 0
+        self.state: RunState
+        self.cancel_children: list[str] = []
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def now(self) -> int:
+        return _ms(self.ctx.current_utc_datetime)
+
+    def _track(self, task_id: str, role: str, task: dt.Task[Any]) -> None:
+        self.pending[task_id].tasks[role] = task
+        self.owner[id(task)] = (task_id, role)
+
+    def _untrack(self, task_id: str) -> None:
+        entry = self.pending.pop(task_id, None)
+        if entry is None:
+            return
+        for task in entry.tasks.values():
+            self.owner.pop(id(task), None)
+            if isinstance(task, dt.CancellableTask) and not task.is_complete:
+                task.cancel()
+
+    def _take_records(self) -> list[dict[str, Any]]:
+        records, self.records = self.records, []
+        return records
+
+    def _arm_timer(self, task_id: str, at_ms: int | None) -> None:
+        entry = self.pending[task_id]
+        if at_ms is None or at_ms == entry.timer_at_ms:
+            return
+        old = entry.tasks.pop("timer", None)
+        if old is not None:
+            self.owner.pop(id(old), None)
+            if isinstance(old, dt.CancellableTask) and not old.is_complete:
+                old.cancel()
+        entry.timer_at_ms = at_ms
+        self._track(task_id, "timer", self.ctx.create_timer(_at(max(at_ms, self.now()))))
+
+    def _rearm_deadline(self, task_id: str) -> None:
+        deadline = self.decider.wait_deadline(self.state, task_id)
+        self._arm_timer(task_id, deadline.at_ms if deadline is not None else None)
+
+    # -- starting actions ------------------------------------------------------------------
+
+    def start(self, action: ScheduleTask) -> None:
+        task_id = action.task_id
+        self.pending[task_id] = _Pending(action)
+        kind = action.type
+        if kind == TaskType.WORKER:
+            dispatch: dt.Task[Any] = self.ctx.call_activity(
+                ACTIVITY_DISPATCH,
+                input={
+                    "workflowId": self.ctx.instance_id,
+                    "workflowType": self.run.name,
+                    "correlationId": self.run.correlation_id,
+                    "priority": self.run.priority,
+                    "taskToDomain": self.run.task_to_domain,
+                    "task": action.model_dump(mode="json", by_alias=True),
+                    "records": self._take_records(),
+                    "nowMs": self.now(),
+                },
+            )
+            self._track(task_id, "dispatch", dispatch)
+            self._track(task_id, "result", self.ctx.wait_for_external_event(task_id))
+            self._track(
+                task_id, "started", self.ctx.wait_for_external_event(task_id + STARTED_SUFFIX)
+            )
+            self._rearm_deadline(task_id)
+        elif kind in (TaskType.HUMAN, TaskType.WAIT) and action.wait_until_ms is None:
+            self._track(task_id, "result", self.ctx.wait_for_external_event(task_id))
+            self._rearm_deadline(task_id)
+        elif kind == TaskType.WAIT:
+            assert action.wait_until_ms is not None
+            self._arm_timer(task_id, action.wait_until_ms)
+            self.pending[task_id].phase = "wait"
+        elif action.delay_seconds > 0:
+            # a retry of an activity or child run: wait out the delay on a durable timer
+            self._arm_timer(task_id, self.now() + int(action.delay_seconds * 1000))
+            self.pending[task_id].phase = "delay"
+        else:
+            self._launch(task_id)
+
+    def _launch(self, task_id: str) -> None:
+        entry = self.pending[task_id]
+        action = entry.action
+        entry.phase = "run"
+        if action.type == TaskType.SUB_WORKFLOW:
+            entry.phase = "resolve"
+            self._track(
+                task_id,
+                "resolve",
+                self.ctx.call_activity(
+                    ACTIVITY_RESOLVE_CHILD,
+                    input={
+                        "task": action.model_dump(mode="json", by_alias=True),
+                        "records": self._take_records(),
+                    },
+                ),
+            )
+            return
+        self._track(
+            task_id,
+            "activity",
+            self.ctx.call_activity(
+                ACTIVITY_BUILTIN,
+                input={
+                    "workflowId": self.ctx.instance_id,
+                    "task": action.model_dump(mode="json", by_alias=True),
+                    "records": self._take_records(),
+                },
+            ),
+        )
+
+    # -- handling a completed durable task -------------------------------------------------
+
+    def handle(self, task_id: str, role: str, task: dt.Task[Any]) -> TaskOutcome | None:
+        """Turn a completed durable task into an outcome for the Decider (or None)."""
+        entry = self.pending[task_id]
+        action = entry.action
+        entry.tasks.pop(role, None)
+        self.owner.pop(id(task), None)
+        failed = task.is_failed
+        value: Any = None if failed else task.get_result()
+
+        def outcome(
+            status: TaskStatus,
+            output: Any = None,
+            reason: str | None = None,
+            retry_after: float | None = None,
+        ) -> TaskOutcome:
+            return TaskOutcome(
+                task_id=task_id,
+                attempt=action.attempt,
+                status=status,
+                output=output
+                if isinstance(output, dict)
+                else ({} if output is None else {"result": output}),
+                reason=reason,
+                retry_after_seconds=retry_after,
+            )
+
+        if failed:
+            reason = str(task.get_exception())
+            return outcome(TaskStatus.FAILED, reason=f"engine error: {reason}")
+
+        if role == "timer":
+            if entry.timer_at_ms is not None and self.now() + 5 < entry.timer_at_ms:
+                # a stale timer from an earlier deadline or execution: re-arm the current one
+                at = entry.timer_at_ms
+                entry.timer_at_ms = None
+                self._arm_timer(task_id, at)
+                return None
+            entry.timer_at_ms = None
+            if entry.phase == "wait":
+                return outcome(TaskStatus.COMPLETED, {})
+            if entry.phase == "delay":
+                self._launch(task_id)
+                return None
+            if entry.phase == "poll-delay":
+                entry.phase = "poll"
+                self._track(
+                    task_id,
+                    "activity",
+                    self.ctx.call_activity(
+                        ACTIVITY_POLL,
+                        input={"type": action.type, "input": entry.poll_input},
+                    ),
+                )
+                return None
+            deadline = self.decider.wait_deadline(self.state, task_id)
+            kind = deadline.kind if deadline is not None else "task"
+            timed_out = outcome(
+                TaskStatus.TIMED_OUT, reason=f"{kind} timeout of task {action.ref!r} elapsed"
+            )
+            return timed_out.model_copy(update={"timeout_kind": kind})
+
+        if role == "dispatch":
+            result = value or {}
+            if result.get("error"):
+                return outcome(TaskStatus.FAILED, reason=str(result["error"]))
+            return None
+
+        if role == "started":
+            data = value or {}
+            if int(data.get("attempt", -1)) == action.attempt:
+                self.state = self.decider.on_started(
+                    self.state,
+                    task_id,
+                    action.attempt,
+                    str(data.get("workerId") or ""),
+                    int(data.get("startTime") or self.now()),
+                )
+                self._rearm_deadline(task_id)
+            # keep listening: a callback re-sends the task and it can be handed out again
+            self._track(
+                task_id, "started", self.ctx.wait_for_external_event(task_id + STARTED_SUFFIX)
+            )
+            return None
+
+        if role == "result":
+            data = value or {}
+            attempt = data.get("attempt")
+            if attempt is not None and int(attempt) != action.attempt:
+                self._track(task_id, "result", self.ctx.wait_for_external_event(task_id))
+                return None
+            return outcome(
+                TaskStatus(str(data.get("status", "COMPLETED"))),
+                data.get("output") or {},
+                data.get("reason"),
+            )
+
+        if role == "resolve":
+            child = value or {}
+            if child.get("error"):
+                return outcome(TaskStatus.FAILED, reason=str(child["error"]))
+            child_input = RunInput(
+                name=child["name"],
+                version=int(child["version"]),
+                input=action.input,
+                correlation_id=self.run.correlation_id,
+                priority=self.run.priority,
+                task_to_domain=child.get("taskToDomain") or self.run.task_to_domain,
+                parent_workflow_id=self.ctx.instance_id,
+                parent_task_id=task_id,
+            )
+            entry.phase = "child"
+            self._track(
+                task_id,
+                "child",
+                self.ctx.call_sub_orchestrator(
+                    ORCHESTRATOR_NAME,
+                    input=child_input.model_dump(mode="json", by_alias=True),
+                    instance_id=f"{task_id}-{action.attempt}",
+                ),
+            )
+            return None
+
+        if role == "child":
+            result = value or {}
+            child_status = str(result.get("status", "FAILED"))
+            child_id = f"{task_id}-{action.attempt}"
+            output = {"subWorkflowId": child_id, **(result.get("output") or {})}
+            if child_status == "COMPLETED":
+                return outcome(TaskStatus.COMPLETED, output)
+            return outcome(
+                TaskStatus.FAILED,
+                output,
+                reason=f"sub workflow {child_id} {child_status}: {result.get('reason') or ''}".strip(),
+            )
+
+        # role == "activity": a built-in activity's result envelope
+        envelope = value or {}
+        status_text = str(envelope.get("status", "FAILED"))
+        if status_text == "PENDING":
+            pending = envelope.get("pending") or {}
+            entry.poll_input = {**(pending.get("state") or {}), "location": pending.get("location")}
+            entry.phase = "poll-delay"
+            delay_ms = int(float(pending.get("retryAfterSeconds") or 5) * 1000)
+            self._arm_timer(task_id, self.now() + delay_ms)
+            return None
+        return outcome(
+            TaskStatus(status_text),
+            envelope.get("output") or {},
+            envelope.get("reason"),
+            envelope.get("retryAfterSeconds"),
+        )
+
+    # -- the loop --------------------------------------------------------------------------
+
+    def apply(self, decision: Decision) -> None:
+        self.state = decision.state
+        self.records.extend(r.model_dump(mode="json", by_alias=True) for r in decision.records)
+        for task_id in decision.cancel:
+            entry = self.pending.get(task_id)
+            if entry is None:
+                continue
+            if entry.action.type == TaskType.SUB_WORKFLOW and "child" in entry.tasks:
+                self.cancel_children.append(f"{task_id}-{entry.action.attempt}")
+            self._untrack(task_id)
+
+    def interpret(self, state: RunState) -> Generator[dt.Task[Any], Any, dict[str, Any]]:
+        ctx = self.ctx
+        self.state = state
+        started_at = self.run.started_at_ms if self.run.started_at_ms is not None else self.now()
+        control: dict[str, dt.Task[Any]] = {
+            "terminate": ctx.wait_for_external_event(TERMINATE_EVENT)
+        }
+        timeout_s = self.decider.definition.timeout_seconds
+        timeout_at = started_at + timeout_s * 1000
+        if timeout_s > 0 and not self.state.timeout_alerted:
+            control["timeout"] = ctx.create_timer(_at(max(timeout_at, self.now())))
+
+        decision = self.decider.decide(self.state, self.now())
+        while True:
+            self.apply(decision)
+            if decision.finished is not None:
+                return (yield from self.finish(decision.finished))
+            for action in decision.actions:
+                self.start(action)
+            if self.records:
+                yield from self.flush_records()
+            if not self.pending:
+                return (yield from self.finish(self.decider.stall(self.state, self.now())))
+
+            race: list[dt.Task[Any]] = list(control.values())
+            for entry in self.pending.values():
+                race.extend(entry.tasks.values())
+            winner = yield dt.when_any(race)
+            now = self.now()
+
+            if winner is control.get("terminate"):
+                reason = control["terminate"].get_result()
+                text = reason.get("reason") if isinstance(reason, dict) else reason
+                decision = self.decider.terminate(self.state, str(text or "terminated"), now)
+                continue
+            if winner is control.get("timeout"):
+                if now + 5 < timeout_at:
+                    control["timeout"] = ctx.create_timer(_at(timeout_at))
+                    decision = Decision(state=self.state)
+                    continue
+                del control["timeout"]
+                decision = self.decider.on_workflow_timeout(self.state, now)
+                continue
+
+            owner = self.owner.get(id(winner))
+            if owner is None:
+                decision = Decision(state=self.state)
+                continue
+            task_id, role = owner
+            outcome = self.handle(task_id, role, winner)
+            if outcome is None:
+                decision = Decision(state=self.state)
+                continue
+            self.state = self.decider.on_outcome(self.state, outcome, now)
+            if self.decider.is_waiting(self.state, task_id):
+                # ALERT_ONLY and similar: the task keeps waiting, with its next deadline
+                self._rearm_deadline(task_id)
+            else:
+                self._untrack(task_id)
+            self.steps += 1
+            if self.steps >= STEPS_PER_EXECUTION and not self.pending:
+                if self.records:
+                    yield from self.flush_records()
+                carried = self.run.model_copy(
+                    update={
+                        "state": self.state.model_dump(mode="json"),
+                        "started_at_ms": started_at,
+                        "executions": self.run.executions + 1,
+                    }
+                )
+                ctx.continue_as_new(
+                    carried.model_dump(mode="json", by_alias=True), save_events=True
+                )
+                return {}
+            decision = self.decider.decide(self.state, now)
+
+    def flush_records(self) -> Generator[dt.Task[Any], Any, None]:
+        records = self._take_records()
+        if records:
+            yield self.ctx.call_activity(
+                ACTIVITY_RECORD, input={"workflowId": self.ctx.instance_id, "records": records}
+            )
+
+    def finish(self, result: RunResult) -> Generator[dt.Task[Any], Any, dict[str, Any]]:
+        for task_id in list(self.pending):
+            self._untrack(task_id)
+        payload = result.model_dump(mode="json", by_alias=True)
+        summary = yield self.ctx.call_activity(
+            ACTIVITY_FINISH,
+            input={
+                "workflowId": self.ctx.instance_id,
+                "run": self.run.model_dump(mode="json", by_alias=True, exclude={"state"}),
+                "result": payload,
+                "records": self._take_records(),
+                "cancelChildren": self.cancel_children,
+                "variables": self.state.variables,
+                "nowMs": self.now(),
+            },
+        )
+        return summary if isinstance(summary, dict) else payload
+
+
+def workflow_interpreter(
+    ctx: dt.OrchestrationContext, raw_input: Any
+) -> Generator[dt.Task[Any], Any, dict[str, Any]]:
+    """The one orchestration that runs every run of every definition."""
+    run = RunInput.model_validate(raw_input or {})
+    decider = services_module.current().definitions.decider(run.name, run.version)
+    runner = _Run(ctx, run, decider)
+    if run.state is not None:
+        state = RunState.model_validate(run.state)
+    else:
+        state = decider.start(
+            workflow_id=ctx.instance_id,
+            input=run.input,
+            correlation_id=run.correlation_id,
+            now_ms=_ms(ctx.current_utc_datetime),
+        )
+    if run.started_at_ms is None:
+        run.started_at_ms = _ms(ctx.current_utc_datetime)
+    return (yield from runner.interpret(state))
+
+
+__all__ = [
+    "ORCHESTRATOR_NAME",
+    "STARTED_SUFFIX",
+    "TERMINATE_EVENT",
+    "RunInput",
+    "timedelta",
+    "workflow_interpreter",
+]

@@ -1,0 +1,421 @@
+"""The interpreter's own activities: record rows, dispatch WORKER tasks, finish runs.
+
+Each activity does one step's I/O and records the task rows the Decider changed since the
+last I/O in the same call, so a step costs one activity round trip (ARCHITECTURE.md: "record
+task rows in the same activity that does the step's I/O").
+
+Worker message contract (what the Task API reads):
+
+* queue: ``<domain>-<type>`` when the run maps the type (or ``*``) to a domain, else
+  ``<type>-high`` when the run's priority is above 0, else ``<type>``;
+* message id ``<taskId>:<attempt>`` (a repeated dispatch is dropped by duplicate detection);
+* body ``{taskId, workflowId, workflowType, correlationId, taskRef, taskType, attempt,
+  input | inputRef, priority, domain}``;
+* the task row is written SCHEDULED with ``queueName`` before the message is sent.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from durabletask import task as dt
+
+from engine import services as services_module
+from engine.activities import ActivityDeps, run_activity, run_poll
+from engine.definitions import RunStatus, TaskStatus, TaskType
+from engine.ports.payload_store import PayloadKind, PayloadTooLarge, offload_if_large
+from engine.ports.queue import MessageNotFound, QueueError
+from engine.ports.run_store import NewRun, RunUpdate, TaskRecord, TaskUpdate
+
+log = logging.getLogger(__name__)
+
+FAILED_STATUSES = {
+    TaskStatus.FAILED,
+    TaskStatus.FAILED_WITH_TERMINAL_ERROR,
+    TaskStatus.TIMED_OUT,
+}
+
+
+def queue_for(
+    task_type: str, priority: int, task_to_domain: dict[str, str]
+) -> tuple[str, str | None]:
+    """The queue a WORKER task goes to, and its domain."""
+    domain = task_to_domain.get(task_type) or task_to_domain.get("*")
+    if domain:
+        return f"{domain}-{task_type}", domain
+    if priority > 0:
+        return f"{task_type}-high", None
+    return task_type, None
+
+
+def _now_ms() -> int:
+    return int(datetime.now(UTC).timestamp() * 1000)
+
+
+def to_store_record(workflow_id: str, record: dict[str, Any]) -> TaskRecord:
+    """A Decider task record (its wire form) as a run-store row."""
+    attempt = int(record.get("attempt") or 1)
+    return TaskRecord(
+        task_id=record["taskId"],
+        workflow_id=record.get("workflowId") or workflow_id,
+        reference_task_name=record["ref"],
+        task_type=record["type"],
+        status=TaskStatus(record["status"]),
+        attempt=attempt,
+        retry_count=attempt - 1,
+        seq=int(record.get("scheduledTime") or record.get("endTime") or 0),
+        input_data=record.get("input") or {},
+        output_data=record.get("output") or {},
+        reason_for_incompletion=record.get("reason"),
+        scheduled_time=record.get("scheduledTime"),
+        start_time=record.get("startTime"),
+        end_time=record.get("endTime"),
+        worker_id=record.get("workerId"),
+        iteration=int(record.get("iteration") or 0),
+    )
+
+
+def _offload(
+    svc: services_module.EngineServices, kind: PayloadKind, key: str, value: Any
+) -> tuple[Any, str | None]:
+    if svc.payloads is None:
+        return value, None
+    return offload_if_large(svc.payloads, kind, key, value, limits=svc.payload_limits)
+
+
+def _settle_attempt(
+    svc: services_module.EngineServices,
+    task_id: str,
+    attempt: int,
+    *,
+    dead_letter_reason: str | None,
+) -> None:
+    """Complete (or dead-letter) the deferred message of a task attempt that is over."""
+    lease = svc.run_store.get_lease(task_id, attempt)
+    if lease is None or lease.sequence_number is None or not lease.queue_name:
+        return
+    try:
+        messages = svc.queue.receive_deferred(lease.queue_name, [lease.sequence_number])
+    except (MessageNotFound, QueueError):
+        return  # already settled (completed by the Task API, or requeued)
+    for message in messages:
+        if dead_letter_reason is not None:
+            svc.queue.dead_letter(
+                lease.queue_name, message, "RetriesExhausted", dead_letter_reason[:1000]
+            )
+        else:
+            svc.queue.complete(lease.queue_name, message)
+
+
+def write_records(
+    svc: services_module.EngineServices, workflow_id: str, records: list[dict[str, Any]], now: int
+) -> None:
+    for raw in records:
+        row = to_store_record(workflow_id, raw)
+        existing = svc.run_store.get_task(row.task_id)
+        if existing is not None and existing.attempt == row.attempt:
+            # keep what the dispatch and the Task API wrote (queue, lease, poll count)
+            svc.run_store.update_task(
+                row.task_id,
+                row.attempt,
+                TaskUpdate(
+                    status=row.status,
+                    output_data=row.output_data or None,
+                    reason_for_incompletion=row.reason_for_incompletion,
+                    end_time=row.end_time,
+                ),
+                now,
+            )
+            row = row.model_copy(update={"queue_name": existing.queue_name})
+        else:
+            svc.run_store.upsert_task(row, now)
+        if row.task_type == TaskType.WORKER and row.status.is_terminal:
+            if row.status in FAILED_STATUSES:
+                _settle_attempt(
+                    svc,
+                    row.task_id,
+                    row.attempt,
+                    dead_letter_reason=row.reason_for_incompletion or row.status.value,
+                )
+            elif row.status == TaskStatus.CANCELED:
+                _settle_attempt(svc, row.task_id, row.attempt, dead_letter_reason=None)
+
+
+def record(ctx: dt.ActivityContext, data: dict[str, Any]) -> dict[str, Any]:
+    svc = services_module.current()
+    write_records(svc, data["workflowId"], data.get("records") or [], _now_ms())
+    return {}
+
+
+def dispatch(ctx: dt.ActivityContext, data: dict[str, Any]) -> dict[str, Any]:
+    """Queue one attempt of a WORKER task."""
+    svc = services_module.current()
+    now = _now_ms()
+    workflow_id: str = data["workflowId"]
+    write_records(svc, workflow_id, data.get("records") or [], now)
+    task = data["task"]
+    task_id: str = task["taskId"]
+    attempt = int(task["attempt"])
+    task_type: str = task["name"]
+    queue, domain = queue_for(
+        task_type, int(data.get("priority") or 0), data.get("taskToDomain") or {}
+    )
+    delay_s = float(task.get("delaySeconds") or 0)
+    scheduled = now + int(delay_s * 1000)
+
+    body: dict[str, Any] = {
+        "taskId": task_id,
+        "workflowId": workflow_id,
+        "workflowType": data.get("workflowType"),
+        "correlationId": data.get("correlationId"),
+        "taskRef": task["ref"],
+        "taskType": task_type,
+        "attempt": attempt,
+        "priority": int(data.get("priority") or 0),
+        "domain": domain,
+    }
+    task_input = task.get("input") or {}
+    try:
+        inline, ref = _offload(
+            svc,
+            PayloadKind.TASK_INPUT,
+            f"payloads/{workflow_id}/{task_id}-{attempt}-input.json",
+            task_input,
+        )
+    except PayloadTooLarge as exc:
+        return {"error": str(exc)}
+    if ref is not None:
+        body["inputRef"] = ref
+    else:
+        body["input"] = inline
+
+    if attempt > 1:
+        # the previous attempt failed or timed out: its message (if handed out) is done
+        _settle_attempt(svc, task_id, attempt - 1, dead_letter_reason=None)
+
+    row = TaskRecord(
+        task_id=task_id,
+        workflow_id=workflow_id,
+        reference_task_name=task["ref"],
+        task_type=TaskType.WORKER.value,
+        status=TaskStatus.SCHEDULED,
+        attempt=attempt,
+        retry_count=attempt - 1,
+        input_data=inline if ref is None else None,
+        input_ref=ref,
+        scheduled_time=scheduled,
+        domain=domain,
+        queue_name=queue,
+    )
+    svc.run_store.upsert_task(row, now)
+    try:
+        svc.queue.send(
+            queue,
+            body,
+            message_id=f"{task_id}:{attempt}",
+            scheduled_enqueue_time=(datetime.now(UTC) + timedelta(seconds=delay_s))
+            if delay_s > 0
+            else None,
+        )
+    except QueueError as exc:
+        return {"error": f"cannot queue task {task['ref']!r} on {queue!r}: {exc}"}
+
+    polls = svc.run_store.get_poll_data(task_type)
+    if not any(p.last_poll_time >= now - svc.no_worker_warning_ms for p in polls):
+        warning = (
+            f"no worker polled task type {task_type!r} in the last "
+            f"{svc.no_worker_warning_ms // 1000} s; task queued on {queue!r}"
+        )
+        svc.run_store.append_task_log(task_id, f"WARNING: {warning}", now)
+        log.warning("%s: %s", workflow_id, warning)
+        return {"queue": queue, "scheduledTime": scheduled, "warning": warning}
+    return {"queue": queue, "scheduledTime": scheduled}
+
+
+def resolve_child(ctx: dt.ActivityContext, data: dict[str, Any]) -> dict[str, Any]:
+    """Resolve a SUB_WORKFLOW's definition version and write the child's run row."""
+    svc = services_module.current()
+    now = _now_ms()
+    write_records(svc, data["workflowId"], data.get("records") or [], now)
+    task = data["task"]
+    child = task.get("subWorkflow") or {}
+    name = str(child.get("name") or "")
+    try:
+        version = child.get("version") or svc.definitions.latest_version(name)
+        svc.definitions.decider(name, int(version))
+    except LookupError as exc:
+        return {"error": str(exc)}
+    return {"name": name, "version": int(version), "taskToDomain": child.get("taskToDomain")}
+
+
+def ensure_run_row(
+    svc: services_module.EngineServices, workflow_id: str, run: dict[str, Any], now: int
+) -> None:
+    if svc.run_store.get_run(workflow_id) is not None:
+        return
+    svc.run_store.create_run(
+        NewRun(
+            workflow_id=workflow_id,
+            name=run["name"],
+            version=int(run["version"]),
+            input=run.get("input") or {},
+            correlation_id=run.get("correlationId"),
+            priority=int(run.get("priority") or 0),
+            task_to_domain=run.get("taskToDomain") or {},
+            parent_workflow_id=run.get("parentWorkflowId"),
+            parent_task_id=run.get("parentTaskId"),
+            create_time=now,
+        )
+    )
+
+
+def finish(ctx: dt.ActivityContext, data: dict[str, Any]) -> dict[str, Any]:
+    """Record the run's end, cancel children, start the failure workflow."""
+    svc = services_module.current()
+    now = _now_ms()
+    workflow_id: str = data["workflowId"]
+    run = data["run"]
+    result = data["result"]
+    ensure_run_row(svc, workflow_id, run, now)
+    write_records(svc, workflow_id, data.get("records") or [], now)
+    status = RunStatus(result["status"])
+    output = result.get("output") or {}
+    reason = result.get("reason")
+    output_ref = None
+    try:
+        inline, output_ref = _offload(
+            svc, PayloadKind.WORKFLOW_OUTPUT, f"payloads/{workflow_id}/output.json", output
+        )
+    except PayloadTooLarge as exc:
+        status, inline, reason = RunStatus.FAILED, {}, str(exc)
+    svc.run_store.update_run(
+        workflow_id,
+        RunUpdate(
+            status=status,
+            output=inline if output_ref is None else None,
+            output_ref=output_ref,
+            variables=data.get("variables"),
+            reason_for_incompletion=reason,
+            failed_reference_task_names=result.get("failedReferenceTaskNames") or [],
+            end_time=now,
+        ),
+        now,
+    )
+    client = svc.client()
+    from engine.interpreter import ORCHESTRATOR_NAME, TERMINATE_EVENT, RunInput
+
+    for child_id in data.get("cancelChildren") or []:
+        try:
+            client.raise_orchestration_event(
+                child_id, TERMINATE_EVENT, data={"reason": f"parent {workflow_id} ended"}
+            )
+        except Exception as exc:  # the child may be gone already
+            log.info("could not cancel child %s: %s", child_id, exc)
+
+    failure_workflow_id = None
+    if status in (RunStatus.FAILED, RunStatus.TIMED_OUT, RunStatus.TERMINATED):
+        decider = svc.definitions.decider(run["name"], int(run["version"]))
+        failure_name = decider.definition.failure_workflow
+        if failure_name:
+            failure_workflow_id = start_failure_workflow(
+                svc,
+                client,
+                failure_name,
+                workflow_id,
+                run,
+                result,
+                status,
+                reason,
+                now,
+                ORCHESTRATOR_NAME,
+                RunInput,
+            )
+    summary: dict[str, Any] = {
+        "status": status.value,
+        "output": inline if output_ref is None else {"outputRef": output_ref},
+        "reason": reason,
+    }
+    if failure_workflow_id:
+        summary["failureWorkflowId"] = failure_workflow_id
+    return summary
+
+
+def start_failure_workflow(
+    svc: services_module.EngineServices,
+    client: Any,
+    name: str,
+    workflow_id: str,
+    run: dict[str, Any],
+    result: dict[str, Any],
+    status: RunStatus,
+    reason: str | None,
+    now: int,
+    orchestrator: str,
+    run_input_model: Any,
+) -> str | None:
+    try:
+        version = svc.definitions.latest_version(name)
+    except LookupError:
+        svc.run_store.update_run(
+            workflow_id,
+            RunUpdate(
+                reason_for_incompletion=f"{reason or ''} (failure workflow {name!r} "
+                "is not registered)".strip()
+            ),
+            now,
+        )
+        return None
+    failure_id = f"{workflow_id}-failure"
+    failure_input = {
+        "workflowId": workflow_id,
+        "reason": reason,
+        "failedTaskId": result.get("failedTaskId"),
+        "failureStatus": status.value,
+        "workflowInput": run.get("input") or {},
+    }
+    created = svc.run_store.create_run(
+        NewRun(
+            workflow_id=failure_id,
+            name=name,
+            version=version,
+            input=failure_input,
+            correlation_id=run.get("correlationId"),
+            create_time=now,
+        )
+    )
+    if created.created:
+        client.schedule_new_orchestration(
+            orchestrator,
+            input=json.loads(
+                run_input_model(
+                    name=name,
+                    version=version,
+                    input=failure_input,
+                    correlation_id=run.get("correlationId"),
+                ).model_dump_json(by_alias=True)
+            ),
+            instance_id=failure_id,
+        )
+    return failure_id
+
+
+def builtin(ctx: dt.ActivityContext, data: dict[str, Any]) -> dict[str, Any]:
+    """Run one attempt of a built-in activity type (HTTP, CALL_TOOL, ...)."""
+    svc = services_module.current()
+    write_records(svc, data["workflowId"], data.get("records") or [], _now_ms())
+    task = data["task"]
+    deps = svc.activity_deps if isinstance(svc.activity_deps, ActivityDeps) else ActivityDeps()
+    task_input = dict(task.get("input") or {})
+    task_input.setdefault("_payloadKeyPrefix", f"payloads/{data['workflowId']}/{task['taskId']}")
+    return run_activity(deps, str(task["type"]), task_input).to_dict()
+
+
+def poll(ctx: dt.ActivityContext, data: dict[str, Any]) -> dict[str, Any]:
+    """Poll a long-running built-in activity (asynchronous Logic Apps, Document
+    Intelligence) once; the interpreter waits between polls on a durable timer."""
+    svc = services_module.current()
+    deps = svc.activity_deps if isinstance(svc.activity_deps, ActivityDeps) else ActivityDeps()
+    return run_poll(deps, str(data["type"]), dict(data.get("input") or {})).to_dict()

@@ -1,0 +1,123 @@
+"""The process-wide services an engine process hands to the interpreter and its activities.
+
+An engine process (``stepway dev``, the orchestrator app, the activity app) builds one
+:class:`EngineServices` at start and installs it with :func:`install`. Orchestration code
+uses only the definition cache (a read-through cache, so replays are deterministic as long
+as a published ``name``/``version`` is not rewritten while its runs are in flight);
+activities use the rest.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.decider import Decider
+from engine.definitions import TaskDef, WorkflowDef
+from engine.ports.payload_store import PayloadLimits, PayloadStore
+from engine.ports.queue import TaskQueue
+from engine.ports.run_store import RunStore
+
+
+class DefinitionNotFound(LookupError):
+    pass
+
+
+@dataclass
+class DefinitionCache:
+    """Definitions, task definitions, Deciders and instruction texts, loaded once per process.
+
+    Keyed by name and version; task definitions are read when a definition is first loaded
+    and kept with its Decider (re-registering a task definition affects runs of definitions
+    loaded afterwards, or after :meth:`invalidate`).
+    """
+
+    store: RunStore
+    _deciders: dict[tuple[str, int], Decider] = field(default_factory=dict)
+    _latest: dict[str, int] = field(default_factory=dict)
+    _instructions: dict[str, str] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def decider(self, name: str, version: int) -> Decider:
+        key = (name, version)
+        found = self._deciders.get(key)
+        if found is not None:
+            return found
+        record = self.store.get_definition(name, version)
+        if record is None:
+            raise DefinitionNotFound(f"workflow definition {name!r} version {version} not found")
+        definition = WorkflowDef.model_validate(record.definition)
+        task_defs: dict[str, TaskDef] = {}
+        for location in definition.walk():
+            task_name = location.task.name
+            if task_name in task_defs:
+                continue
+            td = self.store.get_task_def(task_name)
+            if td is not None:
+                task_defs[task_name] = TaskDef.model_validate(td.definition)
+        decider = Decider(definition, task_defs)
+        with self._lock:
+            self._deciders.setdefault(key, decider)
+        return self._deciders[key]
+
+    def latest_version(self, name: str) -> int:
+        record = self.store.get_definition(name, None)
+        if record is None:
+            raise DefinitionNotFound(f"workflow definition {name!r} not found")
+        return record.version
+
+    def instruction(self, name: str) -> str | None:
+        text = self._instructions.get(name)
+        if text is None:
+            record = self.store.get_instruction(name)
+            if record is None:
+                return None
+            text = record.text
+            self._instructions[name] = text
+        return text
+
+    def invalidate(self, name: str | None = None) -> None:
+        with self._lock:
+            if name is None:
+                self._deciders.clear()
+                self._instructions.clear()
+            else:
+                for key in [k for k in self._deciders if k[0] == name]:
+                    del self._deciders[key]
+
+
+@dataclass
+class EngineServices:
+    run_store: RunStore
+    queue: TaskQueue
+    payloads: PayloadStore | None
+    payload_limits: PayloadLimits
+    definitions: DefinitionCache
+    #: builds a durable client (used by activities that start or signal other runs)
+    client_factory: Callable[[], Any]
+    #: settings of the built-in activities (HTTP, CALL_TOOL, ...)
+    activity_deps: Any = None
+    #: a type with no poll in this many ms gets a warning when work is queued for it
+    no_worker_warning_ms: int = 10_000
+    _client: Any = None
+
+    def client(self) -> Any:
+        if self._client is None:
+            self._client = self.client_factory()
+        return self._client
+
+
+_installed: EngineServices | None = None
+
+
+def install(services: EngineServices | None) -> None:
+    global _installed
+    _installed = services
+
+
+def current() -> EngineServices:
+    if _installed is None:
+        raise RuntimeError("engine services are not installed in this process")
+    return _installed

@@ -1,0 +1,200 @@
+"""End-to-end harness: the embedded gRPC backend, one engine process (in this process) and
+the SQLite run store, queues and local payload store, with no control plane.
+
+``platform.start(name, input)`` starts a run as the workflow API does (run row, then the
+orchestration); ``platform.work(type, handler)`` plays a worker that takes a queued task
+the way the Task API hands it out (lease, started event, result event).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from durabletask.client import OrchestrationStatus
+
+from engine.adapters.queue_provisioning_sqlite import SqliteQueueProvisioner
+from engine.backend.config import BackendConfig
+from engine.backend.connect import start_worker, stop_worker
+from engine.backend.embedded import EmbeddedBackend
+from engine.definitions import TaskDef, WorkflowDef
+from engine.host import LocalSettings, build_local_services, make_engine_client, make_engine_worker
+from engine.interpreter import ORCHESTRATOR_NAME, STARTED_SUFFIX, TERMINATE_EVENT, RunInput
+from engine.ports.queue_provisioning import queue_names, queue_settings_for_taskdef
+from engine.ports.run_store import NewRun, RunRecord, TaskRecord
+from engine.services import EngineServices, install
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass
+class Platform:
+    services: EngineServices
+    client: Any
+    provisioner: SqliteQueueProvisioner
+
+    def register_task_def(self, data: dict[str, Any]) -> TaskDef:
+        task_def = TaskDef.model_validate(data)
+        for name in queue_names(task_def.name):
+            self.provisioner.ensure_queue(name, queue_settings_for_taskdef(task_def))
+        self.services.run_store.put_task_def(task_def.name, task_def.to_json_dict(), now_ms())
+        self.services.definitions.invalidate()
+        return task_def
+
+    def register(self, data: dict[str, Any]) -> WorkflowDef:
+        definition = WorkflowDef.model_validate(data)
+        self.services.run_store.put_definition(
+            definition.name, definition.version, definition.to_json_dict(), now_ms()
+        )
+        self.services.definitions.invalidate(definition.name)
+        return definition
+
+    def start(
+        self,
+        name: str,
+        input: dict[str, Any] | None = None,
+        *,
+        version: int = 1,
+        workflow_id: str | None = None,
+        priority: int = 0,
+        task_to_domain: dict[str, str] | None = None,
+    ) -> str:
+        workflow_id = workflow_id or f"wf-{time.time_ns()}"
+        self.services.run_store.create_run(
+            NewRun(
+                workflow_id=workflow_id,
+                name=name,
+                version=version,
+                input=input or {},
+                priority=priority,
+                task_to_domain=task_to_domain or {},
+                create_time=now_ms(),
+            )
+        )
+        run_input = RunInput(
+            name=name,
+            version=version,
+            input=input or {},
+            priority=priority,
+            task_to_domain=task_to_domain or {},
+        )
+        self.client.schedule_new_orchestration(
+            ORCHESTRATOR_NAME,
+            input=run_input.model_dump(mode="json", by_alias=True),
+            instance_id=workflow_id,
+        )
+        return workflow_id
+
+    def wait(self, workflow_id: str, timeout: float = 60) -> RunRecord:
+        state = self.client.wait_for_orchestration_completion(workflow_id, timeout=timeout)
+        assert state is not None, f"run {workflow_id} did not finish"
+        assert state.runtime_status == OrchestrationStatus.COMPLETED, (
+            state.runtime_status,
+            state.failure_details,
+        )
+        run = self.services.run_store.get_run(workflow_id)
+        assert run is not None
+        return run
+
+    def tasks(self, workflow_id: str) -> dict[str, TaskRecord]:
+        return {t.reference_task_name: t for t in self.services.run_store.list_tasks(workflow_id)}
+
+    def take(self, queue: str, timeout: float = 20) -> dict[str, Any]:
+        """Receive one task message (as the Task API's poll would) and defer it."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            messages = self.services.queue.receive(queue, 1, max_wait_seconds=1)
+            if messages:
+                message = messages[0]
+                body: dict[str, Any] = message.json()
+                self.services.run_store.start_task(
+                    body["taskId"],
+                    body["attempt"],
+                    "test-worker",
+                    lease_expires_at=now_ms() + 60_000,
+                    now=now_ms(),
+                    sequence_number=message.sequence_number,
+                    queue_name=queue,
+                )
+                self.services.queue.defer(queue, message)
+                self.client.raise_orchestration_event(
+                    body["workflowId"],
+                    body["taskId"] + STARTED_SUFFIX,
+                    data={
+                        "attempt": body["attempt"],
+                        "workerId": "test-worker",
+                        "startTime": now_ms(),
+                    },
+                )
+                return body
+        raise AssertionError(f"no task arrived on queue {queue!r} within {timeout} s")
+
+    def complete(
+        self,
+        body: dict[str, Any],
+        output: dict[str, Any] | None = None,
+        status: str = "COMPLETED",
+        reason: str | None = None,
+    ) -> None:
+        self.client.raise_orchestration_event(
+            body["workflowId"],
+            body["taskId"],
+            data={
+                "attempt": body["attempt"],
+                "status": status,
+                "output": output or {},
+                "reason": reason,
+                "workerId": "test-worker",
+            },
+        )
+
+    def work(self, queue: str, handler: Callable[[dict[str, Any]], dict[str, Any]]) -> None:
+        body = self.take(queue)
+        self.complete(body, handler(body.get("input") or {}))
+
+    def complete_ref(
+        self, workflow_id: str, ref: str, output: dict[str, Any], timeout: float = 20
+    ) -> None:
+        """Complete a HUMAN (or external WAIT) task by reference name."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            row = self.tasks(workflow_id).get(ref)
+            if row is not None and not row.status.is_terminal:
+                self.client.raise_orchestration_event(
+                    workflow_id,
+                    row.task_id,
+                    data={"attempt": row.attempt, "status": "COMPLETED", "output": output},
+                )
+                return
+            time.sleep(0.05)
+        raise AssertionError(f"task {ref!r} of {workflow_id} never became pending")
+
+    def terminate(self, workflow_id: str, reason: str) -> None:
+        self.client.raise_orchestration_event(workflow_id, TERMINATE_EVENT, data={"reason": reason})
+
+
+@pytest.fixture(scope="module")
+def backend() -> Iterator[EmbeddedBackend]:
+    with EmbeddedBackend() as server:
+        yield server
+
+
+@pytest.fixture
+def platform(backend: EmbeddedBackend, tmp_path: Path) -> Iterator[Platform]:
+    config = BackendConfig.embedded(backend.address)
+    services = build_local_services(LocalSettings(data_dir=tmp_path), config)
+    install(services)
+    worker = make_engine_worker(config)
+    start_worker(worker)
+    client = make_engine_client(config)
+    try:
+        yield Platform(services, client, SqliteQueueProvisioner(tmp_path / "queues.db"))
+    finally:
+        stop_worker(worker)
+        install(None)

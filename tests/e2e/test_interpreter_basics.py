@@ -1,0 +1,139 @@
+"""The interpreter over the real gRPC backend: sequences, inline control flow, WORKER tasks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from engine.definitions import RunStatus, TaskStatus
+
+
+def test_inline_steps_and_a_worker_task(platform: Any) -> None:
+    platform.register_task_def({"name": "greet", "retryCount": 0, "responseTimeoutSeconds": 30})
+    platform.register(
+        {
+            "name": "hello",
+            "tasks": [
+                {
+                    "name": "set",
+                    "taskReferenceName": "set",
+                    "type": "SET_VARIABLE",
+                    "inputParameters": {"who": "${workflow.input.name}"},
+                },
+                {
+                    "name": "greet",
+                    "taskReferenceName": "greet",
+                    "type": "SIMPLE",
+                    "inputParameters": {"name": "${workflow.variables.who}"},
+                },
+                {
+                    "name": "route",
+                    "taskReferenceName": "route",
+                    "type": "SWITCH",
+                    "evaluatorType": "javascript",
+                    "expression": "$.len > 5 ? 'long' : 'short'",
+                    "inputParameters": {"len": "${greet.output.length}"},
+                    "decisionCases": {
+                        "long": [
+                            {
+                                "name": "l",
+                                "taskReferenceName": "long",
+                                "type": "INLINE",
+                                "inputParameters": {
+                                    "evaluatorType": "javascript",
+                                    "expression": "'long: ' + $.t",
+                                    "t": "${greet.output.text}",
+                                },
+                            }
+                        ]
+                    },
+                    "defaultCase": [
+                        {
+                            "name": "s",
+                            "taskReferenceName": "short",
+                            "type": "INLINE",
+                            "inputParameters": {
+                                "evaluatorType": "javascript",
+                                "expression": "'short'",
+                            },
+                        }
+                    ],
+                },
+            ],
+            "outputParameters": {
+                "text": "${greet.output.text}",
+                "verdict": "${long.output.result}",
+            },
+        }
+    )
+    workflow_id = platform.start("hello", {"name": "Ada Lovelace"})
+    body = platform.take("greet")
+    assert body["input"] == {"name": "Ada Lovelace"}
+    assert body["attempt"] == 1
+    platform.complete(body, {"text": "Hello Ada Lovelace", "length": 18})
+    run = platform.wait(workflow_id)
+    assert run.status == RunStatus.COMPLETED
+    assert run.output == {"text": "Hello Ada Lovelace", "verdict": "long: Hello Ada Lovelace"}
+    rows = platform.tasks(workflow_id)
+    assert rows["greet"].status == TaskStatus.COMPLETED
+    assert rows["route"].status == TaskStatus.COMPLETED
+    assert "short" not in rows
+
+
+def test_worker_failure_is_retried_then_dead_lettered(platform: Any) -> None:
+    platform.register_task_def(
+        {"name": "flaky", "retryCount": 1, "retryDelaySeconds": 0, "responseTimeoutSeconds": 30}
+    )
+    platform.register(
+        {
+            "name": "retrying",
+            "tasks": [{"name": "flaky", "taskReferenceName": "flaky", "type": "WORKER"}],
+        }
+    )
+    workflow_id = platform.start("retrying")
+    first = platform.take("flaky")
+    platform.complete(first, status="FAILED", reason="boom 1")
+    second = platform.take("flaky")
+    assert second["attempt"] == 2 and second["taskId"] == first["taskId"]
+    platform.complete(second, status="FAILED", reason="boom 2")
+    run = platform.wait(workflow_id)
+    assert run.status == RunStatus.FAILED
+    assert "boom 2" in (run.reason_for_incompletion or "")
+    assert run.failed_reference_task_names == ["flaky"]
+    dead = platform.services.queue.peek("flaky/$deadletterqueue", 10)
+    assert [m.json()["attempt"] for m in dead] == [2]
+    depth = platform.services.queue.depth("flaky")
+    assert (depth.active, depth.scheduled, depth.deferred) == (0, 0, 0)
+
+
+def test_wait_human_and_terminate(platform: Any) -> None:
+    platform.register(
+        {
+            "name": "approval",
+            "tasks": [
+                {
+                    "name": "pause",
+                    "taskReferenceName": "pause",
+                    "type": "WAIT",
+                    "inputParameters": {"duration": "1s"},
+                },
+                {"name": "approve", "taskReferenceName": "approve", "type": "HUMAN"},
+                {
+                    "name": "after",
+                    "taskReferenceName": "after",
+                    "type": "SET_VARIABLE",
+                    "inputParameters": {"approved": "${approve.output.approved}"},
+                },
+            ],
+        }
+    )
+    workflow_id = platform.start("approval")
+    platform.complete_ref(workflow_id, "approve", {"approved": True})
+    run = platform.wait(workflow_id)
+    assert run.status == RunStatus.COMPLETED
+    assert run.variables == {"approved": True}
+
+    second = platform.start("approval")
+    platform.terminate(second, "operator said stop")
+    run = platform.wait(second)
+    assert run.status == RunStatus.TERMINATED
+    assert "operator said stop" in (run.reason_for_incompletion or "")
