@@ -355,7 +355,8 @@ class _Run:
             return outcome(
                 TaskStatus.FAILED,
                 output,
-                reason=f"sub workflow {child_id} {child_status}: {result.get('reason') or ''}".strip(),
+                reason=f"sub workflow {child_id} {child_status}: "
+                f"{result.get('reason') or ''}".strip(),
             )
 
         # role == "activity": a built-in activity's result envelope
