@@ -1,0 +1,236 @@
+"""Authentication and authorization of control plane callers.
+
+Roles (ARCHITECTURE.md, "Security model"): ``admin`` registers definitions and task
+definitions, ``operator`` starts, pauses, resumes, terminates and retries runs and
+completes HUMAN tasks, ``reader`` reads, ``worker`` polls, updates, logs and fetches
+storage locations for its own task types only. ``admin`` and ``operator`` may also
+read. Modes (``Settings.auth_mode``):
+
+* ``none`` (embedded dev default): no token needed; the anonymous caller is admin,
+  operator, reader and a worker of every type, so unmodified Conductor SDK workers work.
+* ``tokens``: opaque bearer tokens from a local file mapping each token to
+  ``{name, roles, taskTypes}``. Only SHA-256 digests are kept in memory and they
+  are compared in constant time; tokens are never logged.
+* ``entra``: Entra ID access tokens (JWT) checked for signature (the tenant's JWKS),
+  issuer, audience and expiry with PyJWT. App roles in the ``roles`` claim map to
+  Stepway roles (``entra_role_map``, identity otherwise); a worker identity's task
+  types come from ``entra_worker_task_types`` keyed by its client id (``azp`` or
+  ``appid``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import yaml
+from fastapi import Request
+
+from control_plane.deps import Settings
+from control_plane.problems import ApiError
+
+log = logging.getLogger(__name__)
+
+ROLES = frozenset({"admin", "operator", "reader", "worker"})
+
+
+@dataclass(frozen=True)
+class Principal:
+    name: str
+    roles: frozenset[str]
+    #: task types this worker serves; None = every type
+    task_types: frozenset[str] | None = frozenset()
+
+    def has_role(self, role: str) -> bool:
+        return role in self.roles
+
+    def can_read(self) -> bool:
+        return bool(self.roles & {"reader", "operator", "admin"})
+
+    def serves(self, task_type: str) -> bool:
+        if "worker" not in self.roles:
+            return False
+        return self.task_types is None or task_type in self.task_types
+
+    @property
+    def all_types(self) -> bool:
+        return "worker" in self.roles and self.task_types is None
+
+
+ANONYMOUS = Principal("anonymous", frozenset(ROLES), None)
+
+
+class Authenticator(Protocol):
+    def authenticate(self, authorization: str | None) -> Principal: ...
+
+
+def _unauthorized(message: str = "a valid bearer token is required") -> ApiError:
+    return ApiError(401, message)
+
+
+def _bearer(authorization: str | None) -> str:
+    if not authorization:
+        raise _unauthorized()
+    scheme, _, token = authorization.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise _unauthorized("the Authorization header must be 'Bearer <token>'")
+    return token.strip()
+
+
+class NoAuth:
+    def authenticate(self, authorization: str | None) -> Principal:
+        return ANONYMOUS
+
+
+def _principal(name: str, roles: Iterable[str], task_types: Iterable[str] | None) -> Principal:
+    role_set = frozenset(roles)
+    unknown = role_set - ROLES
+    if unknown:
+        raise ValueError(f"principal {name!r}: unknown roles {sorted(unknown)}")
+    types = None if task_types is None else frozenset(task_types)
+    if types is not None and "*" in types:
+        types = None
+    return Principal(name, role_set, types if "worker" in role_set else frozenset())
+
+
+class TokenAuth:
+    """Opaque tokens from a local file."""
+
+    def __init__(self, entries: Iterable[tuple[str, Principal]]) -> None:
+        self._entries = [(hashlib.sha256(t.encode()).digest(), p) for t, p in entries]
+        if not self._entries:
+            raise ValueError("the tokens file lists no tokens")
+
+    @classmethod
+    def from_file(cls, path: Path) -> TokenAuth:
+        text = path.read_text(encoding="utf-8")
+        data: Any = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+        items = data.get("tokens") if isinstance(data, dict) else data
+        if not isinstance(items, list):
+            raise ValueError(f"{path}: expected a list under 'tokens'")
+        entries: list[tuple[str, Principal]] = []
+        for i, item in enumerate(items):
+            if not isinstance(item, dict) or not isinstance(item.get("token"), str):
+                raise ValueError(f"{path}: tokens[{i}] needs a string 'token'")
+            if len(item["token"]) < 16:
+                raise ValueError(f"{path}: tokens[{i}] is shorter than 16 characters")
+            raw_types = item.get("taskTypes")
+            entries.append(
+                (
+                    item["token"],
+                    _principal(
+                        str(item.get("name") or f"token-{i}"),
+                        item.get("roles") or [],
+                        None
+                        if raw_types is None and "worker" not in (item.get("roles") or [])
+                        else (raw_types or []),
+                    ),
+                )
+            )
+        return cls(entries)
+
+    def authenticate(self, authorization: str | None) -> Principal:
+        digest = hashlib.sha256(_bearer(authorization).encode()).digest()
+        found: Principal | None = None
+        for known, principal in self._entries:  # no early exit: constant time per entry
+            if hmac.compare_digest(known, digest):
+                found = principal
+        if found is None:
+            raise _unauthorized("unknown bearer token")
+        return found
+
+
+class EntraAuth:
+    """Entra ID JWT validation with PyJWT."""
+
+    def __init__(self, settings: Settings) -> None:
+        import jwt
+
+        self._jwt = jwt
+        tenant = settings.entra_tenant_id
+        if not tenant and not settings.entra_issuer:
+            raise ValueError("auth_mode 'entra' needs entra_tenant_id or entra_issuer")
+        if not settings.entra_audience:
+            raise ValueError("auth_mode 'entra' needs entra_audience")
+        self._issuer = settings.entra_issuer or f"https://login.microsoftonline.com/{tenant}/v2.0"
+        self._audience = list(settings.entra_audience)
+        self._role_map = dict(settings.entra_role_map)
+        self._worker_types = {k: list(v) for k, v in settings.entra_worker_task_types.items()}
+        self._static_keys: dict[str, Any] | None = None
+        self._jwks_client: Any = None
+        if settings.entra_jwks is not None:
+            self._static_keys = {
+                str(k.get("kid")): jwt.PyJWK(k).key for k in settings.entra_jwks.get("keys", [])
+            }
+        else:
+            url = (
+                settings.entra_jwks_url
+                or f"https://login.microsoftonline.com/{tenant}/discovery/v2.0/keys"
+            )
+            self._jwks_client = jwt.PyJWKClient(url, cache_keys=True, lifespan=3600)
+
+    def _key(self, token: str) -> Any:
+        if self._static_keys is not None:
+            kid = str(self._jwt.get_unverified_header(token).get("kid"))
+            if kid not in self._static_keys:
+                raise _unauthorized("token signed with an unknown key")
+            return self._static_keys[kid]
+        return self._jwks_client.get_signing_key_from_jwt(token).key
+
+    def authenticate(self, authorization: str | None) -> Principal:
+        token = _bearer(authorization)
+        try:
+            claims = self._jwt.decode(
+                token,
+                self._key(token),
+                algorithms=["RS256"],
+                audience=self._audience,
+                issuer=self._issuer,
+                options={"require": ["exp", "iss", "aud"]},
+            )
+        except ApiError:
+            raise
+        except Exception as exc:  # PyJWT errors, JWKS fetch errors
+            raise _unauthorized(f"invalid token: {type(exc).__name__}") from None
+        roles = {self._role_map.get(str(r), str(r)) for r in claims.get("roles") or []}
+        roles &= ROLES
+        client_id = str(claims.get("azp") or claims.get("appid") or "")
+        types = self._worker_types.get(client_id, [])
+        name = str(claims.get("name") or claims.get("oid") or client_id or "entra")
+        return Principal(name, frozenset(roles), frozenset(types))
+
+
+def build_authenticator(settings: Settings) -> Authenticator:
+    if settings.auth_mode == "none":
+        return NoAuth()
+    if settings.auth_mode == "tokens":
+        if settings.tokens_file is None:
+            raise ValueError("auth_mode 'tokens' needs tokens_file")
+        return TokenAuth.from_file(settings.tokens_file)
+    return EntraAuth(settings)
+
+
+def principal(request: Request) -> Principal:
+    """FastAPI dependency: the authenticated caller."""
+    auth: Authenticator = request.app.state.authenticator
+    return auth.authenticate(request.headers.get("authorization"))
+
+
+def require_role(p: Principal, role: str) -> None:
+    if role == "reader":
+        if not p.can_read():
+            raise ApiError(403, f"{p.name} may not read (needs reader, operator or admin)")
+        return
+    if not p.has_role(role):
+        raise ApiError(403, f"{p.name} lacks the {role!r} role")
+
+
+def require_worker(p: Principal, task_type: str) -> None:
+    if not p.serves(task_type):
+        raise ApiError(403, f"{p.name} is not a worker of task type {task_type!r}")

@@ -1,0 +1,346 @@
+"""Starting, reading and steering runs.
+
+A start writes the run row RUNNING first (``create_run``; a repeated idempotency key
+returns the existing run's id and starts nothing), then starts the orchestration; if
+that fails the row is deleted again, so nothing is left half-started. Pause, resume,
+terminate, restart and retry signal the orchestration through ``RunSignals``.
+
+Retry restarts the run from the beginning with the same input (like restart): the
+interpreter has no resume-from-failed-task entry point yet.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import uuid
+from typing import Any
+
+import jsonschema
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+from control_plane.deps import Deps, Settings
+from control_plane.problems import ApiError, bad_request, conflict, not_found
+from control_plane.task_service import TaskService
+from engine.definitions import WorkflowDef
+from engine.ports.payload_store import PayloadError, resolve
+from engine.ports.run_store import (
+    NewRun,
+    RunQuery,
+    RunRecord,
+    RunStatus,
+    RunUpdate,
+)
+
+log = logging.getLogger(__name__)
+
+TERMINATE_EVENT = "stepway.terminate"  # engine.interpreter.TERMINATE_EVENT
+
+
+class StartWorkflowRequest(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
+
+    name: str = Field(min_length=1)
+    version: int | None = Field(default=None, ge=1)
+    input: dict[str, Any] = Field(default_factory=dict)
+    correlation_id: str | None = None
+    priority: int = Field(default=0, ge=0, le=99)
+    task_to_domain: dict[str, str] = Field(default_factory=dict)
+    idempotency_key: str | None = None
+
+
+def run_input(run: RunRecord, input_value: dict[str, Any]) -> dict[str, Any]:
+    from engine.interpreter import RunInput
+
+    return RunInput(
+        name=run.name,
+        version=run.version,
+        input=input_value,
+        correlation_id=run.correlation_id,
+        priority=run.priority,
+        task_to_domain=run.task_to_domain,
+        parent_workflow_id=run.parent_workflow_id,
+        parent_task_id=run.parent_task_id,
+    ).model_dump(mode="json", by_alias=True)
+
+
+class WorkflowService:
+    def __init__(self, settings: Settings, deps: Deps, tasks: TaskService) -> None:
+        self.settings = settings
+        self.deps = deps
+        self.tasks = tasks
+
+    def _definition(self, name: str, version: int | None) -> WorkflowDef:
+        record = self.deps.run_store.get_definition(name, version)
+        if record is None:
+            which = f" version {version}" if version is not None else ""
+            raise not_found(f"workflow definition {name!r}{which} not found")
+        return WorkflowDef.model_validate(record.definition)
+
+    def start(self, request: StartWorkflowRequest) -> str:
+        wf = self._definition(request.name, request.version)
+        if wf.input_schema:
+            validator = jsonschema.Draft202012Validator(wf.input_schema)
+            errors = sorted(validator.iter_errors(request.input), key=lambda e: list(e.path))
+            if errors:
+                issues = [
+                    (
+                        "$.input"
+                        + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in e.path),
+                        e.message,
+                    )
+                    for e in errors
+                ]
+                raise ApiError(
+                    400,
+                    f"input does not match the inputSchema of {wf.name} v{wf.version}: "
+                    + "; ".join(f"{p}: {m}" for p, m in issues[:3]),
+                    validation_errors=issues,
+                )
+        workflow_id = str(uuid.uuid4())
+        now = self.deps.clock()
+        created = self.deps.run_store.create_run(
+            NewRun(
+                workflow_id=workflow_id,
+                name=wf.name,
+                version=wf.version,
+                input=request.input,
+                correlation_id=request.correlation_id,
+                priority=request.priority,
+                task_to_domain=request.task_to_domain,
+                idempotency_key=request.idempotency_key,
+                create_time=now,
+            )
+        )
+        if not created.created:
+            return created.workflow_id
+        run = self.deps.run_store.get_run(workflow_id)
+        assert run is not None
+        try:
+            self.deps.signals.start_run(workflow_id, run_input(run, request.input))
+        except Exception as exc:
+            log.exception("could not start run %s", workflow_id)
+            self.deps.run_store.delete_run(workflow_id)
+            raise ApiError(503, f"could not start the run: {exc}", retryable=True) from exc
+        return workflow_id
+
+    def _run(self, workflow_id: str) -> RunRecord:
+        run = self.deps.run_store.get_run(workflow_id)
+        if run is None:
+            raise not_found(f"workflow {workflow_id} not found")
+        return run
+
+    def _input(self, run: RunRecord) -> Any:
+        if run.input_ref and self.deps.payloads is not None:
+            try:
+                return resolve(self.deps.payloads, None, run.input_ref)
+            except PayloadError:
+                return None
+        return run.input
+
+    def workflow_json(self, run: RunRecord, include_tasks: bool) -> dict[str, Any]:
+        output: Any = run.output
+        if run.output_ref and self.deps.payloads is not None:
+            try:
+                output = resolve(self.deps.payloads, None, run.output_ref)
+            except PayloadError:
+                output = None
+        body: dict[str, Any] = {
+            "workflowId": run.workflow_id,
+            "workflowName": run.name,
+            "workflowType": run.name,
+            "workflowVersion": run.version,
+            "version": run.version,
+            "status": run.status.value,
+            "input": self._input(run) or {},
+            "output": output or {},
+            "variables": run.variables,
+            "correlationId": run.correlation_id,
+            "priority": run.priority,
+            "taskToDomain": run.task_to_domain,
+            "reasonForIncompletion": run.reason_for_incompletion,
+            "failedReferenceTaskNames": run.failed_reference_task_names,
+            "parentWorkflowId": run.parent_workflow_id,
+            "parentWorkflowTaskId": run.parent_task_id,
+            "createTime": run.create_time,
+            "startTime": run.create_time,
+            "updateTime": run.update_time,
+            "endTime": run.end_time or 0,
+            "externalInputPayloadStoragePath": run.input_ref,
+            "externalOutputPayloadStoragePath": run.output_ref,
+        }
+        if include_tasks:
+            body["tasks"] = [
+                self.tasks.row_json(row, run)
+                for row in self.deps.run_store.list_tasks(run.workflow_id)
+            ]
+        return body
+
+    def get(self, workflow_id: str, include_tasks: bool) -> dict[str, Any]:
+        return self.workflow_json(self._run(workflow_id), include_tasks)
+
+    def status(self, workflow_id: str) -> dict[str, Any]:
+        run = self._run(workflow_id)
+        return {
+            "workflowId": run.workflow_id,
+            "correlationId": run.correlation_id,
+            "status": run.status.value,
+            "output": run.output or {},
+            "variables": run.variables,
+        }
+
+    def pause(self, workflow_id: str) -> None:
+        run = self._run(workflow_id)
+        if run.status.is_terminal:
+            raise conflict(f"workflow {workflow_id} is {run.status.value}")
+        if run.status == RunStatus.PAUSED:
+            return
+        self.deps.signals.suspend(workflow_id, "paused through the API")
+        self.deps.run_store.update_run(
+            workflow_id, RunUpdate(status=RunStatus.PAUSED), self.deps.clock()
+        )
+
+    def resume(self, workflow_id: str) -> None:
+        run = self._run(workflow_id)
+        if run.status.is_terminal:
+            raise conflict(f"workflow {workflow_id} is {run.status.value}")
+        if run.status == RunStatus.RUNNING:
+            return
+        self.deps.signals.resume(workflow_id, "resumed through the API")
+        self.deps.run_store.update_run(
+            workflow_id, RunUpdate(status=RunStatus.RUNNING), self.deps.clock()
+        )
+
+    def terminate(self, workflow_id: str, reason: str | None) -> None:
+        run = self._run(workflow_id)
+        if run.status.is_terminal:
+            raise conflict(f"workflow {workflow_id} is already {run.status.value}")
+        if run.status == RunStatus.PAUSED:
+            self.resume(workflow_id)
+        self.deps.signals.raise_event(
+            workflow_id, TERMINATE_EVENT, {"reason": reason or "terminated through the API"}
+        )
+
+    def restart(self, workflow_id: str) -> None:
+        run = self._run(workflow_id)
+        if not run.status.is_terminal:
+            raise conflict(
+                f"workflow {workflow_id} is {run.status.value}; only a finished run restarts"
+            )
+        self._definition(run.name, run.version)
+        input_value = self._input(run) or {}
+        if not self.deps.run_store.reopen_run(workflow_id, self.deps.clock()):
+            raise conflict(f"workflow {workflow_id} could not be reopened")
+        reopened = self._run(workflow_id)
+        try:
+            self.deps.signals.start_run(workflow_id, run_input(reopened, input_value))
+        except Exception as exc:
+            self.deps.run_store.update_run(
+                workflow_id,
+                RunUpdate(
+                    status=run.status,
+                    reason_for_incompletion=f"restart failed: {exc}",
+                ),
+                self.deps.clock(),
+            )
+            raise ApiError(503, f"could not restart the run: {exc}", retryable=True) from exc
+
+    def retry(self, workflow_id: str) -> None:
+        run = self._run(workflow_id)
+        if run.status not in (RunStatus.FAILED, RunStatus.TIMED_OUT, RunStatus.TERMINATED):
+            raise conflict(
+                f"workflow {workflow_id} is {run.status.value}; only a failed, timed out or "
+                "terminated run can be retried"
+            )
+        self.restart(workflow_id)
+
+    # --- search -----------------------------------------------------------------------
+
+    _CLAUSE = re.compile(
+        r"^\s*(\w+)\s*(=|IN)\s*(?:\(([^)]*)\)|'([^']*)'|\"([^\"]*)\"|(\S+))\s*$", re.IGNORECASE
+    )
+
+    def search(
+        self,
+        *,
+        query: str | None,
+        free_text: str | None,
+        workflow_type: str | None,
+        status: list[str],
+        correlation_id: str | None,
+        start_time: int | None,
+        end_time: int | None,
+        start: int,
+        size: int,
+    ) -> dict[str, Any]:
+        statuses = list(status)
+        if query:
+            for clause in re.split(r"\s+AND\s+", query.strip(), flags=re.IGNORECASE):
+                m = self._CLAUSE.match(clause)
+                if not m:
+                    raise bad_request(f"cannot parse query clause {clause!r}", "query")
+                key, op, listed = m.group(1), m.group(2).upper(), m.group(3)
+                value = m.group(4) or m.group(5) or m.group(6) or ""
+                values = (
+                    [v.strip().strip("'\"") for v in listed.split(",") if v.strip()]
+                    if op == "IN" and listed is not None
+                    else [value]
+                )
+                if key == "workflowType":
+                    workflow_type = values[0]
+                elif key == "status":
+                    statuses += values
+                elif key == "correlationId":
+                    correlation_id = values[0]
+                else:
+                    raise bad_request(
+                        f"unsupported query field {key!r} (workflowType, status, correlationId)",
+                        "query",
+                    )
+        if free_text and free_text != "*":
+            # freeText matches a workflow id, a correlation id or a definition name
+            run = self.deps.run_store.get_run(free_text)
+            if run is not None:
+                return {"totalHits": 1, "results": [self.summary(run)]}
+            if correlation_id is None and workflow_type is None:
+                correlation_id = free_text
+        try:
+            parsed = [RunStatus(s.upper()) for s in statuses]
+        except ValueError:
+            raise bad_request(
+                f"unknown status in {statuses}; use {', '.join(s.value for s in RunStatus)}",
+                "status",
+            ) from None
+        result = self.deps.run_store.search_runs(
+            RunQuery(
+                name=workflow_type,
+                statuses=parsed or None,
+                correlation_id=correlation_id,
+                create_time_from=start_time,
+                create_time_to=end_time,
+                start=start,
+                size=size,
+            )
+        )
+        return {
+            "totalHits": result.total_hits,
+            "results": [self.summary(r) for r in result.results],
+        }
+
+    @staticmethod
+    def summary(run: RunRecord) -> dict[str, Any]:
+        return {
+            "workflowId": run.workflow_id,
+            "workflowType": run.name,
+            "version": run.version,
+            "correlationId": run.correlation_id,
+            "status": run.status.value,
+            "priority": run.priority,
+            "startTime": run.create_time,
+            "updateTime": run.update_time,
+            "endTime": run.end_time or 0,
+            "executionTime": (run.end_time - run.create_time) if run.end_time else 0,
+            "reasonForIncompletion": run.reason_for_incompletion,
+            "failedReferenceTaskNames": ",".join(run.failed_reference_task_names),
+        }
