@@ -79,8 +79,9 @@ spot, so a step costs O(tasks started or finished in it), independent of run len
   under TIME_OUT_WF) with ``failedReferenceTaskNames``, pending tasks canceled.
 * Run output: ``outputParameters`` resolved against the final context, or the output of the
   task that finished last when empty.
-* A single decide() evaluates at most :data:`MAX_INLINE_STEPS` tasks; beyond that (a
-  DO_WHILE of inline tasks that never ends) the run fails instead of hanging.
+* A single decide() starts at most ``max_inline_steps`` (default
+  :data:`MAX_INLINE_STEPS`) tasks; beyond that (a DO_WHILE of inline tasks that never
+  ends) the run fails instead of hanging the orchestration.
 """
 
 from __future__ import annotations
@@ -135,7 +136,7 @@ __all__ = [
 ]
 
 #: Upper bound of tasks one decide() evaluates inline before it fails the run.
-MAX_INLINE_STEPS = 50_000
+MAX_INLINE_STEPS = 10_000
 
 ROOT = "$"
 _NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "https://stepway/task-id")
@@ -217,8 +218,10 @@ class Decider:
         definition: WorkflowDef,
         task_defs: Mapping[str, TaskDef] = {},
         jq: JqEvaluator | None = None,
+        max_inline_steps: int = MAX_INLINE_STEPS,
     ) -> None:
         self.definition = definition
+        self.max_inline_steps = max_inline_steps
         self.task_defs = dict(task_defs)
         self.jq: JqEvaluator = jq or default_jq
         self._lists: list[list[WorkflowTask]] = []
@@ -307,7 +310,7 @@ class Decider:
             retries, state.retries = state.retries, []
             for ref in retries:
                 self._dispatch_retry(state, state.tasks[ref], now_ms, actions)
-        budget = [MAX_INLINE_STEPS]
+        budget = [self.max_inline_steps]
         while state.ready and state.status == RunStatus.RUNNING:
             key = state.ready.pop(0)
             frame = state.frames.get(key)
@@ -490,7 +493,7 @@ class Decider:
                         state,
                         RunStatus.FAILED,
                         {},
-                        f"more than {MAX_INLINE_STEPS} tasks evaluated in one step "
+                        f"more than {self.max_inline_steps} tasks evaluated in one step "
                         "(a DO_WHILE that never ends?)",
                         now_ms,
                     )
@@ -808,8 +811,10 @@ class Decider:
             ts = state.tasks.get(ref + body.suffix)
             if ts is not None:
                 latest[ref] = ts.output
-        output = {**loop.output, str(n): latest, "iteration": n}
-        loop.output = output
+        # in place: copying a growing loop output on every iteration would be quadratic
+        output = loop.output
+        output[str(n)] = latest
+        output["iteration"] = n
         self._touch(state, loop)
         again = False
         if wt.loop_condition and wt.loop_condition.strip():
@@ -826,7 +831,7 @@ class Decider:
                 return
         if again:
             state.loops[loop.ref] = n + 1
-            loop.output = {**output, "iteration": n + 1}
+            output["iteration"] = n + 1
             self._touch(state, loop)
             self._open_frame(
                 state,
