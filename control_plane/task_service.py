@@ -88,6 +88,9 @@ class TaskResultIn(_Wire):
     logs: list[TaskExecLogIn | str] = Field(default_factory=list)
     external_output_payload_storage_path: str | None = None
     worker_id: str | None = None
+    #: Stepway extension: the attempt the result is for (from the message body); a
+    #: result for another attempt than the task's current one is refused.
+    attempt: int | None = Field(default=None, ge=1)
 
 
 @dataclass(frozen=True)
@@ -357,6 +360,10 @@ class TaskService:
         outcome = UpdateOutcome(row.task_id, task_type, row.domain, True)
         repeated = UpdateOutcome(row.task_id, task_type, row.domain, False)
 
+        if result.attempt is not None and result.attempt != row.attempt:
+            raise conflict(
+                f"task {row.task_id} is at attempt {row.attempt}, not {result.attempt}"
+            )
         if row.status.is_terminal:
             if self._same_result(row, result, worker_id):
                 return repeated
@@ -379,6 +386,11 @@ class TaskService:
                 and row.callback_after_seconds == result.callback_after_seconds
             ):
                 return repeated  # the same callback posted again
+            if self._held_earlier_attempt(row, worker_id):
+                raise conflict(
+                    f"{worker_id} held an earlier attempt of task {row.task_id}; it is now at "
+                    f"attempt {row.attempt}"
+                )
             if row.status == TaskStatus.SCHEDULED and (
                 lease is None or lease.released or lease.expires_at <= now
             ):
@@ -442,6 +454,13 @@ class TaskService:
                 retryable=False,
             )
         return outcome
+
+    def _held_earlier_attempt(self, row: TaskRecord, worker_id: str) -> bool:
+        for attempt in range(row.attempt - 1, 0, -1):
+            earlier = self.deps.run_store.get_lease(row.task_id, attempt)
+            if earlier is not None and earlier.worker_id == worker_id:
+                return True
+        return False
 
     @staticmethod
     def _same_result(row: TaskRecord, result: TaskResultIn, worker_id: str) -> bool:
