@@ -98,6 +98,8 @@ class _Pending:
     phase: str = "run"
     #: the poll input of a long-running built-in activity (LOGIC_APP, DOCUMENT_INTELLIGENCE)
     poll_input: dict[str, Any] = field(default_factory=dict)
+    #: task rows handed to the activity in flight; put back for the next I/O if it fails
+    records: list[dict[str, Any]] = field(default_factory=list)
 
 
 class _Run:
@@ -130,8 +132,10 @@ class _Run:
             if isinstance(task, dt.CancellableTask) and not task.is_complete:
                 task.cancel()
 
-    def _take_records(self) -> list[dict[str, Any]]:
+    def _take_records(self, task_id: str | None = None) -> list[dict[str, Any]]:
         records, self.records = self.records, []
+        if task_id is not None:
+            self.pending[task_id].records = records
         return records
 
     def _arm_timer(self, task_id: str, at_ms: int | None) -> None:
@@ -166,7 +170,7 @@ class _Run:
                     "priority": self.run.priority,
                     "taskToDomain": self.run.task_to_domain,
                     "task": action.model_dump(mode="json", by_alias=True),
-                    "records": self._take_records(),
+                    "records": self._take_records(task_id),
                     "nowMs": self.now(),
                 },
             )
@@ -202,8 +206,11 @@ class _Run:
                 self.ctx.call_activity(
                     ACTIVITY_RESOLVE_CHILD,
                     input={
+                        "workflowId": self.ctx.instance_id,
+                        "childId": f"{task_id}-{action.attempt}",
+                        "run": self.run.model_dump(mode="json", by_alias=True, exclude={"state"}),
                         "task": action.model_dump(mode="json", by_alias=True),
-                        "records": self._take_records(),
+                        "records": self._take_records(task_id),
                     },
                 ),
             )
@@ -216,7 +223,7 @@ class _Run:
                 input={
                     "workflowId": self.ctx.instance_id,
                     "task": action.model_dump(mode="json", by_alias=True),
-                    "records": self._take_records(),
+                    "records": self._take_records(task_id),
                 },
             ),
         )
@@ -249,6 +256,11 @@ class _Run:
                 retry_after_seconds=retry_after,
             )
 
+        if role in ("dispatch", "resolve", "activity"):
+            if failed:
+                # the activity may not have written the rows it carried: next I/O does
+                self.records[:0] = entry.records
+            entry.records = []
         if failed:
             reason = str(task.get_exception())
             return outcome(TaskStatus.FAILED, reason=f"engine error: {reason}")

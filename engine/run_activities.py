@@ -51,6 +51,12 @@ def queue_for(
     return task_type, None
 
 
+def _iteration(ref: str, def_ref: str) -> int:
+    """Innermost DO_WHILE iteration of an instance ref (``a__2__3`` -> 3; 0 outside loops)."""
+    suffix = ref[len(def_ref) :]
+    return int(suffix.rsplit("__", 1)[-1]) if suffix.startswith("__") else 0
+
+
 def _now_ms() -> int:
     return int(datetime.now(UTC).timestamp() * 1000)
 
@@ -209,6 +215,7 @@ def dispatch(ctx: dt.ActivityContext, data: dict[str, Any]) -> dict[str, Any]:
         scheduled_time=scheduled,
         domain=domain,
         queue_name=queue,
+        iteration=_iteration(task["ref"], task.get("defRef") or task["ref"]),
     )
     svc.run_store.upsert_task(row, now)
     try:
@@ -248,6 +255,23 @@ def resolve_child(ctx: dt.ActivityContext, data: dict[str, Any]) -> dict[str, An
         svc.definitions.decider(name, int(version))
     except LookupError as exc:
         return {"error": str(exc)}
+    child_id = data.get("childId")
+    if child_id:
+        parent = data.get("run") or {}
+        svc.run_store.create_run(
+            NewRun(
+                workflow_id=str(child_id),
+                name=name,
+                version=int(version),
+                input=task.get("input") or {},
+                correlation_id=parent.get("correlationId"),
+                priority=int(parent.get("priority") or 0),
+                task_to_domain=child.get("taskToDomain") or parent.get("taskToDomain") or {},
+                parent_workflow_id=data["workflowId"],
+                parent_task_id=task.get("taskId"),
+                create_time=now,
+            )
+        )
     return {"name": name, "version": int(version), "taskToDomain": child.get("taskToDomain")}
 
 

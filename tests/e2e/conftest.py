@@ -8,6 +8,7 @@ the way the Task API hands it out (lease, started event, result event).
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -21,11 +22,12 @@ from engine.adapters.queue_provisioning_sqlite import SqliteQueueProvisioner
 from engine.backend.config import BackendConfig
 from engine.backend.connect import start_worker, stop_worker
 from engine.backend.embedded import EmbeddedBackend
-from engine.definitions import TaskDef, WorkflowDef
+from engine.definitions import TaskDef, TaskStatus, WorkflowDef
 from engine.host import LocalSettings, build_local_services, make_engine_client, make_engine_worker
 from engine.interpreter import ORCHESTRATOR_NAME, STARTED_SUFFIX, TERMINATE_EVENT, RunInput
+from engine.ports.queue import MessageNotFound, QueueError
 from engine.ports.queue_provisioning import queue_names, queue_settings_for_taskdef
-from engine.ports.run_store import NewRun, RunRecord, TaskRecord
+from engine.ports.run_store import NewRun, RunRecord, TaskRecord, TaskUpdate
 from engine.services import EngineServices, install
 
 
@@ -142,6 +144,29 @@ class Platform:
         status: str = "COMPLETED",
         reason: str | None = None,
     ) -> None:
+        """Post a result as the Task API does: row, settle the deferred message (COMPLETED
+        only; a failed attempt's message is the engine's to retry or dead-letter), event."""
+        store, now = self.services.run_store, now_ms()
+        store.update_task(
+            body["taskId"],
+            body["attempt"],
+            TaskUpdate(
+                status=TaskStatus(status),
+                output_data=output or {},
+                reason_for_incompletion=reason,
+                worker_id="test-worker",
+                end_time=now,
+            ),
+            now,
+        )
+        lease = store.get_lease(body["taskId"], body["attempt"])
+        if status == "COMPLETED" and lease is not None and lease.sequence_number is not None:
+            with contextlib.suppress(MessageNotFound, QueueError):
+                for message in self.services.queue.receive_deferred(
+                    lease.queue_name or "", [lease.sequence_number]
+                ):
+                    self.services.queue.complete(lease.queue_name or "", message)
+        store.release_lease(body["taskId"], body["attempt"], "test-worker")
         self.client.raise_orchestration_event(
             body["workflowId"],
             body["taskId"],
