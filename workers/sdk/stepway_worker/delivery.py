@@ -1,0 +1,190 @@
+"""Posting results: offload a large output, retry on transient errors, queue in
+memory while the Task API is down."""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from stepway_worker.client import ConflictError, RejectedError, TaskClient, TransientError
+from stepway_worker.registry import Outcome
+
+log = logging.getLogger("stepway_worker")
+
+
+@dataclass
+class PendingResult:
+    """A result on its way to the Task API."""
+
+    task_id: str
+    task_type: str
+    body: dict[str, Any]
+    #: the output JSON when it is above the threshold and not uploaded yet
+    large_output: bytes | None = None
+    tries: int = 0
+    created: float = field(default_factory=time.monotonic)
+
+
+def make_result(
+    task: dict[str, Any],
+    outcome: Outcome,
+    *,
+    worker_id: str,
+    payload_threshold: int,
+    logs: list[str] | None = None,
+) -> PendingResult:
+    """The TaskResult body of an outcome (output offloaded later when large)."""
+    body: dict[str, Any] = {
+        "workflowInstanceId": task.get("workflowInstanceId") or task.get("workflowId"),
+        "taskId": task["taskId"],
+        "status": outcome.status,
+        "outputData": outcome.output,
+        "workerId": worker_id,
+    }
+    if outcome.reason:
+        body["reasonForIncompletion"] = outcome.reason
+    if outcome.status == "IN_PROGRESS":
+        body["callbackAfterSeconds"] = outcome.callback_after_seconds
+    lines = list(outcome.logs) + list(logs or [])
+    if lines:
+        body["logs"] = [{"log": line, "taskId": task["taskId"]} for line in lines]
+    large: bytes | None = None
+    encoded = json.dumps(outcome.output, separators=(",", ":")).encode()
+    if len(encoded) > payload_threshold:
+        large = encoded
+    return PendingResult(task["taskId"], str(task.get("taskType") or ""), body, large)
+
+
+def upload(
+    client: TaskClient, task_type: str, task_id: str, data: bytes, name: str, content_type: str
+) -> tuple[str, str]:
+    """Upload through the external storage location; returns ``(path, uri)``."""
+    uri, path = client.storage_location(f"{task_id}/{name}", task_type=task_type or None)
+    client.put(uri, data, content_type)
+    return path, uri
+
+
+def send_once(client: TaskClient, pending: PendingResult) -> None:
+    """One try: upload a large output if still needed, then post. Raises the
+    client's errors."""
+    if pending.large_output is not None:
+        path, _ = upload(
+            client,
+            pending.task_type,
+            pending.task_id,
+            pending.large_output,
+            "output.json",
+            "application/json",
+        )
+        pending.body["outputData"] = {}
+        pending.body["externalOutputPayloadStoragePath"] = path
+        pending.large_output = None
+    client.update(pending.body)
+
+
+class Outbox:
+    """Results that could not be posted yet, retried in order with exponential
+    backoff by one background thread. Connection errors, 5xx, 408 and 429 are
+    retried; a 409 (stale attempt) is logged and dropped; any other 4xx is logged and
+    dropped."""
+
+    def __init__(self, client: TaskClient, *, initial: float = 0.1, maximum: float = 10.0) -> None:
+        self.client = client
+        self.initial = initial
+        self.maximum = maximum
+        self._queue: deque[PendingResult] = deque()
+        self._cond = threading.Condition()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.delivered = 0
+        self.dropped = 0
+
+    def __len__(self) -> int:
+        with self._cond:
+            return len(self._queue)
+
+    def start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._loop, name="stepway-outbox", daemon=True)
+            self._thread.start()
+
+    def deliver(self, pending: PendingResult) -> bool:
+        """Post now; queue for retry on a transient error. True when settled."""
+        with self._cond:
+            queued_before = bool(self._queue)
+        if not queued_before and self._try(pending):
+            return True
+        with self._cond:
+            self._queue.append(pending)
+            self._cond.notify_all()
+        return False
+
+    def _try(self, pending: PendingResult) -> bool:
+        """True when the result is settled (posted or dropped for good)."""
+        pending.tries += 1
+        try:
+            send_once(self.client, pending)
+        except TransientError as exc:
+            if pending.tries == 1 or pending.tries % 20 == 0:
+                log.warning(
+                    "result of task %s not posted (try %d), will retry: %s",
+                    pending.task_id,
+                    pending.tries,
+                    exc,
+                )
+            return False
+        except ConflictError as exc:
+            log.warning("result of task %s dropped: stale attempt: %s", pending.task_id, exc)
+            self.dropped += 1
+            return True
+        except RejectedError as exc:
+            log.error("result of task %s refused, dropped: %s", pending.task_id, exc)
+            self.dropped += 1
+            return True
+        except Exception:
+            log.exception("result of task %s: unexpected error, will retry", pending.task_id)
+            return False
+        if pending.tries > 1:
+            log.info("result of task %s posted after %d tries", pending.task_id, pending.tries)
+        self.delivered += 1
+        return True
+
+    def _loop(self) -> None:
+        delay = self.initial
+        while True:
+            with self._cond:
+                while not self._queue and not self._stop.is_set():
+                    self._cond.wait()
+                if not self._queue:
+                    return
+                head = self._queue[0]
+            if self._try(head):
+                with self._cond:
+                    self._queue.popleft()
+                    self._cond.notify_all()
+                delay = self.initial
+                continue
+            with self._cond:
+                self._cond.wait(delay)
+            delay = min(delay * 2, self.maximum)
+
+    def drain(self, timeout: float) -> bool:
+        """Wait until every queued result is settled, at most ``timeout`` seconds."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while self._queue:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._cond.wait(min(left, 0.05))
+        return True
+
+    def stop(self) -> None:
+        self._stop.set()
+        with self._cond:
+            self._cond.notify_all()

@@ -1,0 +1,210 @@
+"""The worker loop of seed page 9 over real HTTP against the fake Task API."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import threading
+import time
+from typing import Any
+
+import pytest
+from stepway_worker import InProgress, TaskContext, TerminalError, task_log, worker_task
+
+
+def test_batch_poll_asks_for_free_slots_only(server, reg, start_worker) -> None:  # type: ignore[no-untyped-def]
+    running = 0
+    peak = 0
+    lock = threading.Lock()
+
+    @worker_task("slow", registry=reg)
+    def slow(i: int) -> dict[str, int]:
+        nonlocal running, peak
+        with lock:
+            running += 1
+            peak = max(peak, running)
+        time.sleep(0.3)
+        with lock:
+            running -= 1
+        return {"i": i}
+
+    ids = [server.enqueue("slow", {"i": i}) for i in range(5)]
+    start_worker(threads=3)
+    for task_id in ids:
+        assert server.wait_result(task_id)["status"] == "COMPLETED"
+    polls = server.polls("slow")
+    assert polls[0].count == 3 and polls[0].returned == 3
+    assert all(p.count <= 3 for p in polls)
+    assert all(p.returned <= p.count for p in polls)
+    assert peak == 3
+    # the two left were fetched by polls sized to the slots freed meanwhile
+    assert sum(p.returned for p in polls) == 5
+    assert all(p.timeout_ms == 200 and p.worker_id == "test-worker" for p in polls)
+
+
+def test_idle_worker_backs_off_from_1ms_to_the_poll_interval(server, reg, start_worker) -> None:  # type: ignore[no-untyped-def]
+    @worker_task("idle", registry=reg)
+    def idle() -> None:
+        return None
+
+    start_worker(long_poll_ms=0, poll_interval=0.2)
+    time.sleep(1.2)
+    polls = server.polls("idle")
+    # without the backoff this would be thousands of polls
+    assert 6 <= len(polls) <= 25, len(polls)
+    gaps = [b.started - a.at for a, b in itertools.pairwise(polls)]
+    assert gaps[0] < 0.05
+    assert max(gaps) < 0.35
+    assert gaps[-1] > 0.12  # settled at the poll interval
+    # a task arriving now is picked up within about one interval, and the wait resets
+    task_id = server.enqueue("idle", {})
+    t0 = time.time()
+    server.wait_result(task_id)
+    assert time.time() - t0 < 0.5
+
+
+def test_in_progress_callbacks_resume_from_the_cursor(server, reg, start_worker) -> None:  # type: ignore[no-untyped-def]
+    seen: list[dict[str, Any]] = []
+
+    @worker_task("chunked", registry=reg)
+    def chunked(ctx: TaskContext, total: int) -> Any:
+        seen.append(dict(ctx.previous_output))
+        cursor = int(ctx.previous_output.get("cursor", 0)) + 10
+        if cursor < total:
+            return InProgress(
+                callback_after_seconds=1 if cursor == 10 else 0, output={"cursor": cursor}
+            )
+        return {"done": total}
+
+    start_worker()
+    task_id = server.enqueue("chunked", {"total": 30})
+    t0 = time.monotonic()
+    final = server.wait_result(task_id, status="COMPLETED")
+    assert final["outputData"] == {"done": 30}
+    statuses = [(r["status"], r.get("callbackAfterSeconds")) for r in server.results_for(task_id)]
+    assert statuses == [("IN_PROGRESS", 1), ("IN_PROGRESS", 0), ("COMPLETED", None)]
+    assert seen == [{}, {"cursor": 10}, {"cursor": 20}]
+    assert time.monotonic() - t0 >= 1.0  # the callback delay was honoured
+
+
+def test_log_lines_reach_the_task_log(server, reg, start_worker) -> None:  # type: ignore[no-untyped-def]
+    @worker_task("chatty", registry=reg)
+    def chatty(ctx: TaskContext) -> dict[str, bool]:
+        task_log("step 1")
+        ctx.logger.info("step %d", 2)
+        ctx.log("step 3")
+        return {"ok": True}
+
+    @worker_task("crash", registry=reg)
+    def crash() -> None:
+        raise RuntimeError("disk full")
+
+    start_worker()
+    a = server.enqueue("chatty", {})
+    b = server.enqueue("crash", {})
+    server.wait_result(a)
+    assert server.logs(a) == ["step 1", "INFO step 2", "step 3"]
+    failed = server.wait_result(b)
+    assert failed["status"] == "FAILED"
+    assert failed["reasonForIncompletion"] == "RuntimeError: disk full"
+    (trace,) = server.logs(b)
+    assert trace.startswith("Traceback") and "disk full" in trace
+
+
+def test_terminal_error_is_posted_as_such(server, reg, start_worker) -> None:  # type: ignore[no-untyped-def]
+    @worker_task("lodge", registry=reg)
+    def lodge(reference: str) -> None:
+        raise TerminalError(f"return {reference} was already lodged")
+
+    start_worker()
+    task_id = server.enqueue("lodge", {"reference": "R1"})
+    result = server.wait_result(task_id)
+    assert result["status"] == "FAILED_WITH_TERMINAL_ERROR"
+    assert result["reasonForIncompletion"] == "return R1 was already lodged"
+
+
+def test_large_output_is_uploaded_and_only_its_path_posted(server, reg, start_worker) -> None:  # type: ignore[no-untyped-def]
+    @worker_task("export", registry=reg)
+    def export(n: int) -> dict[str, Any]:
+        return {"rows": ["x" * 100] * n}
+
+    start_worker(payload_threshold=2048)
+    small = server.enqueue("export", {"n": 2})
+    big = server.enqueue("export", {"n": 100})
+    assert server.wait_result(small)["outputData"] == {"rows": ["x" * 100] * 2}
+    result = server.wait_result(big)
+    path = result["externalOutputPayloadStoragePath"]
+    assert result["outputData"] == {}
+    assert path.startswith("uploads/export/")
+    assert json.loads(server.upload(path)) == {"rows": ["x" * 100] * 100}
+
+
+def test_transient_failures_are_retried_and_4xx_are_not(server, reg, start_worker) -> None:  # type: ignore[no-untyped-def]
+    @worker_task("t", registry=reg)
+    def t() -> dict[str, int]:
+        return {"v": 1}
+
+    server.fail_next_results(503, 500, 429)
+    start_worker()
+    first = server.enqueue("t", {})
+    assert server.wait_result(first)["outputData"] == {"v": 1}
+    assert server.state.result_failures == []
+
+    server.fail_next_results(400)
+    second = server.enqueue("t", {})
+    with pytest.raises(TimeoutError):
+        server.wait_result(second, timeout=1.0)
+    # a later task is not stuck behind the refused one
+    third = server.enqueue("t", {})
+    assert server.wait_result(third)["status"] == "COMPLETED"
+
+
+def test_a_stale_attempt_409_is_dropped(server, reg, start_worker) -> None:  # type: ignore[no-untyped-def]
+    gate = threading.Event()
+
+    @worker_task("s", registry=reg)
+    def s() -> dict[str, int]:
+        gate.wait(5)
+        return {"v": 1}
+
+    w = start_worker()
+    task_id = server.enqueue("s", {})
+    deadline = time.monotonic() + 5
+    while not any(p.returned for p in server.polls("s")) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    with server.cond:  # the lease moves to another worker meanwhile
+        server.state.leases[task_id] = "someone-else"
+    gate.set()
+    deadline = time.monotonic() + 5
+    while w.outbox.dropped == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert w.outbox.dropped == 1
+    assert server.results_for(task_id) == []
+    assert len(w.outbox) == 0
+
+
+def test_result_survives_a_task_api_restart(server, reg, start_worker) -> None:  # type: ignore[no-untyped-def]
+    gate = threading.Event()
+
+    @worker_task("r", registry=reg)
+    def r() -> dict[str, str]:
+        gate.wait(10)
+        return {"state": "done"}
+
+    w = start_worker()
+    task_id = server.enqueue("r", {})
+    deadline = time.monotonic() + 5
+    while not any(p.returned for p in server.polls("r")) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    server.stop()  # the Task API goes away with the task in flight
+    gate.set()  # the handler completes while it is down
+    deadline = time.monotonic() + 5
+    while len(w.outbox) == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert len(w.outbox) == 1  # queued in memory
+    time.sleep(1.0)  # several failed retries
+    assert server.results_for(task_id) == []
+    server.start()  # back on the same port, same state
+    result = server.wait_result(task_id, timeout=5)
+    assert result["outputData"] == {"state": "done"}
+    assert len(w.outbox) == 0
