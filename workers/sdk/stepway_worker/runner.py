@@ -77,6 +77,7 @@ class _TypeRunner:
         self._poller: threading.Thread | None = None
         self.polls = 0
         self.executed = 0
+        self._last_poll_warning = 0.0
 
     def start(self) -> None:
         for i in range(self.settings.threads):
@@ -118,7 +119,10 @@ class _TypeRunner:
                     domain=self.settings.domain,
                 )
             except TransientError as exc:
-                log.warning("poll of %s failed: %s", self.settings.task_type, exc)
+                now = time.monotonic()
+                if now - self._last_poll_warning > 60:
+                    self._last_poll_warning = now
+                    log.warning("poll of %s failed, retrying: %s", self.settings.task_type, exc)
                 stopping.wait(self.settings.poll_interval)
                 continue
             except RejectedError as exc:
@@ -129,6 +133,9 @@ class _TypeRunner:
                 log.exception("poll of %s: unexpected error", self.settings.task_type)
                 stopping.wait(self.settings.poll_interval)
                 continue
+            if self._last_poll_warning:
+                self._last_poll_warning = 0.0
+                log.info("poll of %s works again", self.settings.task_type)
             if not tasks:
                 stopping.wait(wait)
                 wait = min(wait * 2, self.settings.poll_interval)

@@ -77,7 +77,7 @@ class FakeTaskServer:
         server.daemon_threads = True
         self.port = server.server_address[1]
         self._server = server
-        self._thread = threading.Thread(target=server.serve_forever, daemon=True)
+        self._thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
         self._thread.start()
         return self
 

@@ -207,4 +207,7 @@ def test_result_survives_a_task_api_restart(server, reg, start_worker) -> None: 
     server.start()  # back on the same port, same state
     result = server.wait_result(task_id, timeout=5)
     assert result["outputData"] == {"state": "done"}
+    deadline = time.monotonic() + 2
+    while len(w.outbox) and time.monotonic() < deadline:
+        time.sleep(0.01)
     assert len(w.outbox) == 0
