@@ -113,6 +113,8 @@ class _Run:
         self.steps = 0
         self.state: RunState
         self.cancel_children: list[str] = []
+        #: how many of ``state.warnings`` were recorded already
+        self.warned = 0
 
     # -- helpers ---------------------------------------------------------------------------
 
@@ -420,7 +422,7 @@ class _Run:
                 return (yield from self.finish(decision.finished))
             for action in decision.actions:
                 self.start(action)
-            if self.records:
+            if self.records or len(self.state.warnings) > self.warned:
                 yield from self.flush_records()
             if not self.pending:
                 return (yield from self.finish(self.decider.stall(self.state, self.now())))
@@ -462,7 +464,7 @@ class _Run:
                 self._untrack(task_id)
             self.steps += 1
             if self.steps >= STEPS_PER_EXECUTION and not self.pending:
-                if self.records:
+                if self.records or len(self.state.warnings) > self.warned:
                     yield from self.flush_records()
                 carried = self.run.model_copy(
                     update={
@@ -477,11 +479,22 @@ class _Run:
                 return {}
             decision = self.decider.decide(self.state, now)
 
+    def _take_warnings(self) -> list[str]:
+        warnings = self.state.warnings[self.warned :]
+        self.warned = len(self.state.warnings)
+        return warnings
+
     def flush_records(self) -> Generator[dt.Task[Any], Any, None]:
         records = self._take_records()
-        if records:
+        warnings = self._take_warnings()
+        if records or warnings:
             yield self.ctx.call_activity(
-                ACTIVITY_RECORD, input={"workflowId": self.ctx.instance_id, "records": records}
+                ACTIVITY_RECORD,
+                input={
+                    "workflowId": self.ctx.instance_id,
+                    "records": records,
+                    "warnings": warnings,
+                },
             )
 
     def finish(self, result: RunResult) -> Generator[dt.Task[Any], Any, dict[str, Any]]:
@@ -495,6 +508,7 @@ class _Run:
                 "run": self.run.model_dump(mode="json", by_alias=True, exclude={"state"}),
                 "result": payload,
                 "records": self._take_records(),
+                "warnings": self._take_warnings(),
                 "cancelChildren": self.cancel_children,
                 "variables": self.state.variables,
                 "nowMs": self.now(),
@@ -512,6 +526,7 @@ def workflow_interpreter(
     runner = _Run(ctx, run, decider)
     if run.state is not None:
         state = RunState.model_validate(run.state)
+        runner.warned = len(state.warnings)  # recorded before the state was carried over
     else:
         state = decider.start(
             workflow_id=ctx.instance_id,

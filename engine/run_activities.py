@@ -32,10 +32,13 @@ from engine.ports.run_store import NewRun, RunUpdate, TaskRecord, TaskUpdate
 
 log = logging.getLogger(__name__)
 
+#: final statuses of a WORKER attempt whose message goes to the dead-letter queue
+#: (COMPLETED_WITH_ERRORS: an optional task whose attempts are exhausted)
 FAILED_STATUSES = {
     TaskStatus.FAILED,
     TaskStatus.FAILED_WITH_TERMINAL_ERROR,
     TaskStatus.TIMED_OUT,
+    TaskStatus.COMPLETED_WITH_ERRORS,
 }
 
 
@@ -150,9 +153,21 @@ def write_records(
                 _settle_attempt(svc, row.task_id, row.attempt, dead_letter_reason=None)
 
 
+def write_warnings(
+    svc: services_module.EngineServices, workflow_id: str, warnings: list[str], now: int
+) -> None:
+    """Run warnings (ALERT_ONLY timeouts): logged, and appended to the log keyed by the
+    workflow id (``run_store.list_task_logs(workflow_id)``; the run row has no field)."""
+    for warning in warnings:
+        log.warning("%s: %s", workflow_id, warning)
+        svc.run_store.append_task_log(workflow_id, f"WARNING: {warning}", now)
+
+
 def record(ctx: dt.ActivityContext, data: dict[str, Any]) -> dict[str, Any]:
     svc = services_module.current()
-    write_records(svc, data["workflowId"], data.get("records") or [], _now_ms())
+    now = _now_ms()
+    write_records(svc, data["workflowId"], data.get("records") or [], now)
+    write_warnings(svc, data["workflowId"], data.get("warnings") or [], now)
     return {}
 
 
@@ -305,6 +320,7 @@ def finish(ctx: dt.ActivityContext, data: dict[str, Any]) -> dict[str, Any]:
     result = data["result"]
     ensure_run_row(svc, workflow_id, run, now)
     write_records(svc, workflow_id, data.get("records") or [], now)
+    write_warnings(svc, workflow_id, data.get("warnings") or [], now)
     status = RunStatus(result["status"])
     output = result.get("output") or {}
     reason = result.get("reason")
