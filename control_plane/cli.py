@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from control_plane import cli_validate
+from control_plane import cli_apply, cli_runs, cli_validate
 
 app = typer.Typer(
     name="stepway",
@@ -22,6 +22,9 @@ def dev() -> None:
 
 
 app.command("validate")(cli_validate.validate)
+app.command("apply")(cli_apply.apply)
+for _command in (cli_runs.run, cli_runs.status, cli_runs.workers, cli_runs.runs):
+    app.command()(_command)
 
 if __name__ == "__main__":
     app()

@@ -361,9 +361,7 @@ class TaskService:
         repeated = UpdateOutcome(row.task_id, task_type, row.domain, False)
 
         if result.attempt is not None and result.attempt != row.attempt:
-            raise conflict(
-                f"task {row.task_id} is at attempt {row.attempt}, not {result.attempt}"
-            )
+            raise conflict(f"task {row.task_id} is at attempt {row.attempt}, not {result.attempt}")
         if row.status.is_terminal:
             if self._same_result(row, result, worker_id):
                 return repeated
