@@ -50,6 +50,8 @@ def make_result(
         body["reasonForIncompletion"] = outcome.reason
     if outcome.status == "IN_PROGRESS":
         body["callbackAfterSeconds"] = outcome.callback_after_seconds
+        if outcome.extend_lease:
+            body["extendLease"] = True
     lines = list(outcome.logs) + list(logs or [])
     if lines:
         body["logs"] = [{"log": line, "taskId": task["taskId"]} for line in lines]

@@ -32,6 +32,7 @@ class Outcome:
     output: dict[str, Any] = field(default_factory=dict)
     reason: str | None = None
     callback_after_seconds: int = 0
+    extend_lease: bool = False
     logs: list[str] = field(default_factory=list)
 
 
@@ -174,6 +175,7 @@ class Handler:
                     "IN_PROGRESS",
                     output=self._output(value.output),
                     callback_after_seconds=max(0, int(value.callback_after_seconds)),
+                    extend_lease=bool(value.extend_lease),
                 )
             return Outcome("COMPLETED", output=self._output(value))
         except ValidationError as exc:

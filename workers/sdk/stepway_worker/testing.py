@@ -3,7 +3,7 @@
 It speaks the contract of the control plane's Task API (batch poll with a long-poll
 timeout, ``POST /api/tasks``, ``POST /api/tasks/{id}/log``, the external storage
 location and a PUT upload URL, ``GET /api/tasks/{id}``) and records every call. An
-IN_PROGRESS result with ``callbackAfterSeconds`` puts the task back on its queue after
+IN_PROGRESS result with ``callbackAfterSeconds`` above 0 puts the task back on its queue after
 that delay with the posted output as ``outputData``, like the Task API. A result for a
 task not handed out to the poster's worker id is refused with 409.
 
@@ -224,7 +224,7 @@ class FakeTaskServer:
             self.state.results.append(body)
             task["status"] = body["status"]
             task["outputData"] = body.get("outputData") or {}
-            if body["status"] == "IN_PROGRESS":
+            if body["status"] == "IN_PROGRESS" and int(body.get("callbackAfterSeconds") or 0) > 0:
                 delay = int(body.get("callbackAfterSeconds") or 0)
                 task["_visible_at"] = time.time() + delay
                 task["status"] = "SCHEDULED"
