@@ -362,6 +362,8 @@ class Decider:
                 if policy == "TIME_OUT_WF":
                     run_status = RunStatus.TIMED_OUT
             elif policy == "ALERT_ONLY":
+                if kind in ts.alerts:  # this deadline was reported already: a duplicate
+                    return state
                 ts.alerts.append(kind)
                 state.warnings.append(
                     f"task {ts.ref} attempt {ts.attempt}: {kind} timeout elapsed (ALERT_ONLY)"
@@ -1058,11 +1060,19 @@ class Decider:
         return found
 
     def _fired_kind(self, state: RunState, ts: TaskState, now_ms: int) -> DeadlineKind:
-        found = [d for d in self._deadlines(ts) if d.kind not in ts.alerts]
-        due = [d for d in found if d.at_ms <= now_ms] or found
-        if not due:
-            return "task"
-        return min(due, key=lambda d: (d.at_ms, _KIND_ORDER[d.kind])).kind
+        """Which deadline a TIMED_OUT without a kind stands for: a due one not yet reported,
+        else a due reported one (a duplicate), else the next unreported one, else any."""
+        found = self._deadlines(ts)
+        due = [d for d in found if d.at_ms <= now_ms]
+        for group in (
+            [d for d in due if d.kind not in ts.alerts],
+            due,
+            [d for d in found if d.kind not in ts.alerts],
+            found,
+        ):
+            if group:
+                return min(group, key=lambda d: (d.at_ms, _KIND_ORDER[d.kind])).kind
+        return "task"
 
     def _workflow_entry(self, state: RunState) -> dict[str, Any]:
         return {
@@ -1142,7 +1152,15 @@ class Decider:
         ]
         state.dirty = []
         cancel, state.canceled = state.canceled, []
-        finished = self._result(state) if state.status.is_terminal else None
+        finished = None
+        if state.status.is_terminal:
+            finished = self._result(state)
+            if actions:
+                # the run ended later in this same step (e.g. TERMINATE in another branch):
+                # what was scheduled in it is canceled already and must not start
+                started = {action.task_id for action in actions}
+                actions = []
+                cancel = [task_id for task_id in cancel if task_id not in started]
         return Decision(
             state=state, actions=actions, records=records, finished=finished, cancel=cancel
         )
