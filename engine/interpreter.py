@@ -301,7 +301,12 @@ class _Run:
         if role == "dispatch":
             result = value or {}
             if result.get("error"):
-                return outcome(TaskStatus.FAILED, reason=str(result["error"]))
+                status = (
+                    TaskStatus.FAILED_WITH_TERMINAL_ERROR
+                    if result.get("terminal")
+                    else TaskStatus.FAILED
+                )
+                return outcome(status, reason=str(result["error"]))
             return None
 
         if role == "started":

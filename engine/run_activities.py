@@ -207,7 +207,8 @@ def dispatch(ctx: dt.ActivityContext, data: dict[str, Any]) -> dict[str, Any]:
             task_input,
         )
     except PayloadTooLarge as exc:
-        return {"error": str(exc)}
+        # terminal: another attempt would not be smaller
+        return {"error": f"input of task {task['ref']!r}: {exc}", "terminal": True}
     if ref is not None:
         body["inputRef"] = ref
     else:
