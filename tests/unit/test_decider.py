@@ -960,3 +960,230 @@ def test_long_sequence_cost_per_step_is_flat() -> None:
     early = sorted(times[100:300])[100]
     late = sorted(times[-200:])[100]
     assert late < early * 3, (early, late)
+
+
+def test_terminate_in_one_branch_drops_actions_scheduled_in_the_same_step() -> None:
+    d = decider(
+        fork([t("b")], [t("end", "TERMINATE", inputParameters={"terminationStatus": "COMPLETED"})]),
+        t("join", "JOIN"),
+    )
+    sim = Sim(d)
+    assert sim.finished is not None and sim.finished.status == RunStatus.COMPLETED
+    assert sim.last.actions == [] and sim.last.cancel == []
+    assert sim.status("b") == TaskStatus.CANCELED
+
+
+def test_alert_only_duplicate_timeout_is_ignored() -> None:
+    d = decider(t("a"), defs={"a": {"timeoutSeconds": 10, "timeoutPolicy": "ALERT_ONLY"}})
+    sim = Sim(d, now=0)
+    sim.outcome("a", TaskStatus.TIMED_OUT, at=10_000)
+    before = sim.state.model_dump(mode="json")
+    sim.outcome("a", TaskStatus.TIMED_OUT, at=11_000)
+    assert sim.state.model_dump(mode="json") == before
+    assert len(sim.state.warnings) == 1
+
+
+# ---------------------------------------------------------------------------- Conductor's suite
+# The language-level scenarios of Conductor's integration tests, as hand-written definitions.
+
+
+def test_conductor_linear_workflow_with_expressions() -> None:
+    d = decider(
+        t(
+            "t1",
+            inputParameters={"p1": "${workflow.input.param1}", "p2": "${workflow.input.param2}"},
+        ),
+        t(
+            "t2",
+            inputParameters={
+                "tp1": "${workflow.input.param1}",
+                "tp2": "${t1.output.op}",
+                "text": "id=${workflow.workflowId} corr=${workflow.correlationId}",
+            },
+        ),
+        outputParameters={
+            "o1": "${workflow.input.param1}",
+            "o2": "${t2.output.uuid}",
+            "o3": "${t1.output.op}",
+        },
+    )
+    sim = Sim(d, {"param1": "p1 value", "param2": "p2 value"}, correlation_id="corr-1")
+    assert sim.actions["t1"].input == {"p1": "p1 value", "p2": "p2 value"}
+    sim.complete("t1", op="task1.done")
+    assert sim.actions["t2"].input == {
+        "tp1": "p1 value",
+        "tp2": "task1.done",
+        "text": "id=wf-1 corr=corr-1",
+    }
+    sim.complete("t2", uuid="u-1")
+    assert sim.finished is not None
+    assert sim.finished.output == {"o1": "p1 value", "o2": "u-1", "o3": "task1.done"}
+    assert [r.status for r in sim.records if r.ref == "t2"][-1] == C
+
+
+def conductor_switch() -> Decider:
+    return decider(
+        t(
+            "decide",
+            "SWITCH",
+            evaluatorType="value-param",
+            expression="case",
+            inputParameters={"case": "${workflow.input.case}"},
+            decisionCases={
+                "c": [t("t1"), t("t2")],
+                "d": [
+                    t(
+                        "nested",
+                        "SWITCH",
+                        evaluatorType="javascript",
+                        expression="$.x > 10 ? 'big' : 'small'",
+                        inputParameters={"x": "${workflow.input.x}"},
+                        decisionCases={"big": [t("t5")]},
+                        defaultCase=[t("t6")],
+                    )
+                ],
+            },
+            defaultCase=[t("t3")],
+        ),
+        t("t4", inputParameters={"chosen": "${decide.output.evaluationResult[0]}"}),
+    )
+
+
+def test_conductor_switch_case_nested_and_default() -> None:
+    sim = Sim(conductor_switch(), {"case": "c"})
+    sim.complete("t1")
+    sim.complete("t2")
+    assert sim.actions["t4"].input == {"chosen": "c"}
+    sim.complete("t4")
+    assert sim.finished is not None and sim.finished.status == RunStatus.COMPLETED
+
+    sim = Sim(conductor_switch(), {"case": "d", "x": 50})
+    assert sim.pending == ["t5"]
+    sim.complete("t5")
+    assert sim.pending == ["t4"]
+
+    sim = Sim(conductor_switch(), {"case": "d", "x": 1})
+    assert sim.pending == ["t6"]
+
+    sim = Sim(conductor_switch(), {"case": "zzz"})
+    assert sim.pending == ["t3"]
+    sim.complete("t3")
+    assert sim.actions["t4"].input == {"chosen": "zzz"}
+
+
+def test_conductor_fork_join_failure() -> None:
+    d = decider(
+        fork([t("t1"), t("t3")], [t("t2")], [t("t4"), t("t5")]),
+        t("join", "JOIN", joinOn=["t3", "t2", "t5"]),
+        t("t6"),
+        defs={"t2": {"retryCount": 1, "retryDelaySeconds": 5}},
+    )
+    sim = Sim(d)
+    assert sim.pending == ["t1", "t2", "t4"]
+    sim.complete("t1")
+    sim.fail("t2", "first")
+    assert sim.actions["t2"].attempt == 2 and sim.actions["t2"].delay_seconds == 5
+    sim.complete("t4")
+    pending_ids = sorted(sim.actions[r].task_id for r in ("t3", "t5"))
+    sim.fail("t2", "second")
+    assert sim.finished is not None and sim.finished.status == RunStatus.FAILED
+    assert sim.finished.failed_reference_task_names == ["t2"]
+    assert sorted(sim.last.cancel) == pending_ids
+    assert sim.status("join") == F
+    assert {sim.status("t3"), sim.status("t5")} == {TaskStatus.CANCELED}
+    assert "t6" not in sim.state.tasks
+
+
+def test_conductor_do_while_with_nested_fork() -> None:
+    body = [
+        t("pre"),
+        fork([t("a")], [t("b"), t("c")], ref="fork"),
+        t("join", "JOIN", joinOn=["a", "c"]),
+    ]
+    d = decider(
+        t(
+            "loop",
+            "DO_WHILE",
+            loopOver=body,
+            loopCondition="if ($.loop['iteration'] < $.value) { true; } else { false; }",
+            inputParameters={"value": "${workflow.input.loops}"},
+        ),
+        t(
+            "after",
+            inputParameters={
+                "it": "${loop.output.iteration}",
+                "c2": "${c__2.output.n}",
+                "last": "${join.output.c.n}",
+            },
+        ),
+    )
+    sim = Sim(d, {"loops": 3})
+    for i in (1, 2, 3):
+        assert sim.pending == [f"pre__{i}"]
+        sim.complete(f"pre__{i}")
+        assert sim.pending == [f"a__{i}", f"b__{i}"]
+        sim.complete(f"b__{i}")
+        sim.complete(f"a__{i}", n=i)
+        assert sim.status(f"join__{i}") == TaskStatus.IN_PROGRESS
+        sim.complete(f"c__{i}", n=10 * i)
+        assert sim.task(f"join__{i}").output == {"a": {"n": i}, "c": {"n": 10 * i}}
+    assert sim.actions["after"].input == {"it": 3, "c2": 20, "last": 30}
+    out = sim.task("loop").output
+    assert out["iteration"] == 3 and set(out["2"]) == {"pre", "fork", "a", "b", "c", "join"}
+    sim.complete("after")
+    assert sim.finished is not None and sim.finished.status == RunStatus.COMPLETED
+
+
+def test_conductor_terminate_inside_fork() -> None:
+    d = decider(
+        fork(
+            [
+                t("t1"),
+                t(
+                    "term",
+                    "TERMINATE",
+                    inputParameters={
+                        "terminationStatus": "FAILED",
+                        "terminationReason": "Early exit in terminate",
+                        "workflowOutput": {"result": "${t1.output.v}"},
+                    },
+                ),
+            ],
+            [t("t2"), t("t3")],
+        ),
+        t("join", "JOIN", joinOn=["t1", "t3"]),
+        t("t4"),
+    )
+    sim = Sim(d)
+    t2 = sim.actions["t2"].task_id
+    sim.complete("t1", v="early")
+    assert sim.finished is not None
+    assert (sim.finished.status, sim.finished.reason, sim.finished.output) == (
+        RunStatus.FAILED,
+        "Early exit in terminate",
+        {"result": "early"},
+    )
+    assert sim.last.cancel == [t2]
+    assert sim.status("t2") == TaskStatus.CANCELED and sim.status("join") == TaskStatus.CANCELED
+    assert sim.status("term") == C
+
+
+def test_conductor_optional_task() -> None:
+    d = decider(
+        t("opt", optional=True),
+        t("t2", inputParameters={"s": "${opt.status}", "why": "${opt.reasonForIncompletion}"}),
+        defs={"opt": {"retryCount": 1, "retryDelaySeconds": 0}},
+    )
+    sim = Sim(d)
+    sim.fail("opt", "flaky")
+    assert sim.actions["opt"].attempt == 2  # optional tasks still retry
+    sim.outcome("opt", TaskStatus.FAILED_WITH_TERMINAL_ERROR, reason="gave up")
+    assert sim.status("opt") == TaskStatus.COMPLETED_WITH_ERRORS
+    assert sim.actions["t2"].input == {"s": "COMPLETED_WITH_ERRORS", "why": "gave up"}
+    sim.complete("t2", done=True)
+    assert sim.finished is not None
+    assert (sim.finished.status, sim.finished.output, sim.finished.failed_reference_task_names) == (
+        RunStatus.COMPLETED,
+        {"done": True},
+        [],
+    )
