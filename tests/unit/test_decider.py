@@ -9,6 +9,8 @@ import json
 import time
 from typing import Any
 
+import pytest
+
 from engine.decider import Decider, Decision, RunResult, RunState, ScheduleTask, TaskOutcome
 from engine.definitions import RunStatus, TaskDef, TaskStatus, WorkflowDef
 from engine.run_state import Deadline, DeadlineKind, TaskRecord, TaskState
@@ -1186,4 +1188,40 @@ def test_conductor_optional_task() -> None:
         RunStatus.COMPLETED,
         {"done": True},
         [],
+    )
+
+
+def test_durations_and_retry_arithmetic() -> None:
+    from engine.durations import parse_duration, parse_until
+    from engine.retry import retry_delay_seconds
+
+    assert parse_duration("30s") == 30
+    assert parse_duration("1h 5m") == 3900
+    assert parse_duration("2 days") == 172_800
+    assert parse_duration("1d2h, 3 minutes 4 secs") == 86_400 + 7_200 + 184
+    assert parse_duration("45") == 45
+    assert parse_duration("PT1H30M") == 5_400
+    for bad in ("", "soon", "5 fortnights", "1h x"):
+        with pytest.raises(ValueError):
+            parse_duration(bad)
+    assert (
+        parse_until("2030-01-02T03:04:00Z") == parse_until("2030-01-02 03:04") == 1_893_553_440_000
+    )
+    assert parse_until("2030-01-02T05:04:00+02:00") == 1_893_553_440_000
+    assert parse_until("2030-01-02 03:04 UTC") == 1_893_553_440_000
+    with pytest.raises(ValueError):
+        parse_until("tomorrow")
+    assert retry_delay_seconds("EXPONENTIAL_BACKOFF", 10, 1, 0) == 10
+    assert retry_delay_seconds("LINEAR_BACKOFF", 10, 3, 1) == 60
+    assert retry_delay_seconds("FIXED", 10, 1, 5, retry_after=2.5) == 10
+    assert retry_delay_seconds("FIXED", 10, 1, 5, retry_after=99) == 99
+
+
+def test_human_timeout_from_task_def() -> None:
+    d = decider(t("h", "HUMAN"), defs={"h": {"timeoutSeconds": 60}})
+    sim = Sim(d, now=0)
+    assert sim.actions["h"].timeout_seconds == 60
+    assert sim.actions["h"].task_def is not None
+    assert d.wait_deadline(sim.state, sim.actions["h"].task_id) == Deadline(
+        at_ms=60_000, kind="human"
     )
