@@ -1,0 +1,6 @@
+"""Document worker (seed page 9): parse_pdf, extract_excel, classify_document.
+
+Importing the package registers the handlers: ``python -m stepway_worker --app
+workers.document``."""
+
+from workers.document import handlers as handlers
