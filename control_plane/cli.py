@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Annotated
+
 import typer
 
 from control_plane import cli_apply, cli_runs, cli_validate
@@ -15,10 +18,20 @@ app = typer.Typer(
 
 
 @app.command()
-def dev() -> None:
+def dev(
+    port: Annotated[int, typer.Option(help="Port of the control plane.")] = 8080,
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+    data_dir: Annotated[
+        Path, typer.Option("--data-dir", help="Where runs, queues and payloads are kept.")
+    ] = Path(".stepway"),
+    with_workers: Annotated[
+        bool, typer.Option("--with-workers", help="Also run the example code-area workers.")
+    ] = False,
+) -> None:
     """Run the whole platform on this machine (embedded backend, engine, control plane)."""
-    typer.echo("stepway dev: the embedded platform is not assembled yet (issue 3).", err=True)
-    raise typer.Exit(code=1)
+    from control_plane.dev import serve
+
+    serve(data_dir, host, port, with_workers)
 
 
 app.command("validate")(cli_validate.validate)

@@ -1,0 +1,131 @@
+"""The embedded platform of ``stepway dev`` over real HTTP: a definition registered and a
+run started through the API, its WORKER task polled and completed through the Task API."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+
+from control_plane.dev import LOST_REASON, DevPlatform
+from engine.definitions import RunStatus
+from engine.ports.run_store import NewRun
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def dev(tmp_path: Path) -> Iterator[tuple[DevPlatform, httpx.Client]]:
+    port = _free_port()
+    platform = DevPlatform(data_dir=tmp_path / "data", port=port, repo_root=REPO)
+    app = platform.start()
+    platform.register_examples()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    while not server.started:
+        time.sleep(0.02)
+    try:
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as client:
+            yield platform, client
+    finally:
+        server.should_exit = True
+        thread.join(10)
+        platform.stop()
+
+
+def test_examples_are_registered(dev: tuple[DevPlatform, httpx.Client]) -> None:
+    _, http = dev
+    names = {w["name"] for w in http.get("/api/metadata/workflow").json()}
+    assert {"invoice_intake", "month_end_close"} <= names
+    taskdefs = {t["name"] for t in http.get("/api/metadata/taskdefs").json()}
+    assert {"parse_pdf", "classify_document", "lodge_return"} <= taskdefs
+
+
+def test_run_through_the_api(dev: tuple[DevPlatform, httpx.Client]) -> None:
+    _, http = dev
+    assert (
+        http.put(
+            "/api/metadata/taskdefs",
+            json={"name": "shout", "retryCount": 0, "responseTimeoutSeconds": 30},
+        ).status_code
+        < 300
+    )
+    response = http.post(
+        "/api/metadata/workflow",
+        json={
+            "name": "shouting",
+            "tasks": [
+                {
+                    "name": "shout",
+                    "taskReferenceName": "shout",
+                    "type": "SIMPLE",
+                    "inputParameters": {"text": "${workflow.input.text}"},
+                }
+            ],
+            "outputParameters": {"loud": "${shout.output.loud}"},
+        },
+    )
+    assert response.status_code < 300, response.text
+    workflow_id = http.post("/api/workflow/shouting", json={"text": "hi"}).text
+    task: dict[str, Any] = {}
+    deadline = time.monotonic() + 20
+    while not task and time.monotonic() < deadline:
+        polled = http.get(
+            "/api/tasks/poll/batch/shout", params={"workerid": "w1", "count": 1, "timeout": 1000}
+        ).json()
+        task = polled[0] if polled else {}
+    assert task["inputData"] == {"text": "hi"}
+    assert task["workflowInstanceId"] == workflow_id
+    posted = http.post(
+        "/api/tasks",
+        json={
+            "workflowInstanceId": workflow_id,
+            "taskId": task["taskId"],
+            "workerId": "w1",
+            "status": "COMPLETED",
+            "outputData": {"loud": "HI"},
+        },
+    )
+    assert posted.status_code == 200, posted.text
+    run: dict[str, Any] = {}
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        run = http.get(f"/api/workflow/{workflow_id}", params={"includeTasks": True}).json()
+        if run["status"] != "RUNNING":
+            break
+        time.sleep(0.1)
+    assert run["status"] == "COMPLETED", run
+    assert run["output"] == {"loud": "HI"}
+    assert [t["status"] for t in run["tasks"]] == ["COMPLETED"]
+
+
+def test_runs_lost_by_a_restart_are_not_left_running(tmp_path: Path) -> None:
+    first = DevPlatform(data_dir=tmp_path, port=_free_port(), repo_root=REPO)
+    first.start()
+    first.services.run_store.create_run(
+        NewRun(workflow_id="in-flight", name="x", version=1, create_time=1)
+    )
+    first.stop()
+    second = DevPlatform(data_dir=tmp_path, port=_free_port(), repo_root=REPO)
+    second.start()
+    try:
+        run = second.services.run_store.get_run("in-flight")
+        assert run is not None and run.status == RunStatus.FAILED
+        assert run.reason_for_incompletion == LOST_REASON
+        assert second.lost_runs == 1
+    finally:
+        second.stop()
