@@ -1,0 +1,6 @@
+"""Data platform worker (seed page 9): reconcile_ledger, bulk_export. Runs for minutes.
+
+Importing the package registers the handlers: ``python -m stepway_worker --app
+workers.data_platform``."""
+
+from workers.data_platform import handlers as handlers

@@ -57,7 +57,9 @@ def make_result(
         body["logs"] = [{"log": line, "taskId": task["taskId"]} for line in lines]
     large: bytes | None = None
     encoded = json.dumps(outcome.output, separators=(",", ":")).encode()
-    if len(encoded) > payload_threshold:
+    # an IN_PROGRESS output is the state a callback resumes from: the Task API keeps it
+    # on the task as posted (it does not read an offloaded one), so it is never uploaded
+    if len(encoded) > payload_threshold and outcome.status != "IN_PROGRESS":
         large = encoded
     return PendingResult(task["taskId"], str(task.get("taskType") or ""), body, large)
 

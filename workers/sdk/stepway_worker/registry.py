@@ -9,9 +9,10 @@ import traceback
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, create_model
+from pydantic.fields import FieldInfo
 from pydantic_core import to_jsonable_python
 
 from stepway_worker.context import TaskContext, reset_current, set_current
@@ -92,10 +93,11 @@ class Handler:
             default = ... if param.default is param.empty else param.default
             choices = [name] if _camel(name) == name else [name, _camel(name)]
             field_name = f"p_{name}"
-            fields[field_name] = (
-                ann,
-                Field(default, validation_alias=AliasChoices(*choices)),
-            )
+            alias = AliasChoices(*choices)
+            if isinstance(default, FieldInfo):  # def f(n: int = Field(default=5, ge=1))
+                fields[field_name] = (Annotated[ann, default], Field(validation_alias=alias))
+            else:
+                fields[field_name] = (ann, Field(default, validation_alias=alias))
             self._params[name] = field_name
         self._model: type[BaseModel] = create_model(  # type: ignore[call-overload]
             f"{task_type}_input",
