@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from control_plane import cli_apply, cli_runs, cli_validate
+from control_plane import cli_apply, cli_engine, cli_runs, cli_validate
 
 app = typer.Typer(
     name="stepway",
@@ -36,6 +36,8 @@ def dev(
 
 app.command("validate")(cli_validate.validate)
 app.command("apply")(cli_apply.apply)
+app.command("engine")(cli_engine.engine)
+app.command("serve")(cli_engine.serve)
 for _command in (cli_runs.run, cli_runs.status, cli_runs.workers, cli_runs.runs):
     app.command()(_command)
 
