@@ -86,6 +86,8 @@ spot, so a step costs O(tasks started or finished in it), independent of run len
 
 from __future__ import annotations
 
+import json
+import re
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -102,7 +104,7 @@ from engine.definitions import (
     WorkflowTask,
 )
 from engine.durations import parse_duration, parse_until
-from engine.expressions import resolve
+from engine.expressions import reference_paths, resolve
 from engine.retry import retry_delay_seconds
 from engine.run_state import (
     Action,
@@ -227,6 +229,8 @@ class Decider:
         self._lists: list[list[WorkflowTask]] = []
         self._nodes: dict[str, _Node] = {}
         self._index(definition.tasks, None)
+        self._referenced, self._all_instances, self._compactable = self._references()
+        self._joins: dict[str, str] | None = None
 
     # ------------------------------------------------------------------ definition index
 
@@ -271,6 +275,93 @@ class Decider:
             for _, nested in task.children():
                 refs.extend(self._descendants(nested))
         return refs
+
+    def _references(self) -> tuple[set[str], set[str], bool]:
+        """Refs some expression reads (latest instance), refs read with an explicit iteration
+        (every instance), and whether every reference could be known statically."""
+        templates: list[Any] = [self.definition.output_parameters]
+        templates.extend(node.task.input_parameters for node in self._nodes.values())
+        latest: set[str] = set()
+        every: set[str] = set()
+        known = True
+        for template in templates:
+            text = json.dumps(template)
+            if re.search(r"\$\{[^}]*\$\{", text):
+                known = False  # a computed root (${${...}.output}) may name any task
+            for _, root in reference_paths(template):
+                latest.add(root)
+                if re.search(r"\b" + re.escape(root) + r"__\d", text):
+                    every.add(root)
+        return latest, every, known
+
+    def compact(self, state: RunState) -> RunState:
+        """Drop the task instances nothing can read again, in place (the interpreter calls
+        it before carrying the state into ``continue_as_new``, so that the state of a long
+        run stays as small as its live part instead of growing with every step).
+
+        Kept: live and pending tasks, the task that finished last, containers that own
+        open frames, tasks at or after an open frame's cursor, every task of an iteration
+        still running, the branch ends an unfinished JOIN waits for, and the latest
+        instance of every ref an expression of the definition reads (every instance when
+        one is read with an explicit ``__N``). Rows in the run store keep everything.
+        When a reference cannot be known statically nothing is dropped."""
+        if not self._compactable or state.status != RunStatus.RUNNING:
+            return state
+        open_suffixes = {frame.suffix for frame in state.frames.values() if frame.suffix}
+        owners = {frame.owner for frame in state.frames.values() if frame.owner}
+        retries = set(state.retries)
+        latest: dict[str, str] = {}
+        for ref, ts in state.tasks.items():
+            if ts.def_ref in self._referenced:
+                seen = latest.get(ts.def_ref)
+                if seen is None or _iteration_rank(ref) >= _iteration_rank(seen):
+                    latest[ts.def_ref] = ref
+        keep_latest = set(latest.values())
+        dropped = False
+        for ref in list(state.tasks):
+            ts = state.tasks[ref]
+            suffix = ref[len(ts.def_ref) :]
+            node = self._nodes[ts.def_ref]
+            frame = state.frames.get(ts.frame)
+            join_ref = self._join_waiting_for(ts.def_ref)
+            if (
+                not ts.status.is_terminal
+                or ts.task_id in state.pending
+                or ref in retries
+                or ref == state.last_ref
+                or ref in owners
+                or ref in keep_latest
+                or ts.def_ref in self._all_instances
+                or (suffix and suffix in open_suffixes)
+                or (frame is not None and frame.list_id == node.list_id and node.pos >= frame.pos)
+                or (join_ref is not None and self._join_open(state, join_ref + suffix, suffix))
+            ):
+                continue
+            del state.tasks[ref]
+            dropped = True
+        if dropped:
+            state._ctx = None
+        return state
+
+    @staticmethod
+    def _join_open(state: RunState, join_ref: str, suffix: str) -> bool:
+        """Whether JOIN instance ``join_ref`` may still read its branch ends."""
+        join = state.tasks.get(join_ref)
+        if join is not None:
+            return not join.status.is_terminal
+        # not started yet, or finished and dropped: only an open iteration can start it
+        return not suffix or any(frame.suffix == suffix for frame in state.frames.values())
+
+    def _join_waiting_for(self, def_ref: str) -> str | None:
+        """The JOIN whose joinOn names ``def_ref``, if any."""
+        if self._joins is None:
+            self._joins = {
+                ref: node.task.task_reference_name
+                for node in self._nodes.values()
+                if node.task.type == TaskType.JOIN
+                for ref in node.join_on
+            }
+        return self._joins.get(def_ref)
 
     def task_id(self, workflow_id: str, ref: str) -> str:
         """The deterministic id of task instance ``ref`` of run ``workflow_id``."""
@@ -824,7 +915,9 @@ class Decider:
             ctx["CPEWF_TASK_ID"] = loop.task_id
             inputs = resolve(wt.input_parameters, ctx)
             bindings: dict[str, Any] = dict(inputs) if isinstance(inputs, dict) else {}
-            bindings[loop.def_ref] = output
+            # the loop's iteration count and latest iteration, not every iteration: binding
+            # the whole (growing) loop output would make each iteration cost O(iterations)
+            bindings[loop.def_ref] = {"iteration": n, str(n): latest}
             bindings.update(latest)
             try:
                 again = evaluate_condition(wt.loop_condition, {"$": bindings})
