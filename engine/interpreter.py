@@ -385,7 +385,9 @@ class _Run:
             pending = envelope.get("pending") or {}
             entry.poll_input = {**(pending.get("state") or {}), "location": pending.get("location")}
             entry.phase = "poll-delay"
-            delay_ms = int(float(pending.get("retryAfterSeconds") or 5) * 1000)
+            # Retry-After: 0 means "poll now"; only a missing value takes the default
+            retry_after = pending.get("retryAfterSeconds")
+            delay_ms = int(float(5 if retry_after is None else retry_after) * 1000)
             self._arm_timer(task_id, self.now() + delay_ms)
             return None
         return outcome(
@@ -471,6 +473,9 @@ class _Run:
             if self.steps >= STEPS_PER_EXECUTION and not self.pending:
                 if self.records or len(self.state.warnings) > self.warned:
                     yield from self.flush_records()
+                # only the live part of the state: a long run's state must not grow with
+                # every step, or each replay (which re-reads it) costs O(steps so far)
+                self.decider.compact(self.state)
                 carried = self.run.model_copy(
                     update={
                         "state": self.state.model_dump(mode="json"),
