@@ -50,6 +50,11 @@ WORKER_IDENTITIES_ENV = "STEPWAY_WORKER_IDENTITIES"
 #: activity app activities only (seed 004). The engine reads this variable.
 ENGINE_ROLE_ENV = "STEPWAY_ENGINE_ROLE"
 
+# The platform apps' variables (``_backend_env``, ``_run_store_env``, ``_data_env``,
+# ``_control_plane_app``) are read by ``engine/config.py`` and ``control_plane/serve.py``
+# (``stepway engine`` / ``stepway serve``); docs/configuration.md lists them all and
+# tests/config/test_infra_env.py feeds the apps' env to those readers.
+
 _APP_NAME = re.compile(r"^[a-z][a-z0-9-]{0,30}[a-z0-9]$")
 
 
@@ -530,17 +535,41 @@ class _Program:
             previous = [admin]
         self.postgres_host = self.postgres.fully_qualified_domain_name
 
+    def _backend_env(self) -> dict[str, pulumi.Input[str]]:
+        """The Durable Task Scheduler, reached with the app's managed identity
+        (``AZURE_CLIENT_ID``)."""
+        return {
+            "STEPWAY_BACKEND_KIND": "azure",
+            "STEPWAY_BACKEND_ENDPOINT": self.dts_endpoint,
+            "STEPWAY_BACKEND_TASK_HUB": self.task_hub.name,
+            "STEPWAY_BACKEND_CREDENTIAL": "managed_identity",
+        }
+
+    def _run_store_env(self, identity: Identity) -> dict[str, pulumi.Input[str]]:
+        """PostgreSQL with Entra auth: the user is the identity's PostgreSQL role."""
+        return {
+            "STEPWAY_RUN_STORE_URL": pulumi.Output.concat(
+                "postgresql+psycopg://",
+                identity.resource.name,
+                "@",
+                self.postgres_host,
+                ":5432/",
+                self.config.postgres.database,
+                "?sslmode=require",
+            ),
+            "STEPWAY_RUN_STORE_AUTH": "entra",
+        }
+
     def _data_env(self, identity: Identity) -> dict[str, pulumi.Input[str]]:
+        container = self.config.storage.payload_container
         return {
             **self.common_env(identity),
-            "STEPWAY_DTS_ENDPOINT": self.dts_endpoint,
-            "STEPWAY_DTS_TASKHUB": self.task_hub.name,
-            "STEPWAY_SERVICEBUS_NAMESPACE": self.namespace_fqdn,
-            "STEPWAY_BLOB_ENDPOINT": self.blob_endpoint,
-            "STEPWAY_PAYLOAD_CONTAINER": self.config.storage.payload_container,
-            "STEPWAY_POSTGRES_HOST": self.postgres_host,
-            "STEPWAY_POSTGRES_DATABASE": self.config.postgres.database,
-            "STEPWAY_POSTGRES_USER": identity.resource.name,
+            **self._backend_env(),
+            **self._run_store_env(identity),
+            "STEPWAY_QUEUE": pulumi.Output.concat("servicebus://", self.namespace_fqdn),
+            "STEPWAY_PAYLOAD_STORE": self.blob_endpoint.apply(
+                lambda endpoint: f"{endpoint.rstrip('/')}/{container}"
+            ),
         }
 
     def _dts_scale_rule(self, identity: Identity, work_item_type: str, per_replica: int) -> Any:
@@ -633,9 +662,13 @@ class _Program:
             self.orchestrator_id,
             {
                 **self.common_env(self.orchestrator_id),
-                "STEPWAY_DTS_ENDPOINT": self.dts_endpoint,
-                "STEPWAY_DTS_TASKHUB": self.task_hub.name,
+                **self._backend_env(),
+                # The interpreter reads workflow definitions from the run store.
+                **self._run_store_env(self.orchestrator_id),
                 ENGINE_ROLE_ENV: "orchestrator",
+                "STEPWAY_MAX_CONCURRENT_WORK_ITEMS": str(
+                    engine.orchestrator.max_concurrent_work_items
+                ),
             },
             [
                 self._dts_scale_rule(
@@ -650,7 +683,11 @@ class _Program:
             "act",
             engine.activity,
             act,
-            {**self._data_env(act), ENGINE_ROLE_ENV: "activity"},
+            {
+                **self._data_env(act),
+                ENGINE_ROLE_ENV: "activity",
+                "STEPWAY_MAX_CONCURRENT_WORK_ITEMS": str(engine.activity.max_concurrent_work_items),
+            },
             [self._dts_scale_rule(act, "Activity", engine.activity.max_concurrent_work_items)],
             depends_on=activity_grants,
         )
@@ -733,6 +770,8 @@ class _Program:
             cp,
             {
                 **self._data_env(cp),
+                "STEPWAY_PORT": str(settings.target_port),
+                "STEPWAY_AUTH_MODE": "entra",
                 "STEPWAY_SERVICEBUS_RESOURCE_ID": self.namespace.id,
                 "STEPWAY_TOKEN_AUDIENCE": settings.token_audience,
                 "STEPWAY_TENANT_ID": self.tenant_id,
@@ -802,9 +841,12 @@ class _Program:
             "STEPWAY_WORKER_AREA": entry.name,
             "STEPWAY_TASK_TYPES": ",".join(entry.task_types),
             "STEPWAY_DOMAINS": ",".join(entry.domains),
-            "STEPWAY_API_URL": self.task_api_url,
-            "STEPWAY_API_AUDIENCE": self.config.control_plane.token_audience,
+            # Read by the worker SDK (workers/sdk/stepway_worker/settings.py, auth.py).
+            "STEPWAY_SERVER_URL": self.task_api_url,
         }
+        audience = self.config.control_plane.token_audience
+        if audience:
+            env["STEPWAY_API_SCOPE"] = f"{audience.rstrip('/')}/.default"
         container = self.container(
             "worker", image, entry.cpu, entry.memory, env, secret_env=secret_env
         )
