@@ -53,6 +53,12 @@ from engine.definitions import (
     WorkflowTask,
 )
 from engine.expressions import expression_errors, reference_paths
+from workers.catalog import (
+    HIGH_PRIORITY_SUFFIX,
+    MAX_DOMAIN_LENGTH,
+    MAX_QUEUE_NAME_LENGTH,
+    MAX_TASK_TYPE_LENGTH,
+)
 
 if TYPE_CHECKING:
     from workers.catalog import WorkerCatalogEntry
@@ -86,16 +92,9 @@ class ValidationIssue:
 
 # --- queue names -------------------------------------------------------------------------
 
-#: Service Bus queue names are 1-260 characters.
-MAX_QUEUE_NAME_LENGTH = 260
-HIGH_PRIORITY_SUFFIX = "-high"
-#: Longest domain Stepway plans for in ``<domain>-<type>`` queue names. A choice, not a
-#: Service Bus rule: it leaves task type names 204 characters, which is plenty.
-MAX_DOMAIN_LENGTH = 50
-#: A task type must fit in ``<type>-high`` and ``<domain>-<type>``:
-#: 260 - len("-high") - (MAX_DOMAIN_LENGTH + 1) = 204.
-MAX_TASK_TYPE_LENGTH = MAX_QUEUE_NAME_LENGTH - len(HIGH_PRIORITY_SUFFIX) - (MAX_DOMAIN_LENGTH + 1)
-
+# One set of queue-name limits for the catalog, the Pulumi program and this validator
+# (workers.catalog is dependency-free, so everything can import it): a task type must fit
+# in ``<type>-high`` and ``<domain>-<type>`` within Service Bus's 260 characters.
 _QUEUE_NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?$")
 
 

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from engine.definitions import TaskDef, WorkflowDef
 from engine.validation import (
+    MAX_DOMAIN_LENGTH,
     MAX_TASK_TYPE_LENGTH,
     ValidationIssue,
     check_coverage,
@@ -490,7 +491,18 @@ def test_valid_queue_names(name: str) -> None:
 
 
 def test_max_task_type_length_leaves_room_for_suffix_and_domain() -> None:
-    assert 260 - len("-high") - (50 + 1) == MAX_TASK_TYPE_LENGTH
+    assert MAX_TASK_TYPE_LENGTH + len("-high") <= 260
+    assert MAX_DOMAIN_LENGTH + 1 + MAX_TASK_TYPE_LENGTH <= 260
+
+
+def test_validator_and_catalog_agree_on_task_type_names() -> None:
+    longest = "x" * MAX_TASK_TYPE_LENGTH
+    assert queue_name_problem(longest) is None
+    assert queue_name_problem(longest + "x") is not None
+    catalog_entry = {"name": "area", "taskTypes": [longest], "image": "img:1"}
+    WorkerCatalogEntry.model_validate(catalog_entry)
+    with pytest.raises(ValueError):
+        WorkerCatalogEntry.model_validate({**catalog_entry, "taskTypes": [longest + "x"]})
 
 
 def test_invalid_json_schemas() -> None:
