@@ -485,9 +485,10 @@ def _read_limits(env: EnvReader) -> PayloadLimits:
 
 
 def backend_from_env(env: EnvReader, client_id: str | None) -> BackendConfig | None:
-    """``BackendConfig.from_env`` with the problem named; an Azure backend without
-    ``STEPWAY_BACKEND_CREDENTIAL`` uses the managed identity of ``AZURE_CLIENT_ID`` when
-    that is set (what the container apps have)."""
+    """``BackendConfig.from_env`` with the problem named. An Azure backend whose
+    ``STEPWAY_BACKEND_CREDENTIAL`` is ``managed_identity`` or unset, without
+    ``STEPWAY_BACKEND_MANAGED_IDENTITY_CLIENT_ID``, uses the user-assigned identity of
+    ``AZURE_CLIENT_ID`` when that is set (what the container apps have)."""
     try:
         backend = BackendConfig.from_env(env.env)
     except ValidationError as exc:
@@ -502,8 +503,8 @@ def backend_from_env(env: EnvReader, client_id: str | None) -> BackendConfig | N
     if (
         backend.kind == "azure"
         and client_id
-        and not env.has("STEPWAY_BACKEND_CREDENTIAL")
         and not backend.managed_identity_client_id
+        and (backend.credential == "managed_identity" or not env.has("STEPWAY_BACKEND_CREDENTIAL"))
     ):
         assert backend.endpoint is not None and backend.task_hub is not None
         backend = BackendConfig.azure(
