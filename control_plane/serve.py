@@ -20,6 +20,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from types import FrameType
 from typing import Any, Literal, cast
 
 from azure.core.credentials import TokenCredential
@@ -295,8 +296,16 @@ def build_control_plane(
 
 
 def run(config: ServeConfig) -> None:
-    """Serve until SIGTERM/SIGINT."""
+    """Serve until SIGTERM/SIGINT, then finish the requests in progress and return (the
+    process exits 0: uvicorn would re-raise the signal after its graceful shutdown)."""
     import uvicorn
+
+    class _Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+            super().handle_exit(sig, frame)
+            captured = getattr(self, "_captured_signals", None)
+            if isinstance(captured, list):
+                captured.clear()
 
     plane = build_control_plane(config)
     log.warning(
@@ -309,7 +318,7 @@ def run(config: ServeConfig) -> None:
     )
     level = cast(Literal["debug", "info", "warning", "error"], config.log_level)
     try:
-        uvicorn.Server(
+        _Server(
             uvicorn.Config(
                 plane.app,
                 host=config.host,
