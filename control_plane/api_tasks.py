@@ -96,7 +96,7 @@ def update_task(service: Service, caller: Caller, result: TaskResultIn) -> str:
 )
 def update_task_v2(service: Service, caller: Caller, result: TaskResultIn) -> Response:
     outcome = service.update(result, caller)
-    worker_id = result.worker_id or caller.name
+    worker_id = outcome.worker_id or result.worker_id or caller.name
     if not caller.serves(outcome.task_type) or service.taskdef(outcome.task_type) is None:
         return Response(status_code=204)
     tasks = service.poll(outcome.task_type, worker_id, outcome.domain, 1, 0)

@@ -12,8 +12,11 @@ move the row to IN_PROGRESS in one transaction (``start_task``), raise
 
 Update: accepted only from the holder of the current attempt's lease (or, for a
 SCHEDULED task, from any worker of the type that never polled it: the Azure Functions
-worker shape). The row write is the point of acceptance; it is monotonic, so of two
-identical posts only one raises the result event.
+worker shape). A result without ``workerId`` (optional in Conductor's TaskResult) is
+taken as the lease holder's; such a worker is then told apart from a later holder of the
+same task only by the ``attempt`` extension or by its lease having expired. The row
+write is the point of acceptance; it is monotonic, so of two identical posts only one
+raises the result event.
 """
 
 from __future__ import annotations
@@ -100,6 +103,8 @@ class UpdateOutcome:
     domain: str | None
     #: False for a repeated identical post (nothing written, no event)
     applied: bool
+    #: the worker the result was accepted from (its ``workerId``, else the lease holder)
+    worker_id: str | None = None
 
 
 def task_type_name(row: TaskRecord) -> str:
@@ -355,10 +360,14 @@ class TaskService:
             return self._complete_non_worker(row, result, caller)
         if not caller.serves(task_type):
             raise forbidden(f"{caller.name} is not a worker of task type {task_type!r}")
-        worker_id = result.worker_id or caller.name
+        lease = store.get_lease(row.task_id, row.attempt)
+        # workerId is optional in Conductor's TaskResult (the official SDKs leave it out
+        # of a TaskResult the worker function builds itself): such a result is the
+        # lease holder's, whoever polled this attempt with whatever workerid.
+        worker_id = result.worker_id or (lease.worker_id if lease is not None else caller.name)
         now = self.deps.clock()
-        outcome = UpdateOutcome(row.task_id, task_type, row.domain, True)
-        repeated = UpdateOutcome(row.task_id, task_type, row.domain, False)
+        outcome = UpdateOutcome(row.task_id, task_type, row.domain, True, worker_id)
+        repeated = UpdateOutcome(row.task_id, task_type, row.domain, False, worker_id)
 
         if result.attempt is not None and result.attempt != row.attempt:
             raise conflict(f"task {row.task_id} is at attempt {row.attempt}, not {result.attempt}")
@@ -367,7 +376,6 @@ class TaskService:
                 return repeated
             raise conflict(f"task {row.task_id} is already {row.status.value}")
 
-        lease = store.get_lease(row.task_id, row.attempt)
         holds = (
             lease is not None
             and lease.worker_id == worker_id
