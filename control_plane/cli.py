@@ -38,7 +38,7 @@ app.command("validate")(cli_validate.validate)
 app.command("apply")(cli_apply.apply)
 app.command("engine")(cli_engine.engine)
 app.command("serve")(cli_engine.serve)
-for _command in (cli_runs.run, cli_runs.status, cli_runs.workers, cli_runs.runs):
+for _command in (cli_runs.run, cli_runs.status, cli_runs.complete, cli_runs.workers, cli_runs.runs):
     app.command()(_command)
 
 if __name__ == "__main__":

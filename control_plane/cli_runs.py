@@ -1,4 +1,4 @@
-"""``stepway run | status | workers | runs``: talk to the control plane over HTTP."""
+"""``stepway run | status | complete | workers | runs``: talk to the control plane over HTTP."""
 
 from __future__ import annotations
 
@@ -13,6 +13,18 @@ import typer
 
 DEFAULT_SERVER = "http://127.0.0.1:8080"
 TERMINAL = {"COMPLETED", "FAILED", "TIMED_OUT", "TERMINATED"}
+TASK_TERMINAL = {
+    "COMPLETED",
+    "COMPLETED_WITH_ERRORS",
+    "FAILED",
+    "FAILED_WITH_TERMINAL_ERROR",
+    "TIMED_OUT",
+    "CANCELED",
+    "SKIPPED",
+}
+#: Where ``stepway dev`` and ``stepway validate`` find the text a HUMAN task's
+#: ``inputParameters.instructions`` names.
+INSTRUCTIONS_DIR = "definitions/instructions"
 
 Server = Annotated[
     str | None,
@@ -48,12 +60,16 @@ def check(response: httpx.Response) -> httpx.Response:
     return response
 
 
-def _input(value: str) -> Any:
-    text = Path(value[1:]).read_text(encoding="utf-8") if value.startswith("@") else value
+def _input(value: str, option: str = "--input") -> Any:
+    try:
+        text = Path(value[1:]).read_text(encoding="utf-8") if value.startswith("@") else value
+    except OSError as exc:
+        typer.echo(f"{option}: cannot read {value[1:]}: {exc.strerror or exc}", err=True)
+        raise typer.Exit(code=2) from None
     try:
         return json.loads(text)
     except ValueError as exc:
-        typer.echo(f"--input is not valid JSON: {exc}", err=True)
+        typer.echo(f"{option} is not valid JSON: {exc}", err=True)
         raise typer.Exit(code=2) from None
 
 
@@ -77,6 +93,7 @@ def run(
         typer.echo(workflow_id)
         if not wait:
             return
+        announced: set[str] = set()
         while True:
             status = check(c.get(f"/api/workflow/{workflow_id}/status")).json()
             if status["status"] in TERMINAL:
@@ -84,23 +101,94 @@ def run(
                 if status["status"] != "COMPLETED":
                     raise typer.Exit(code=1)
                 return
+            _announce_human_tasks(c, workflow_id, announced)
             time.sleep(0.5)
+
+
+def _announce_human_tasks(c: httpx.Client, workflow_id: str, announced: set[str]) -> None:
+    """Tell the person waiting (on stderr, once per task) which HUMAN task the run waits
+    for and how to complete it."""
+    response = c.get(f"/api/workflow/{workflow_id}")
+    if response.status_code != 200:
+        return
+    for t in response.json().get("tasks") or []:
+        if t["taskType"] != "HUMAN" or t["status"] in TASK_TERMINAL or t["taskId"] in announced:
+            continue
+        announced.add(t["taskId"])
+        instructions = (t.get("inputData") or {}).get("instructions")
+        where = f" (instructions: {INSTRUCTIONS_DIR}/{instructions}.md)" if instructions else ""
+        typer.echo(
+            f"waiting for HUMAN task {t['referenceTaskName']}{where}; complete it with: "
+            f"stepway complete {workflow_id} {t['referenceTaskName']} --output '{{...}}'",
+            err=True,
+        )
 
 
 def status(
     workflow_id: Annotated[str, typer.Argument(metavar="ID")], server: Server = None
 ) -> None:
-    """Show a run with its tasks."""
+    """Show a run with its tasks; a HUMAN task that waits says what to read and how to
+    complete it."""
     with client(server) as c:
         wf = check(c.get(f"/api/workflow/{workflow_id}")).json()
     typer.echo(f"{wf['workflowId']}  {wf['workflowName']} v{wf['workflowVersion']}  {wf['status']}")
     if wf.get("reasonForIncompletion"):
         typer.echo(f"  reason: {wf['reasonForIncompletion']}")
-    for t in wf.get("tasks") or []:
+    # scheduling order (rows of some task kinds carry no sequence number)
+    tasks = sorted(wf.get("tasks") or [], key=lambda t: t.get("scheduledTime") or 0)
+    waiting = [t for t in tasks if t["taskType"] == "HUMAN" and t["status"] not in TASK_TERMINAL]
+    for t in tasks:
         typer.echo(
             f"  {t['referenceTaskName']:<30} {t['taskType']:<20} {t['status']:<12} "
             f"attempt {t['attempt']}"
         )
+    if wf["status"] in TERMINAL:
+        if wf.get("output"):
+            typer.echo("  output: " + json.dumps(wf["output"]))
+        return
+    for t in waiting:
+        typer.echo("")
+        typer.echo(f"  waiting for a person: {t['referenceTaskName']}")
+        instructions = (t.get("inputData") or {}).get("instructions")
+        if isinstance(instructions, str) and instructions:
+            typer.echo(f"    instructions: {instructions} ({INSTRUCTIONS_DIR}/{instructions}.md)")
+        details = {k: v for k, v in (t.get("inputData") or {}).items() if k != "instructions"}
+        if details:
+            typer.echo("    input: " + json.dumps(details))
+        typer.echo(
+            f"    complete: stepway complete {wf['workflowId']} {t['referenceTaskName']} "
+            "--output '{...}'  (--status FAILED fails the task)"
+        )
+
+
+def complete(
+    workflow_id: Annotated[str, typer.Argument(metavar="WORKFLOW_ID")],
+    task_ref: Annotated[
+        str, typer.Argument(metavar="TASK_REF", help="taskReferenceName, e.g. approval.")
+    ],
+    output: Annotated[
+        str, typer.Option("--output", help="The task's output: JSON object, or @file.")
+    ] = "{}",
+    status: Annotated[
+        str, typer.Option("--status", help="COMPLETED or FAILED.", case_sensitive=False)
+    ] = "COMPLETED",
+    server: Server = None,
+) -> None:
+    """Complete (or fail) a waiting task by reference name, such as a HUMAN approval.
+
+    Posts the output to POST /api/tasks/{workflowId}/{taskRef}/{status} (operator role).
+    """
+    result = status.upper()
+    if result not in ("COMPLETED", "FAILED"):
+        typer.echo("--status must be COMPLETED or FAILED", err=True)
+        raise typer.Exit(code=2)
+    body = _input(output, "--output")
+    if not isinstance(body, dict):
+        typer.echo("--output must be a JSON object", err=True)
+        raise typer.Exit(code=2)
+    with client(server) as c:
+        task_id = check(c.post(f"/api/tasks/{workflow_id}/{task_ref}/{result}", json=body)).text
+    typer.echo(f"{task_ref} {result} (task {task_id})")
 
 
 def workers(server: Server = None) -> None:
