@@ -198,7 +198,7 @@ class DevPlatform:
         lines += [
             "Runs in flight do not survive a restart of stepway dev.",
             "Start an example run:",
-            "  uv run stepway run invoice_intake --input @definitions/samples/invoice.json --wait",
+            "  uv run stepway run invoice_intake --input @docs/samples/invoice.json --wait",
             "Press Ctrl-C to stop.",
         ]
         return "\n".join(lines)
