@@ -226,6 +226,8 @@ def dispatch(ctx: dt.ActivityContext, data: dict[str, Any]) -> dict[str, Any]:
         status=TaskStatus.SCHEDULED,
         attempt=attempt,
         retry_count=attempt - 1,
+        # scheduling order, as the Decider's rows (orchestration time + delay)
+        seq=int(data.get("nowMs") or now) + int(delay_s * 1000),
         input_data=inline if ref is None else None,
         input_ref=ref,
         scheduled_time=scheduled,
