@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Depends, Request
+from fastapi import APIRouter, Body, Depends, Query, Request
 
 from control_plane.auth import Principal, principal, require_role
 from control_plane.metadata_service import MetadataService
@@ -81,22 +81,39 @@ def delete_task_def(request: Request, service: Service, caller: Caller, name: st
     request.app.state.task_service.forget_taskdef(name)
 
 
-@router.post("/workflow", summary="Create a workflow definition (409 if that version exists)")
+@router.post(
+    "/workflow",
+    summary="Create a workflow definition (409 if that version exists, unless overwrite=true)",
+)
 def create_workflow(
-    service: Service, caller: Caller, body: Annotated[Any, Body()], dryRun: bool = False
+    service: Service,
+    caller: Caller,
+    body: Annotated[Any, Body()],
+    dryRun: bool = False,
+    overwrite: Annotated[
+        bool, Query(description="replace the version if it exists (Orkes Conductor)")
+    ] = False,
 ) -> dict[str, Any]:
     require_role(caller, "admin")
-    return service.register_workflows([body], single=True, create_only=True, dry_run=dryRun)
+    return service.register_workflows(
+        [body], single=True, create_only=not overwrite, dry_run=dryRun
+    )
 
 
 @router.put("/workflow", summary="Create or update workflow definitions (a list)")
 def put_workflows(
-    service: Service, caller: Caller, body: Annotated[Any, Body()], dryRun: bool = False
+    service: Service,
+    caller: Caller,
+    body: Annotated[Any, Body()],
+    dryRun: bool = False,
+    overwrite: Annotated[
+        bool, Query(description="false: 409 if a version exists (Orkes Conductor)")
+    ] = True,
 ) -> dict[str, Any]:
     require_role(caller, "admin")
     if not isinstance(body, list):
         raise bad_request("expected a JSON list of workflow definitions", "$")
-    return service.register_workflows(body, single=False, create_only=False, dry_run=dryRun)
+    return service.register_workflows(body, single=False, create_only=not overwrite, dry_run=dryRun)
 
 
 @router.post("/workflow/validate", summary="Validate a workflow definition without storing it")

@@ -78,3 +78,24 @@ def test_lease_extension_heartbeat_without_worker_id(srv: Server) -> None:
     assert before is not None and after is not None
     assert after.worker_id == "host-1" and after.expires_at >= before.expires_at
     assert len(srv.signals.events(task_id + ".started")) == 2
+
+
+def test_workflow_registration_honours_orkes_overwrite(srv: Server) -> None:
+    """The SDK's ConductorWorkflow.register(overwrite=True) posts ?overwrite=true."""
+    srv.register(taskdef("parse"))
+    c = srv.client
+
+    def wf(**extra: Any) -> dict[str, Any]:
+        tasks = [{"name": "parse", "taskReferenceName": "p1", "type": "SIMPLE"}]
+        return {"name": "ow", "version": 1, "tasks": tasks, **extra}
+
+    assert c.post("/api/metadata/workflow", json=wf()).status_code == 200
+    assert_error(c.post("/api/metadata/workflow", json=wf(description="x")), 409)
+    r = c.post("/api/metadata/workflow", params={"overwrite": "true"}, json=wf(description="x"))
+    assert r.status_code == 200, r.text
+    assert r.json()["workflows"][0]["action"] == "update"
+    assert c.get("/api/metadata/workflow/ow").json()["description"] == "x"
+    # PUT overwrites by default; overwrite=false refuses an existing version
+    assert_error(c.put("/api/metadata/workflow", params={"overwrite": "false"}, json=[wf()]), 409)
+    assert c.get("/api/metadata/workflow/ow").json()["description"] == "x"
+    assert c.put("/api/metadata/workflow", json=[wf()]).status_code == 200
