@@ -15,7 +15,8 @@ read. Modes (``Settings.auth_mode``):
   issuer, audience and expiry with PyJWT. App roles in the ``roles`` claim map to
   Stepway roles (``entra_role_map``, identity otherwise); a worker identity's task
   types come from ``entra_worker_task_types`` keyed by its client id (``azp`` or
-  ``appid``).
+  ``appid``); an identity listed there is a worker of those types even without an app
+  role (managed identities of worker apps get no app role assignment).
 """
 
 from __future__ import annotations
@@ -202,6 +203,10 @@ class EntraAuth:
         roles &= ROLES
         client_id = str(claims.get("azp") or claims.get("appid") or "")
         types = self._worker_types.get(client_id, [])
+        if client_id in self._worker_types:
+            # The identity map handed over by the Pulumi program is the grant: a worker's
+            # managed identity has no app role assignment, only its task list here.
+            roles.add("worker")
         name = str(claims.get("name") or claims.get("oid") or client_id or "entra")
         return Principal(name, frozenset(roles), frozenset(types))
 

@@ -222,4 +222,8 @@ def test_entra_jwt(make_server: Any) -> None:
     assert_error(c.get("/api/tasks/poll/batch/parse", headers=token(aud="other")), 401)
     assert_error(c.get("/api/tasks/poll/batch/parse", headers=token(exp=1)), 401)
     assert_error(c.get("/api/metadata/taskdefs", headers=token()), 403)
+    # a worker app's managed identity has no app role: the identity map is its grant
+    assert c.get("/api/tasks/poll/batch/parse", headers=token(roles=[])).status_code == 200
+    assert_error(c.get("/api/tasks/poll/batch/other", headers=token(roles=[])), 403)
+    assert_error(c.get("/api/tasks/poll/batch/parse", headers=token(roles=[], azp="someone")), 403)
     c.close()
