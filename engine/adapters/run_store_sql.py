@@ -219,6 +219,15 @@ def _task_from_statuses(new: TaskStatus) -> list[str]:
     """Statuses of the same attempt from which a write of ``new`` may apply."""
     if new is TaskStatus.SCHEDULED:
         return [TaskStatus.SCHEDULED.value]
+    if new is TaskStatus.COMPLETED_WITH_ERRORS:
+        # the engine's verdict on an optional task whose worker reported a failure
+        return [
+            TaskStatus.SCHEDULED.value,
+            TaskStatus.IN_PROGRESS.value,
+            TaskStatus.FAILED.value,
+            TaskStatus.FAILED_WITH_TERMINAL_ERROR.value,
+            TaskStatus.TIMED_OUT.value,
+        ]
     return [TaskStatus.SCHEDULED.value, TaskStatus.IN_PROGRESS.value]
 
 

@@ -397,6 +397,28 @@ def test_task_status_is_monotonic_within_an_attempt(store: SqlRunStore) -> None:
     assert got.worker_id == "w" and got.start_time == T0 + 2
 
 
+def test_a_failed_optional_task_ends_completed_with_errors(store: SqlRunStore) -> None:
+    assert store.upsert_task(task("t1"), T0)
+    assert store.update_task(
+        "t1", 1, TaskUpdate(status=TaskStatus.FAILED, reason_for_incompletion="no"), T0 + 1
+    )
+    # the engine's verdict on an optional task replaces the worker's FAILED, once
+    assert store.update_task("t1", 1, TaskUpdate(status=TaskStatus.COMPLETED_WITH_ERRORS), T0 + 2)
+    assert not store.update_task("t1", 1, TaskUpdate(status=TaskStatus.FAILED), T0 + 3)
+    assert not store.update_task(
+        "t1", 1, TaskUpdate(status=TaskStatus.COMPLETED_WITH_ERRORS), T0 + 3
+    )
+    # a success is never turned into COMPLETED_WITH_ERRORS
+    assert store.upsert_task(task("t2"), T0)
+    assert store.update_task("t2", 1, TaskUpdate(status=TaskStatus.COMPLETED), T0 + 1)
+    assert not store.update_task(
+        "t2", 1, TaskUpdate(status=TaskStatus.COMPLETED_WITH_ERRORS), T0 + 2
+    )
+    got = store.get_task("t1")
+    assert got is not None and got.status is TaskStatus.COMPLETED_WITH_ERRORS
+    assert got.reason_for_incompletion == "no"
+
+
 def test_task_attempts(store: SqlRunStore) -> None:
     store.upsert_task(task("t1"), T0)
     store.update_task("t1", 1, TaskUpdate(status=TaskStatus.IN_PROGRESS), T0 + 1)
