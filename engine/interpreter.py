@@ -384,11 +384,17 @@ class _Run:
         if status_text == "PENDING":
             pending = envelope.get("pending") or {}
             entry.poll_input = {**(pending.get("state") or {}), "location": pending.get("location")}
-            entry.phase = "poll-delay"
             # Retry-After: 0 means "poll now"; only a missing value takes the default
             retry_after = pending.get("retryAfterSeconds")
-            delay_ms = int(float(5 if retry_after is None else retry_after) * 1000)
-            self._arm_timer(task_id, self.now() + delay_ms)
+            poll_at = self.now() + int(float(5 if retry_after is None else retry_after) * 1000)
+            deadline = self.decider.wait_deadline(self.state, task_id)
+            if deadline is not None and deadline.at_ms <= poll_at:
+                # the task's timeout comes first: that timer firing times the task out
+                entry.phase = "run"
+                self._arm_timer(task_id, deadline.at_ms)
+            else:
+                entry.phase = "poll-delay"
+                self._arm_timer(task_id, poll_at)
             return None
         return outcome(
             TaskStatus(status_text),
