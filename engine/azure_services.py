@@ -171,7 +171,7 @@ def build_services(
         queue=queue if queue is not None else cast(TaskQueue, NoQueue()),
         payloads=payloads,
         payload_limits=data.payload_limits,
-        definitions=DefinitionCache(store),
+        definitions=DefinitionCache(store, payloads=payloads),
         client_factory=lambda: make_client(backend),
         activity_deps=deps,
         no_worker_warning_ms=config.no_worker_warning_ms,

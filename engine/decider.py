@@ -40,7 +40,9 @@ spot, so a step costs O(tasks started or finished in it), independent of run len
 * Expression context (for ``engine.expressions.resolve``): ``workflow`` plus one entry per
   task instance (``input``, ``output``, ``status``, ``taskId``, ``referenceTaskName``,
   ``reasonForIncompletion``); the unsuffixed ``ref`` is an alias of the latest instance.
-  It is cached on the state object and updated incrementally.
+  It is cached on the state object and updated incrementally. An output offloaded to the
+  payload store (``{"outputRef": ref}``) is read through the injected ``payloads`` loader,
+  so expressions see the value while the state and the history keep only the reference.
 * SWITCH: ``evaluatorType`` ``value-param`` (``expression`` names an input parameter) or
   ``javascript`` (``$`` = resolved inputs); legacy ``caseValueParam`` / ``caseExpression``.
   The value becomes a case key (booleans ``true``/``false``, ``null``, integral numbers
@@ -123,11 +125,13 @@ from engine.scripting import ScriptError, evaluate, evaluate_condition
 
 __all__ = [
     "MAX_INLINE_STEPS",
+    "OUTPUT_REF",
     "Action",
     "Deadline",
     "Decider",
     "Decision",
     "JqEvaluator",
+    "PayloadLoader",
     "RunResult",
     "RunState",
     "ScheduleTask",
@@ -144,6 +148,11 @@ ROOT = "$"
 _NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "https://stepway/task-id")
 
 JqEvaluator = Callable[[str, Any], list[Any]]
+#: Reads an offloaded payload by reference. Payloads are written once under their
+#: reference and never change, so reading one is as deterministic as the Decider.
+PayloadLoader = Callable[[str], Any]
+#: The key of an offloaded task output: ``{"outputRef": "<payload reference>"}``.
+OUTPUT_REF = "outputRef"
 
 _SCHEDULED_TYPES = frozenset(
     {
@@ -221,8 +230,10 @@ class Decider:
         task_defs: Mapping[str, TaskDef] = {},
         jq: JqEvaluator | None = None,
         max_inline_steps: int = MAX_INLINE_STEPS,
+        payloads: PayloadLoader | None = None,
     ) -> None:
         self.definition = definition
+        self.payloads = payloads
         self.max_inline_steps = max_inline_steps
         self.task_defs = dict(task_defs)
         self.jq: JqEvaluator = jq or default_jq
@@ -1180,11 +1191,19 @@ class Decider:
             "startTime": state.start_time,
         }
 
-    @staticmethod
-    def _entry(ts: TaskState) -> dict[str, Any]:
+    def _output(self, ts: TaskState) -> dict[str, Any]:
+        """A task's output for expressions: an offloaded one (``{"outputRef": ref}``, as the
+        Task API reports outputs above the threshold) is read through the loader."""
+        ref = ts.output.get(OUTPUT_REF) if len(ts.output) == 1 else None
+        if ref is None or self.payloads is None:
+            return ts.output
+        value = self.payloads(str(ref))
+        return value if isinstance(value, dict) else {"result": value}
+
+    def _entry(self, ts: TaskState) -> dict[str, Any]:
         return {
             "input": ts.input,
-            "output": ts.output,
+            "output": self._output(ts),
             "status": ts.status.value,
             "taskId": ts.task_id,
             "referenceTaskName": ts.ref,

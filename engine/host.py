@@ -81,7 +81,7 @@ def build_local_services(
         queue=queue,
         payloads=payloads,
         payload_limits=settings.limits,
-        definitions=DefinitionCache(store),
+        definitions=DefinitionCache(store, payloads=payloads),
         client_factory=lambda: make_client(backend),
         activity_deps=deps,
     )

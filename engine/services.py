@@ -9,6 +9,7 @@ activities use the rest.
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -19,6 +20,9 @@ from engine.definitions import TaskDef, WorkflowDef
 from engine.ports.payload_store import PayloadLimits, PayloadStore
 from engine.ports.queue import TaskQueue
 from engine.ports.run_store import RunStore
+
+#: offloaded payloads kept in memory per process (oldest dropped first)
+PAYLOAD_CACHE_ENTRIES = 256
 
 
 class DefinitionNotFound(LookupError):
@@ -35,9 +39,12 @@ class DefinitionCache:
     """
 
     store: RunStore
+    #: where offloaded task outputs are read from when an expression references them
+    payloads: PayloadStore | None = None
     _deciders: dict[tuple[str, int], Decider] = field(default_factory=dict)
     _latest: dict[str, int] = field(default_factory=dict)
     _instructions: dict[str, str] = field(default_factory=dict)
+    _payload_cache: dict[str, Any] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def decider(self, name: str, version: int) -> Decider:
@@ -57,10 +64,25 @@ class DefinitionCache:
             td = self.store.get_task_def(task_name)
             if td is not None:
                 task_defs[task_name] = TaskDef.model_validate(td.definition)
-        decider = Decider(definition, task_defs)
+        decider = Decider(definition, task_defs, payloads=self.load_payload)
         with self._lock:
             self._deciders.setdefault(key, decider)
         return self._deciders[key]
+
+    def load_payload(self, reference: str) -> Any:
+        """An offloaded JSON payload. References name immutable objects, so the value is
+        cached for the life of the process (bounded) and every replay sees the same one."""
+        with self._lock:
+            if reference in self._payload_cache:
+                return self._payload_cache[reference]
+        if self.payloads is None:
+            raise RuntimeError(f"payload {reference!r} is offloaded but no payload store is set")
+        value = json.loads(self.payloads.get(reference))
+        with self._lock:
+            self._payload_cache[reference] = value
+            while len(self._payload_cache) > PAYLOAD_CACHE_ENTRIES:
+                self._payload_cache.pop(next(iter(self._payload_cache)))
+        return value
 
     def latest_version(self, name: str) -> int:
         record = self.store.get_definition(name, None)
