@@ -155,7 +155,11 @@ class DevPlatform:
         }
 
     def start_workers(self) -> None:
-        env = {**os.environ, "STEPWAY_SERVER_URL": f"http://{self.host}:{self.port}"}
+        env = {
+            "STEPWAY_LOG_LEVEL": "WARNING",
+            **os.environ,
+            "STEPWAY_SERVER_URL": f"http://{self.host}:{self.port}",
+        }
         for entry in self.catalog:
             self.workers.append(
                 subprocess.Popen(

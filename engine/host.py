@@ -4,6 +4,7 @@ registered on a durabletask worker for a role (``orchestrator`` | ``activities``
 
 from __future__ import annotations
 
+import logging
 import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -93,14 +94,18 @@ def make_engine_worker(
     *,
     concurrency: ConcurrencyOptions | None = None,
 ) -> TaskHubGrpcWorker:
-    """A durabletask worker (not started) hosting what ``role`` names."""
-    worker = make_worker(backend, concurrency_options=concurrency)
+    """A durabletask worker (not started) hosting what ``role`` names. It logs through the
+    standard ``logging`` tree (``durabletask-worker``), so the process's logging
+    configuration applies (durabletask's own default logger ignores it)."""
+    worker = make_worker(
+        backend, concurrency_options=concurrency, logger=logging.getLogger("durabletask-worker")
+    )
     register(worker, role, ORCHESTRATORS, ACTIVITIES)
     return worker
 
 
 def make_engine_client(backend: BackendConfig) -> TaskHubGrpcClient:
-    return make_client(backend)
+    return make_client(backend, logger=logging.getLogger("durabletask-client"))
 
 
 __all__ = [
