@@ -13,7 +13,6 @@ from typing import Annotated, Any
 import typer
 
 from control_plane.cli_runs import Server, check, client
-from engine.loading import load_paths
 
 
 def apply(
@@ -22,6 +21,8 @@ def apply(
     server: Server = None,
 ) -> None:
     """Register task definitions and workflow definitions from files."""
+    from engine.loading import load_paths
+
     loaded = load_paths(paths)
     for issue in loaded.issues:
         typer.echo(str(issue), err=True)

@@ -15,11 +15,13 @@ import signal
 import sys
 import threading
 from types import FrameType
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from engine.config import ConfigError, EngineConfig
+if TYPE_CHECKING:
+    from engine.config import EngineConfig
+
 
 __all__ = ["engine", "run_engine", "serve"]
 
@@ -96,6 +98,8 @@ def engine(
     ] = None,
 ) -> None:
     """Run an engine process configured from the environment (deployed shape)."""
+    from engine.config import ConfigError, EngineConfig
+
     _configure_logging()
     try:
         config = EngineConfig.from_env(role=role)
@@ -113,6 +117,7 @@ def serve(
 ) -> None:
     """Run the control plane configured from the environment (deployed shape)."""
     from control_plane.serve import ServeConfig, run
+    from engine.config import ConfigError
 
     _configure_logging()
     try:
