@@ -119,6 +119,44 @@ def _settle_attempt(
             svc.queue.complete(lease.queue_name, message)
 
 
+def release_slot(
+    svc: services_module.EngineServices, task_type: str, task_id: str, attempt: int
+) -> None:
+    """Free the concurrency slot of an attempt a worker polled (its lease carries the
+    message's sequence number) when the engine, not the worker, ends it. Call only after
+    a status write of this attempt applied: that write happens once, so the slot the Task
+    API took at hand-out is given back once, by whoever ended the attempt."""
+    lease = svc.run_store.get_lease(task_id, attempt)
+    if lease is None or lease.sequence_number is None or lease.released:
+        return
+    svc.run_store.release_lease(task_id, attempt)
+    if task_type:
+        svc.run_store.release_concurrency(task_type)
+
+
+def close_attempt(
+    svc: services_module.EngineServices, task_type: str, task_id: str, attempt: int, now: int
+) -> None:
+    """End an attempt that is being replaced by the next one (it timed out while a worker
+    held it, or was never handed out) and free what it held."""
+    row = svc.run_store.get_task(task_id)
+    if row is None or row.attempt != attempt or row.status.is_terminal:
+        return
+    held = row.status == TaskStatus.IN_PROGRESS
+    applied = svc.run_store.update_task(
+        task_id,
+        attempt,
+        TaskUpdate(
+            status=TaskStatus.TIMED_OUT,
+            reason_for_incompletion=f"attempt {attempt} ended without a result",
+            end_time=now,
+        ),
+        now,
+    )
+    if applied and held:
+        release_slot(svc, task_type, task_id, attempt)
+
+
 def write_records(
     svc: services_module.EngineServices, workflow_id: str, records: list[dict[str, Any]], now: int
 ) -> None:
@@ -127,7 +165,7 @@ def write_records(
         existing = svc.run_store.get_task(row.task_id)
         if existing is not None and existing.attempt == row.attempt:
             # keep what the dispatch and the Task API wrote (queue, lease, poll count)
-            svc.run_store.update_task(
+            applied = svc.run_store.update_task(
                 row.task_id,
                 row.attempt,
                 TaskUpdate(
@@ -138,6 +176,9 @@ def write_records(
                 ),
                 now,
             )
+            if applied and row.status.is_terminal and existing.status == TaskStatus.IN_PROGRESS:
+                # the engine ended an attempt a worker holds (timeout, cancel): free its slot
+                release_slot(svc, str(raw.get("name") or ""), row.task_id, row.attempt)
             row = row.model_copy(update={"queue_name": existing.queue_name})
         else:
             svc.run_store.upsert_task(row, now)
@@ -176,11 +217,14 @@ def dispatch(ctx: dt.ActivityContext, data: dict[str, Any]) -> dict[str, Any]:
     svc = services_module.current()
     now = _now_ms()
     workflow_id: str = data["workflowId"]
-    write_records(svc, workflow_id, data.get("records") or [], now)
     task = data["task"]
     task_id: str = task["taskId"]
     attempt = int(task["attempt"])
     task_type: str = task["name"]
+    if attempt > 1:
+        # before the records replace its row: the previous attempt is over
+        close_attempt(svc, task_type, task_id, attempt - 1, now)
+    write_records(svc, workflow_id, data.get("records") or [], now)
     queue, domain = queue_for(
         task_type, int(data.get("priority") or 0), data.get("taskToDomain") or {}
     )

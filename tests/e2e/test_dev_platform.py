@@ -129,3 +129,84 @@ def test_runs_lost_by_a_restart_are_not_left_running(tmp_path: Path) -> None:
         assert second.lost_runs == 1
     finally:
         second.stop()
+
+
+def _poll(http: httpx.Client, task_type: str, worker: str, seconds: float) -> dict[str, Any]:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        polled = http.get(
+            f"/api/tasks/poll/batch/{task_type}",
+            params={"workerid": worker, "count": 1, "timeout": 500},
+        ).json()
+        if polled:
+            return dict(polled[0])
+    return {}
+
+
+def test_a_dead_workers_slot_is_freed_when_its_attempt_times_out(
+    dev: tuple[DevPlatform, httpx.Client],
+) -> None:
+    platform, http = dev
+    assert (
+        http.put(
+            "/api/metadata/taskdefs",
+            json={
+                "name": "solo",
+                "concurrentExecLimit": 1,
+                "responseTimeoutSeconds": 2,
+                "timeoutPolicy": "RETRY",
+                "retryCount": 1,
+                "retryDelaySeconds": 0,
+            },
+        ).status_code
+        < 300
+    )
+    assert (
+        http.post(
+            "/api/metadata/workflow",
+            json={
+                "name": "solo_run",
+                "tasks": [{"name": "solo", "taskReferenceName": "solo", "type": "SIMPLE"}],
+            },
+        ).status_code
+        < 300
+    )
+    workflow_id = http.post("/api/workflow/solo_run", json={}).text
+    first = _poll(http, "solo", "dies", 20)
+    assert first["retryCount"] == 0
+    # the worker dies: no result. After the response timeout the engine queues attempt 2,
+    # which a live worker can only get if the dead worker's slot was given back.
+    second = _poll(http, "solo", "lives", 20)
+    assert second, "attempt 2 was never handed out: the concurrency slot leaked"
+    assert second["taskId"] == first["taskId"] and second["retryCount"] == 1
+    assert (
+        http.post(
+            "/api/tasks",
+            json={
+                "workflowInstanceId": workflow_id,
+                "taskId": second["taskId"],
+                "workerId": "lives",
+                "status": "COMPLETED",
+                "outputData": {},
+            },
+        ).status_code
+        == 200
+    )
+    deadline = time.monotonic() + 20
+    while http.get(f"/api/workflow/{workflow_id}").json()["status"] == "RUNNING":
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    assert http.get(f"/api/workflow/{workflow_id}").json()["status"] == "COMPLETED"
+    assert platform.services.run_store.concurrency_in_use("solo") == 0
+    # the late answer of the dead worker changes nothing
+    late = http.post(
+        "/api/tasks",
+        json={
+            "workflowInstanceId": workflow_id,
+            "taskId": first["taskId"],
+            "workerId": "dies",
+            "status": "COMPLETED",
+            "outputData": {},
+        },
+    )
+    assert late.status_code == 409
