@@ -119,6 +119,21 @@ def _settle_attempt(
             svc.queue.complete(lease.queue_name, message)
 
 
+def with_instructions(svc: services_module.EngineServices, row: TaskRecord) -> TaskRecord:
+    """A HUMAN task's row carries the text of the instructions it names
+    (``inputParameters.instructions``), read once per process, so whoever completes the
+    task sees what to do; the orchestration history keeps only the name."""
+    if row.task_type != TaskType.HUMAN or not isinstance(row.input_data, dict):
+        return row
+    name = row.input_data.get("instructions")
+    if not isinstance(name, str) or "instructionsText" in row.input_data:
+        return row
+    text = svc.definitions.instruction(name)
+    if text is None:
+        return row
+    return row.model_copy(update={"input_data": {**row.input_data, "instructionsText": text}})
+
+
 def release_slot(
     svc: services_module.EngineServices, task_type: str, task_id: str, attempt: int
 ) -> None:
@@ -161,7 +176,7 @@ def write_records(
     svc: services_module.EngineServices, workflow_id: str, records: list[dict[str, Any]], now: int
 ) -> None:
     for raw in records:
-        row = to_store_record(workflow_id, raw)
+        row = with_instructions(svc, to_store_record(workflow_id, raw))
         existing = svc.run_store.get_task(row.task_id)
         if existing is not None and existing.attempt == row.attempt:
             # keep what the dispatch and the Task API wrote (queue, lease, poll count)

@@ -137,3 +137,31 @@ def test_wait_human_and_terminate(platform: Any) -> None:
     run = platform.wait(second)
     assert run.status == RunStatus.TERMINATED
     assert "operator said stop" in (run.reason_for_incompletion or "")
+
+
+def test_human_task_row_carries_its_instruction_text(platform: Any) -> None:
+    platform.services.run_store.put_instruction("check_it", 1, "Check the totals.", 1)
+    platform.register(
+        {
+            "name": "instructed",
+            "tasks": [
+                {
+                    "name": "review",
+                    "taskReferenceName": "review",
+                    "type": "HUMAN",
+                    "inputParameters": {"instructions": "check_it", "amount": 5},
+                }
+            ],
+        }
+    )
+    workflow_id = platform.start("instructed")
+    platform.complete_ref(workflow_id, "review", {"ok": True})
+    platform.wait(workflow_id)
+    row = platform.tasks(workflow_id)["review"]
+    assert row.input_data == {
+        "instructions": "check_it",
+        "amount": 5,
+        "instructionsText": "Check the totals.",
+    }
+    # the text is read by the activity: the orchestration history keeps only the name
+    assert "Check the totals." not in str(platform.client.get_orchestration_history(workflow_id))
