@@ -23,8 +23,15 @@ from pydantic.alias_generators import to_camel
 from control_plane.deps import Deps, Settings
 from control_plane.problems import ApiError, bad_request, conflict, not_found
 from control_plane.task_service import TaskService
+from engine.decider import INPUT_REF
 from engine.definitions import WorkflowDef
-from engine.ports.payload_store import PayloadError, resolve
+from engine.ports.payload_store import (
+    PayloadError,
+    PayloadKind,
+    PayloadTooLarge,
+    offload_if_large,
+    resolve,
+)
 from engine.ports.run_store import (
     NewRun,
     RunQuery,
@@ -51,12 +58,15 @@ class StartWorkflowRequest(BaseModel):
 
 
 def run_input(run: RunRecord, input_value: dict[str, Any]) -> dict[str, Any]:
+    """The orchestration input of ``run``. An offloaded workflow input travels as
+    ``{"inputRef": ref}`` (the engine reads it from the payload store), so a large input
+    never enters the durable history."""
     from engine.interpreter import RunInput
 
     return RunInput(
         name=run.name,
         version=run.version,
-        input=input_value,
+        input={INPUT_REF: run.input_ref} if run.input_ref else input_value,
         correlation_id=run.correlation_id,
         priority=run.priority,
         task_to_domain=run.task_to_domain,
@@ -100,12 +110,14 @@ class WorkflowService:
                 )
         workflow_id = str(uuid.uuid4())
         now = self.deps.clock()
+        inline, input_ref = self._offload_input(workflow_id, request.input)
         created = self.deps.run_store.create_run(
             NewRun(
                 workflow_id=workflow_id,
                 name=wf.name,
                 version=wf.version,
-                input=request.input,
+                input=inline,
+                input_ref=input_ref,
                 correlation_id=request.correlation_id,
                 priority=request.priority,
                 task_to_domain=request.task_to_domain,
@@ -124,6 +136,21 @@ class WorkflowService:
             self.deps.run_store.delete_run(workflow_id)
             raise ApiError(503, f"could not start the run: {exc}", retryable=True) from exc
         return workflow_id
+
+    def _offload_input(self, workflow_id: str, value: dict[str, Any]) -> tuple[Any, str | None]:
+        """Keep a workflow input above the threshold in the payload store (413 above the
+        maximum, naming the payload and its size; nothing is written)."""
+        if self.deps.payloads is None:
+            return value, None
+        try:
+            return offload_if_large(
+                self.deps.payloads,
+                PayloadKind.WORKFLOW_INPUT,
+                f"payloads/{workflow_id}/input.json",
+                value,
+            )
+        except PayloadTooLarge as exc:
+            raise ApiError(413, str(exc), validation_errors=[("$.input", str(exc))]) from None
 
     def _run(self, workflow_id: str) -> RunRecord:
         run = self.deps.run_store.get_run(workflow_id)

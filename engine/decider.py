@@ -124,6 +124,7 @@ from engine.run_state import (
 from engine.scripting import ScriptError, evaluate, evaluate_condition
 
 __all__ = [
+    "INPUT_REF",
     "MAX_INLINE_STEPS",
     "OUTPUT_REF",
     "Action",
@@ -153,6 +154,8 @@ JqEvaluator = Callable[[str, Any], list[Any]]
 PayloadLoader = Callable[[str], Any]
 #: The key of an offloaded task output: ``{"outputRef": "<payload reference>"}``.
 OUTPUT_REF = "outputRef"
+#: The key of an offloaded workflow input: ``{"inputRef": "<payload reference>"}``.
+INPUT_REF = "inputRef"
 
 _SCHEDULED_TYPES = frozenset(
     {
@@ -165,6 +168,13 @@ _SCHEDULED_TYPES = frozenset(
 )
 _WAITING = (TaskStatus.SCHEDULED, TaskStatus.IN_PROGRESS)
 _KIND_ORDER: dict[str, int] = {"total": 0, "task": 1, "human": 2, "response": 3, "poll": 4}
+
+
+def _offloaded(value: dict[str, Any], key: str) -> str | None:
+    """The payload reference of a value that stands for an offloaded one, else None."""
+    if len(value) == 1 and isinstance(value.get(key), str):
+        return str(value[key])
+    return None
 
 
 @lru_cache(maxsize=512)
@@ -395,7 +405,9 @@ class Decider:
             workflow_type=self.definition.name,
             version=self.definition.version,
             correlation_id=correlation_id,
-            input={**self.definition.input_template, **input},
+            input=input
+            if _offloaded(input, INPUT_REF)
+            else {**self.definition.input_template, **input},
             variables={**self.definition.variables, **(variables or {})},
             start_time=now_ms,
         )
@@ -1178,9 +1190,17 @@ class Decider:
                 return min(group, key=lambda d: (d.at_ms, _KIND_ORDER[d.kind])).kind
         return "task"
 
+    def _workflow_input(self, state: RunState) -> dict[str, Any]:
+        ref = _offloaded(state.input, INPUT_REF)
+        if ref is None or self.payloads is None:
+            return state.input
+        value = self.payloads(ref)
+        loaded = value if isinstance(value, dict) else {}
+        return {**self.definition.input_template, **loaded}
+
     def _workflow_entry(self, state: RunState) -> dict[str, Any]:
         return {
-            "input": state.input,
+            "input": self._workflow_input(state),
             "output": state.output,
             "variables": state.variables,
             "workflowId": state.workflow_id,
@@ -1194,10 +1214,10 @@ class Decider:
     def _output(self, ts: TaskState) -> dict[str, Any]:
         """A task's output for expressions: an offloaded one (``{"outputRef": ref}``, as the
         Task API reports outputs above the threshold) is read through the loader."""
-        ref = ts.output.get(OUTPUT_REF) if len(ts.output) == 1 else None
+        ref = _offloaded(ts.output, OUTPUT_REF)
         if ref is None or self.payloads is None:
             return ts.output
-        value = self.payloads(str(ref))
+        value = self.payloads(ref)
         return value if isinstance(value, dict) else {"result": value}
 
     def _entry(self, ts: TaskState) -> dict[str, Any]:

@@ -16,7 +16,7 @@ import uvicorn
 
 from control_plane.dev import LOST_REASON, DevPlatform
 from engine.definitions import RunStatus
-from engine.ports.run_store import NewRun
+from engine.ports.run_store import NewRun, RunQuery
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -210,3 +210,42 @@ def test_a_dead_workers_slot_is_freed_when_its_attempt_times_out(
         },
     )
     assert late.status_code == 409
+
+
+def test_a_large_workflow_input_is_offloaded_and_still_resolves(
+    dev: tuple[DevPlatform, httpx.Client],
+) -> None:
+    platform, http = dev
+    assert http.put("/api/metadata/taskdefs", json={"name": "pick"}).status_code < 300
+    assert (
+        http.post(
+            "/api/metadata/workflow",
+            json={
+                "name": "big_input",
+                "tasks": [
+                    {
+                        "name": "pick",
+                        "taskReferenceName": "pick",
+                        "type": "SIMPLE",
+                        "inputParameters": {"id": "${workflow.input.items[3].id}"},
+                    }
+                ],
+            },
+        ).status_code
+        < 300
+    )
+    items = [{"id": f"item-{i}", "text": "y" * 200} for i in range(100)]
+    workflow_id = http.post("/api/workflow/big_input", json={"items": items}).text
+    run = platform.services.run_store.get_run(workflow_id)
+    assert run is not None and run.input is None and run.input_ref
+    task = _poll(http, "pick", "w", 20)
+    assert task["inputData"] == {"id": "item-3"}
+    assert http.get(f"/api/workflow/{workflow_id}").json()["input"] == {"items": items}
+    history = str(platform.client.get_orchestration_history(workflow_id))
+    assert run.input_ref in history and "item-42" not in history
+    # above the maximum: refused whole, naming the payload and its size; nothing written
+    huge = {"blob": "z" * (10 * 1024 * 1024 + 1)}
+    refused = http.post("/api/workflow/big_input", json=huge)
+    assert refused.status_code == 413
+    assert "workflow input" in refused.json()["message"]
+    assert platform.services.run_store.search_runs(RunQuery(name="big_input")).total_hits == 1
