@@ -520,7 +520,10 @@ class _Program:
                 end_ip_address="0.0.0.0",
             )
         previous: list[pulumi.Resource] = []
-        for ident in (self.activity_id, self.control_plane_id):
+        # Every process that reads or writes the run store has an Entra login; the
+        # orchestrator reads definitions from it. ARM can only create Entra
+        # *administrators*; narrower database roles are SQL grants (docs/deploy.md).
+        for ident in (self.orchestrator_id, self.activity_id, self.control_plane_id):
             # The server applies one administrator change at a time.
             admin = dbforpostgresql.Administrator(
                 f"pg-admin-{ident.key}",
@@ -633,11 +636,21 @@ class _Program:
     def _engine(self) -> None:
         engine = self.config.engine
         grants: list[pulumi.Resource] = []
-        # Orchestrator: runs the WorkflowInterpreter orchestration only. It does
-        # no I/O (activities do), so it needs nothing beyond the task hub.
+        # Orchestrator: runs the WorkflowInterpreter orchestration only. Activities do
+        # the I/O; the orchestration reads published definitions (run store login, see
+        # _postgres) and, for expressions over offloaded payloads, reads the payload
+        # container. Nothing that writes.
         grants.append(
             self.assign(
                 self.orchestrator_id, roles.DURABLE_TASK_WORKER, self.task_hub_id, "taskhub"
+            )
+        )
+        grants.append(
+            self.assign(
+                self.orchestrator_id,
+                roles.STORAGE_BLOB_DATA_READER,
+                self.payload_container.id,
+                "payload-container",
             )
         )
         self.registry_access(self.orchestrator_id)

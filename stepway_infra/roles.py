@@ -15,6 +15,7 @@ SERVICE_BUS_DATA_RECEIVER = "4f6d3b9b-027b-4f4a-9142-0e5a2a2247e0"
 SERVICE_BUS_DATA_SENDER = "69a216fc-b8fb-44d8-bc22-1f3c2552a50a"
 # Storage
 STORAGE_BLOB_DATA_CONTRIBUTOR = "ba92f5b4-2d11-453d-a403-e96b0029c9fe"
+STORAGE_BLOB_DATA_READER = "2a2b9908-6ea1-4ae2-8e65-a410df84e7d1"
 STORAGE_BLOB_DELEGATOR = "db58b8e5-c6ad-4a2a-8342-4190687cbf4a"
 # Container registry
 ACR_PULL = "7f951dda-4ed3-4680-a7ca-43fe172d538d"
@@ -27,6 +28,7 @@ NAMES = {
     SERVICE_BUS_DATA_RECEIVER: "Azure Service Bus Data Receiver",
     SERVICE_BUS_DATA_SENDER: "Azure Service Bus Data Sender",
     STORAGE_BLOB_DATA_CONTRIBUTOR: "Storage Blob Data Contributor",
+    STORAGE_BLOB_DATA_READER: "Storage Blob Data Reader",
     STORAGE_BLOB_DELEGATOR: "Storage Blob Delegator",
     ACR_PULL: "AcrPull",
     KEY_VAULT_SECRETS_USER: "Key Vault Secrets User",

@@ -203,6 +203,7 @@ def test_postgres_entra_only_with_engine_and_control_plane_users(stack: StackRes
     assert "administratorLoginPassword" not in server
     admins = stack.of_type(f"{T}dbforpostgresql:Administrator")
     assert {a.inputs["objectId"] for a in admins} == {
+        "principal-id-engine-orchestrator",
         "principal-id-engine-activity",
         "principal-id-control-plane",
     }
@@ -270,6 +271,7 @@ def test_engine_roles(stack: StackResult) -> None:
     i = ids(stack)
     assert grants(stack, "engine-orchestrator") == {
         (roles.DURABLE_TASK_WORKER, i["taskhub"]),
+        (roles.STORAGE_BLOB_DATA_READER, i["container"]),
         (roles.ACR_PULL, i["registry"]),
     }
     assert grants(stack, "engine-activity") == {
