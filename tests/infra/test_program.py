@@ -401,7 +401,7 @@ def test_worker_roles_are_exactly_its_task_list(stack: StackResult) -> None:
 def test_connector_holds_its_own_secret(stack: StackResult) -> None:
     connector = worker_resource(stack, "connector").inputs
     (secret,) = connector["configuration"]["secrets"]
-    assert secret["keyVaultUrl"].endswith("/secrets/bank-feed-client-secret")
+    assert secret["keyVaultUrl"].endswith("/secrets/connector-api-key")
     assert secret["identity"] == identity_of(stack, "worker-connector").id
     assert "value" not in secret
     for area in ("document", "data_platform"):

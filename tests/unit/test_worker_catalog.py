@@ -44,7 +44,7 @@ def test_repository_catalog_has_the_three_code_areas_of_seed_page_9() -> None:
     assert catalog["data_platform"].task_types == ["reconcile_ledger", "bulk_export"]
     assert catalog["data_platform"].job is True
     assert catalog["connector"].task_types == ["fetch_bank_feed", "lodge_return"]
-    assert catalog["connector"].secrets == ["bank-feed-client-secret"]
+    assert catalog["connector"].secrets == ["connector-api-key"]
     for area in catalog:
         assert (REPO / "workers" / area / "__init__.py").exists()
 

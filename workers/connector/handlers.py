@@ -6,11 +6,10 @@ holds (seed page 9: "The credential must stay in its own service").
   (the task id, stable across retries) so that a retried lodgement is not lodged
   twice.
 
-The credential is read from ``CONNECTOR_API_KEY`` (in Azure: the Key Vault secret the
-catalog mounts as an environment variable; ``BANK_FEED_CLIENT_SECRET`` from the
-catalog's ``bank-feed-client-secret`` is accepted too) and sent as a bearer token. It
-never appears in task input or output, logs or errors. ``BANK_FEED_BASE_URL`` (the
-catalog's env) is accepted for the bank URL.
+The credential is read from ``CONNECTOR_API_KEY`` (in Azure: the catalog's
+``connector-api-key`` Key Vault secret, which only this app's identity can read,
+mounted as that environment variable) and sent as a bearer token. It never appears in
+task input or output, logs or errors. The URLs come from the catalog's ``env``.
 
 A 4xx answer (except 408/429) is a terminal error; a connection error, 5xx, 408 or
 429 fails the attempt so that the engine retries it.
@@ -35,7 +34,7 @@ def _env(*names: str) -> str:
 
 
 def _call(method: str, url: str, **kwargs: Any) -> Any:
-    key = _env("CONNECTOR_API_KEY", "BANK_FEED_CLIENT_SECRET")
+    key = _env("CONNECTOR_API_KEY")
     headers = {"Authorization": f"Bearer {key}", **kwargs.pop("headers", {})}
     try:
         response = httpx.request(method, url, headers=headers, timeout=60, **kwargs)
@@ -55,7 +54,7 @@ def fetch_bank_feed(
     period: str = Field(pattern=r"^\d{4}-\d{2}$"),
     account_id: str | None = None,
 ) -> dict[str, Any]:
-    base = _env("CONNECTOR_BANK_URL", "BANK_FEED_BASE_URL").rstrip("/")
+    base = _env("CONNECTOR_BANK_URL").rstrip("/")
     params = {"period": period, **({"accountId": account_id} if account_id else {})}
     body = _call("GET", f"{base}/feeds", params=params)
     transactions = body.get("transactions", []) if isinstance(body, dict) else body

@@ -142,7 +142,6 @@ def test_remote_errors_retryable_or_terminal(remote: Remote, monkeypatch: Any) -
     denied = run("fetch_bank_feed", {"period": "2024-05"})
     assert denied.status == "FAILED_WITH_TERMINAL_ERROR" and "wrong" not in denied.reason
     monkeypatch.delenv("CONNECTOR_API_KEY")
-    monkeypatch.delenv("BANK_FEED_CLIENT_SECRET", raising=False)
     unconfigured = run("fetch_bank_feed", {"period": "2024-05"})
     assert unconfigured.status == "FAILED_WITH_TERMINAL_ERROR"
     assert "CONNECTOR_API_KEY" in unconfigured.reason
