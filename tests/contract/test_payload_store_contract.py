@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, urlencode, urlsplit, urlunsplit
 
 import httpx
 import pytest
@@ -261,20 +261,15 @@ def test_signed_url_expires(store: PayloadStore) -> None:
 
 
 def _tamper_signature(url: str) -> str:
+    # Rebuild the query rather than search-and-replace: a SAS signature may contain
+    # '/' or '+', which a URL can carry encoded or not.
     parts = urlsplit(url)
     query = parse_qs(parts.query)
-    key = "sig"
-    sig = query[key][0]
-    flipped = ("A" if sig[0] != "A" else "B") + sig[1:]
-    return url.replace(f"sig={sig}", f"sig={flipped}").replace(
-        f"sig={_quote(sig)}", f"sig={_quote(flipped)}"
-    )
-
-
-def _quote(s: str) -> str:
-    from urllib.parse import quote
-
-    return quote(s, safe="")
+    sig = query["sig"][0]
+    query["sig"] = [("A" if sig[0] != "A" else "B") + sig[1:]]
+    tampered = urlunsplit(parts._replace(query=urlencode(query, doseq=True)))
+    assert tampered != url
+    return tampered
 
 
 # --- the local adapter's signature check ----------------------------------------------
