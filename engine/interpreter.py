@@ -287,7 +287,16 @@ class _Run:
                     "activity",
                     self.ctx.call_activity(
                         ACTIVITY_POLL,
-                        input={"type": action.type, "input": entry.poll_input},
+                        input={
+                            "type": action.type,
+                            "input": entry.poll_input,
+                            "task": {
+                                "workflowId": self.ctx.instance_id,
+                                "taskId": task_id,
+                                "attempt": action.attempt,
+                                "ref": action.ref,
+                            },
+                        },
                     ),
                 )
                 return None

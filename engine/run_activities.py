@@ -16,6 +16,7 @@ Worker message contract (what the Task API reads):
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from datetime import UTC, datetime, timedelta
@@ -25,6 +26,7 @@ from durabletask import task as dt
 
 from engine import services as services_module
 from engine.activities import ActivityDeps, run_activity, run_poll
+from engine.decider import OUTPUT_REF
 from engine.definitions import RunStatus, TaskStatus, TaskType
 from engine.ports.payload_store import PayloadKind, PayloadTooLarge, offload_if_large
 from engine.ports.queue import MessageNotFound, QueueError
@@ -64,6 +66,13 @@ def _now_ms() -> int:
     return int(datetime.now(UTC).timestamp() * 1000)
 
 
+def _output_ref(record: dict[str, Any]) -> str | None:
+    output = record.get("output")
+    if isinstance(output, dict) and len(output) == 1 and isinstance(output.get(OUTPUT_REF), str):
+        return str(output[OUTPUT_REF])
+    return None
+
+
 def to_store_record(workflow_id: str, record: dict[str, Any]) -> TaskRecord:
     """A Decider task record (its wire form) as a run-store row."""
     attempt = int(record.get("attempt") or 1)
@@ -77,7 +86,8 @@ def to_store_record(workflow_id: str, record: dict[str, Any]) -> TaskRecord:
         retry_count=attempt - 1,
         seq=int(record.get("scheduledTime") or record.get("endTime") or 0),
         input_data=record.get("input") or {},
-        output_data=record.get("output") or {},
+        output_data=None if _output_ref(record) else (record.get("output") or {}),
+        output_ref=_output_ref(record),
         reason_for_incompletion=record.get("reason"),
         scheduled_time=record.get("scheduledTime"),
         start_time=record.get("startTime"),
@@ -186,6 +196,7 @@ def write_records(
                 TaskUpdate(
                     status=row.status,
                     output_data=row.output_data or None,
+                    output_ref=row.output_ref,
                     reason_for_incompletion=row.reason_for_incompletion,
                     end_time=row.end_time,
                 ),
@@ -504,20 +515,60 @@ def start_failure_workflow(
     return failure_id
 
 
+def _inline_deps(svc: services_module.EngineServices) -> ActivityDeps:
+    """The activities' settings with their own offload switched off: the engine offloads
+    a built-in task's whole output instead (see :func:`_task_output`), so that
+    ``${ref.output...}`` resolves the same way whatever the size."""
+    deps = svc.activity_deps if isinstance(svc.activity_deps, ActivityDeps) else ActivityDeps()
+    limit = svc.payload_limits.max_size
+    return dataclasses.replace(deps, payload_threshold_bytes=limit, max_payload_bytes=limit)
+
+
+def _task_output(
+    svc: services_module.EngineServices, data: dict[str, Any], result: dict[str, Any]
+) -> dict[str, Any]:
+    """A built-in task's result with its output offloaded when above the threshold
+    (``{"outputRef": ref}``; the Decider reads it for expressions) or failed, naming the
+    payload and its size, above the maximum."""
+    output = result.get("output")
+    if not output or result.get("status") == "PENDING":
+        return result
+    key = f"payloads/{data['workflowId']}/{data['taskId']}-{data['attempt']}-output.json"
+    try:
+        _, ref = _offload(svc, PayloadKind.TASK_OUTPUT, key, output)
+    except PayloadTooLarge as exc:
+        return {
+            **result,
+            "status": "FAILED_WITH_TERMINAL_ERROR",
+            "output": {},
+            "reason": f"output of task {data.get('ref')!r}: {exc}",
+        }
+    return result if ref is None else {**result, "output": {OUTPUT_REF: ref}}
+
+
 def builtin(ctx: dt.ActivityContext, data: dict[str, Any]) -> dict[str, Any]:
     """Run one attempt of a built-in activity type (HTTP, CALL_TOOL, ...)."""
     svc = services_module.current()
     write_records(svc, data["workflowId"], data.get("records") or [], _now_ms())
     task = data["task"]
-    deps = svc.activity_deps if isinstance(svc.activity_deps, ActivityDeps) else ActivityDeps()
     task_input = dict(task.get("input") or {})
     task_input.setdefault("_payloadKeyPrefix", f"payloads/{data['workflowId']}/{task['taskId']}")
-    return run_activity(deps, str(task["type"]), task_input).to_dict()
+    result = run_activity(_inline_deps(svc), str(task["type"]), task_input).to_dict()
+    where = {
+        "workflowId": data["workflowId"],
+        "taskId": task["taskId"],
+        "attempt": task["attempt"],
+        "ref": task["ref"],
+    }
+    return _task_output(svc, where, result)
 
 
 def poll(ctx: dt.ActivityContext, data: dict[str, Any]) -> dict[str, Any]:
     """Poll a long-running built-in activity (asynchronous Logic Apps, Document
     Intelligence) once; the interpreter waits between polls on a durable timer."""
     svc = services_module.current()
-    deps = svc.activity_deps if isinstance(svc.activity_deps, ActivityDeps) else ActivityDeps()
-    return run_poll(deps, str(data["type"]), dict(data.get("input") or {})).to_dict()
+    result = run_poll(_inline_deps(svc), str(data["type"]), dict(data.get("input") or {}))
+    where = data.get("task") or {}
+    if not where:
+        return result.to_dict()
+    return _task_output(svc, where, result.to_dict())

@@ -113,12 +113,11 @@ def builtin_platform(
     platform: Any, action_service: LocalServer, fake_di: FakeDocumentIntelligence
 ) -> Any:
     """The e2e ``platform`` whose built-in activities get our own ActivityDeps: the local
-    action service, a fake token provider, the fake Document Intelligence endpoint, a
-    small payload threshold (1 KB) over the platform's payload store, short polls."""
+    action service, a fake token provider, the fake Document Intelligence endpoint, the
+    platform's payload store (documentRef inputs), short polls. Outputs are offloaded by
+    the engine at the platform's task-output threshold (10 KB), not by the activities."""
     platform.services.activity_deps = ActivityDeps(
         payload_store=platform.services.payloads,
-        payload_threshold_bytes=1024,
-        max_payload_bytes=1_000_000,
         action_service_url=action_service.url,
         action_service_scope=ACTION_SCOPE,
         token_provider=fake_token,
@@ -340,8 +339,8 @@ def test_large_http_response_is_offloaded_to_the_payload_store(
     builtin_platform: Any, servers: Any
 ) -> None:
     platform = builtin_platform
-    big = {"rows": [{"i": i, "text": "x" * 40} for i in range(200)]}  # ~10 KB > 1 KB
-    raw = json.dumps(big).encode()
+    big = {"rows": [{"i": i, "text": f"row-{i}-" + "x" * 40} for i in range(400)]}
+    raw = json.dumps(big).encode()  # ~24 KB, above the 10 KB task output threshold
     api = servers({"/export": [Reply(200, raw, {"Content-Type": "application/json"})]})
     platform.register(
         {
@@ -353,8 +352,8 @@ def test_large_http_response_is_offloaded_to_the_payload_store(
                     "taskReferenceName": "keep",
                     "type": "SET_VARIABLE",
                     "inputParameters": {
-                        "ref": "${export.output.response.bodyRef}",
-                        "size": "${export.output.response.bodySize}",
+                        "first": "${export.output.response.body.rows[0].text}",
+                        "status": "${export.output.response.statusCode}",
                     },
                 },
             ],
@@ -363,15 +362,16 @@ def test_large_http_response_is_offloaded_to_the_payload_store(
     workflow_id = platform.start("export_wf")
     run = platform.wait(workflow_id)
     assert run.status == RunStatus.COMPLETED, run.reason_for_incompletion
-    response = platform.tasks(workflow_id)["export"].output_data["response"]
-    assert response["body"] is None
-    assert response["bodySize"] == len(raw)
-    assert response["bodyContentType"].startswith("application/json")
-    ref = response["bodyRef"]
-    assert workflow_id in ref  # keyed under the run
-    assert platform.services.payloads.get(ref) == raw
-    assert json.loads(platform.services.payloads.get(ref)) == big
-    assert run.variables == {"ref": ref, "size": len(raw)}
+    # expressions see the body as if it were inline
+    assert run.variables == {"first": "row-0-" + "x" * 40, "status": 200}
+    # the row and the history keep only the reference
+    row = platform.tasks(workflow_id)["export"]
+    assert row.output_data is None and row.output_ref
+    assert workflow_id in row.output_ref  # keyed under the run
+    stored = json.loads(platform.services.payloads.get(row.output_ref))
+    assert stored["response"]["body"] == big
+    history = str(platform.client.get_orchestration_history(workflow_id))
+    assert row.output_ref in history and "row-399-" not in history
 
 
 # -- CALL_TOOL ---------------------------------------------------------------------------
@@ -411,17 +411,20 @@ def test_call_tool_against_the_action_service(
                 "class": "${classify.output.class}",
                 "total": "${classify.output.total}",
                 "count": "${count.output.result}",
-                "exportRef": "${export.output.resultRef}",
+                "firstRow": "${export.output.rows[0]}",
             },
         }
     )
     workflow_id = platform.start("tools_wf", {"lines": [{"amount": 80}, {"amount": 30.5}]})
     run = platform.wait(workflow_id)
     assert run.status == RunStatus.COMPLETED, run.reason_for_incompletion
-    ref = run.output.pop("exportRef")
-    assert run.output == {"class": "large", "total": 110.5, "count": [1, 2, 3]}
-    assert json.loads(platform.services.payloads.get(ref)) == {"rows": ["r" * 50] * 100}
-    assert platform.tasks(workflow_id)["export"].output_data["resultRef"] == ref
+    assert run.output == {
+        "class": "large",
+        "total": 110.5,
+        "count": [1, 2, 3],
+        "firstRow": "r" * 50,
+    }
+    assert platform.tasks(workflow_id)["export"].output_data == {"rows": ["r" * 50] * 100}
     calls = [r for r in action_service.requests if r.path == "/tools/classify_invoice"]
     assert len(calls) == 1
     assert calls[0].method == "POST"
