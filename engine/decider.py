@@ -107,6 +107,7 @@ from engine.definitions import (
 )
 from engine.durations import parse_duration, parse_until
 from engine.expressions import reference_paths, resolve
+from engine.payload_refs import dereference, has_pointers, pointer
 from engine.retry import retry_delay_seconds
 from engine.run_state import (
     Action,
@@ -168,6 +169,10 @@ _SCHEDULED_TYPES = frozenset(
 )
 _WAITING = (TaskStatus.SCHEDULED, TaskStatus.IN_PROGRESS)
 _KIND_ORDER: dict[str, int] = {"total": 0, "task": 1, "human": 2, "response": 3, "poll": 4}
+
+
+#: ``${ref.output}`` or ``${ref.output.some.path}``: one whole reference to a task output.
+_OUTPUT_REFERENCE = re.compile(r"^\$\{(?P<root>[A-Za-z0-9_\-]+)\.output(?P<path>[.\[][^${}]*)?\}$")
 
 
 def _offloaded(value: dict[str, Any], key: str) -> str | None:
@@ -682,13 +687,16 @@ class Decider:
         state.tasks[ref] = ts
         ctx = self.context(state)
         ctx["CPEWF_TASK_ID"] = ts.task_id
+        kind = wt.type
         try:
-            resolved = resolve(wt.input_parameters, ctx)
+            if kind in _SCHEDULED_TYPES:
+                resolved = self._resolve_scheduled_input(state, wt.input_parameters, ctx)
+            else:
+                resolved = resolve(wt.input_parameters, ctx)
         except Exception as exc:  # resolve() should not raise; a bad template fails the task
             self._inline_failure(state, ts, f"input resolution failed: {exc}", now_ms)
             return
         ts.input = resolved if isinstance(resolved, dict) else {}
-        kind = wt.type
         try:
             if kind in _SCHEDULED_TYPES:
                 self._schedule(state, ts, wt, now_ms, actions)
@@ -1193,6 +1201,10 @@ class Decider:
     def _workflow_input(self, state: RunState) -> dict[str, Any]:
         ref = _offloaded(state.input, INPUT_REF)
         if ref is None or self.payloads is None:
+            if self.payloads is not None and has_pointers(state.input):
+                # a child run's input passed by reference from its parent
+                value = dereference(state.input, self.payloads)
+                return value if isinstance(value, dict) else {}
             return state.input
         value = self.payloads(ref)
         loaded = value if isinstance(value, dict) else {}
@@ -1210,6 +1222,35 @@ class Decider:
             "status": state.status.value,
             "startTime": state.start_time,
         }
+
+    def _resolve_scheduled_input(
+        self, state: RunState, params: dict[str, Any], ctx: dict[str, Any]
+    ) -> dict[str, Any]:
+        """The input of a task that does I/O: a parameter that is exactly one reference
+        into an offloaded output stays a pointer (:mod:`engine.payload_refs`), which the
+        task's activity dereferences, so the value stays out of the state and history."""
+        out: dict[str, Any] = {}
+        for key, template in params.items():
+            target = self._offloaded_reference(state, template, ctx)
+            out[key] = target if target is not None else resolve(template, ctx)
+        return out
+
+    def _offloaded_reference(
+        self, state: RunState, template: Any, ctx: dict[str, Any]
+    ) -> dict[str, str] | None:
+        if self.payloads is None or not isinstance(template, str):
+            return None
+        match = _OUTPUT_REFERENCE.match(template)
+        if match is None:
+            return None
+        entry = ctx.get(match["root"])
+        if not isinstance(entry, dict):
+            return None
+        ts = state.tasks.get(str(entry.get("referenceTaskName")))
+        ref = _offloaded(ts.output, OUTPUT_REF) if ts is not None else None
+        if ref is None:
+            return None
+        return pointer(ref, "$" + (match["path"] or ""))
 
     def _output(self, ts: TaskState) -> dict[str, Any]:
         """A task's output for expressions: an offloaded one (``{"outputRef": ref}``, as the

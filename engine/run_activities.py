@@ -28,6 +28,7 @@ from engine import services as services_module
 from engine.activities import ActivityDeps, run_activity, run_poll
 from engine.decider import OUTPUT_REF
 from engine.definitions import RunStatus, TaskStatus, TaskType
+from engine.payload_refs import dereference
 from engine.ports.payload_store import PayloadKind, PayloadTooLarge, offload_if_large
 from engine.ports.queue import MessageNotFound, QueueError
 from engine.ports.run_store import NewRun, RunUpdate, TaskRecord, TaskUpdate
@@ -268,7 +269,8 @@ def dispatch(ctx: dt.ActivityContext, data: dict[str, Any]) -> dict[str, Any]:
         "priority": int(data.get("priority") or 0),
         "domain": domain,
     }
-    task_input = task.get("input") or {}
+    # values the Decider passed by reference (engine.payload_refs) are read here
+    task_input = dereference(task.get("input") or {}, svc.definitions.load_payload)
     try:
         inline, ref = _offload(
             svc,
@@ -551,7 +553,7 @@ def builtin(ctx: dt.ActivityContext, data: dict[str, Any]) -> dict[str, Any]:
     svc = services_module.current()
     write_records(svc, data["workflowId"], data.get("records") or [], _now_ms())
     task = data["task"]
-    task_input = dict(task.get("input") or {})
+    task_input = dict(dereference(task.get("input") or {}, svc.definitions.load_payload))
     task_input.setdefault("_payloadKeyPrefix", f"payloads/{data['workflowId']}/{task['taskId']}")
     result = run_activity(_inline_deps(svc), str(task["type"]), task_input).to_dict()
     where = {

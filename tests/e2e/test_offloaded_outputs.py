@@ -49,3 +49,44 @@ def test_expressions_resolve_an_offloaded_worker_output(platform: Any) -> None:
     history = str(platform.client.get_orchestration_history(workflow_id))
     assert reference in history
     assert "row-150" not in history
+
+
+def test_a_large_output_passed_to_the_next_task_travels_by_reference(platform: Any) -> None:
+    platform.register_task_def({"name": "produce", "retryCount": 0})
+    platform.register_task_def({"name": "consume", "retryCount": 0})
+    platform.register(
+        {
+            "name": "by_reference",
+            "tasks": [
+                {"name": "produce", "taskReferenceName": "produce", "type": "WORKER"},
+                {
+                    "name": "consume",
+                    "taskReferenceName": "consume",
+                    "type": "WORKER",
+                    "inputParameters": {
+                        "rows": "${produce.output.rows}",
+                        "whole": "${produce.output}",
+                        "count": "${produce.output.count}",
+                    },
+                },
+            ],
+        }
+    )
+    workflow_id = platform.start("by_reference")
+    body = platform.take("produce")
+    rows = [{"id": f"row-{i}", "pad": "x" * 100} for i in range(200)]
+    output = {"rows": rows, "count": len(rows)}
+    reference = platform.services.payloads.put(
+        f"payloads/{workflow_id}/{body['taskId']}-output.json", json.dumps(output).encode()
+    )
+    platform.complete(body, {"outputRef": reference})
+    second = platform.take("consume")
+    # the worker gets the values (the large input itself is offloaded for the message)
+    assert "inputRef" in second and "input" not in second
+    delivered = json.loads(platform.services.payloads.get(second["inputRef"]))
+    assert delivered == {"rows": rows, "whole": output, "count": 200}
+    platform.complete(second, {})
+    platform.wait(workflow_id)
+    # the run's state and history carried pointers, never the rows
+    history = str(platform.client.get_orchestration_history(workflow_id))
+    assert "row-150" not in history
