@@ -15,10 +15,11 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from workers.catalog import check_cpu, check_memory
+
 NAMESPACE = "stepway"
 
 _BASE_NAME = re.compile(r"^[a-z][a-z0-9-]*[a-z0-9]$")
-_MEMORY = re.compile(r"^\d+(?:\.\d+)?Gi$")
 
 
 class StackConfigError(ValueError):
@@ -41,16 +42,12 @@ class AppSettings(_Model):
     @field_validator("cpu")
     @classmethod
     def _cpu(cls, value: float) -> float:
-        if not 0.25 <= value <= 4 or round(value * 4) != value * 4:
-            raise ValueError(f"cpu {value} must be a multiple of 0.25 between 0.25 and 4")
-        return value
+        return check_cpu(value)
 
     @field_validator("memory")
     @classmethod
     def _memory(cls, value: str) -> str:
-        if not _MEMORY.match(value):
-            raise ValueError(f"memory {value!r} must be a size in Gi, e.g. '1Gi'")
-        return value
+        return check_memory(value)
 
     @model_validator(mode="after")
     def _replicas(self) -> AppSettings:

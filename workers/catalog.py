@@ -63,6 +63,20 @@ _MEMORY = re.compile(r"^\d+(?:\.\d+)?Gi$")
 RESERVED_ENV_PREFIXES = ("STEPWAY_", "AZURE_")
 
 
+def check_cpu(value: float) -> float:
+    """Container Apps CPU: a multiple of 0.25 cores between 0.25 and 4."""
+    if not 0.25 <= value <= 4 or round(value * 4) != value * 4:
+        raise ValueError(f"cpu {value} must be a multiple of 0.25 between 0.25 and 4")
+    return value
+
+
+def check_memory(value: str) -> str:
+    """Container Apps memory: a size in Gi."""
+    if not _MEMORY.match(value):
+        raise ValueError(f"memory {value!r} must be a size in Gi, e.g. '1Gi' or '0.5Gi'")
+    return value
+
+
 def _queue_part(value: str, what: str, max_length: int) -> str:
     if not 1 <= len(value) <= max_length:
         raise ValueError(f"{what} {value!r} must be 1-{max_length} characters long")
@@ -169,16 +183,12 @@ class WorkerCatalogEntry(BaseModel):
     @field_validator("cpu")
     @classmethod
     def _check_cpu(cls, value: float) -> float:
-        if not 0.25 <= value <= 4 or round(value * 4) != value * 4:
-            raise ValueError(f"cpu {value} must be a multiple of 0.25 between 0.25 and 4")
-        return value
+        return check_cpu(value)
 
     @field_validator("memory")
     @classmethod
     def _check_memory(cls, value: str) -> str:
-        if not _MEMORY.match(value):
-            raise ValueError(f"memory {value!r} must be a size in Gi, e.g. '1Gi' or '0.5Gi'")
-        return value
+        return check_memory(value)
 
     @field_validator("secrets")
     @classmethod

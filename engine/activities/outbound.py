@@ -45,7 +45,12 @@ from typing import Any
 
 import httpx
 
-from engine.activities.results import ActivityResult, OutboundSettings, ResultStatus
+from engine.activities.results import (
+    ActivityError,
+    ActivityResult,
+    OutboundSettings,
+    ResultStatus,
+)
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
@@ -59,18 +64,8 @@ BLOCKED_NETWORKS: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...] = (
 _REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 
 
-class OutboundError(Exception):
+class OutboundError(ActivityError):
     """An outbound call that produced no usable response."""
-
-    def __init__(self, reason: str, *, retryable: bool) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.retryable = retryable
-
-    def to_result(self) -> ActivityResult:
-        if self.retryable:
-            return ActivityResult.failed(self.reason)
-        return ActivityResult.terminal(self.reason)
 
 
 class BlockedDestination(OutboundError):

@@ -254,8 +254,8 @@ def max_payload(deps: ActivityDeps) -> int:
     return value if isinstance(value, int) else DEFAULT_MAX_RESPONSE_BYTES
 
 
-class OffloadError(Exception):
-    """Offloading failed: too large (terminal) or the store failed (retryable)."""
+class ActivityError(Exception):
+    """A failure an activity reports as its result: retryable or terminal."""
 
     def __init__(self, reason: str, *, retryable: bool) -> None:
         super().__init__(reason)
@@ -266,6 +266,10 @@ class OffloadError(Exception):
         if self.retryable:
             return ActivityResult.failed(self.reason)
         return ActivityResult.terminal(self.reason)
+
+
+class OffloadError(ActivityError):
+    """Offloading failed: too large (terminal) or the store failed (retryable)."""
 
 
 def offload(
