@@ -42,11 +42,20 @@ from engine.decider import (
     ScheduleTask,
     TaskOutcome,
 )
-from engine.definitions import TaskStatus, TaskType
+from engine.definitions import RunStatus, TaskStatus, TaskType
 
 ORCHESTRATOR_NAME = "WorkflowInterpreter"
 TERMINATE_EVENT = "stepway.terminate"
 STARTED_SUFFIX = ".started"
+#: The interpreter's own bookkeeping activities (record, dispatch, finish, resolve a
+#: child) are idempotent; a transient run-store or queue error is retried with backoff
+#: (about 4 minutes in all) instead of failing the run.
+BOOKKEEPING_RETRY = dt.RetryPolicy(
+    first_retry_interval=timedelta(seconds=1),
+    max_number_of_attempts=8,
+    backoff_coefficient=2.0,
+    max_retry_interval=timedelta(seconds=60),
+)
 #: outcomes handled per orchestration execution before carrying state into a new one
 STEPS_PER_EXECUTION = 25
 
@@ -165,6 +174,7 @@ class _Run:
         if kind == TaskType.WORKER:
             dispatch: dt.Task[Any] = self.ctx.call_activity(
                 ACTIVITY_DISPATCH,
+                retry_policy=BOOKKEEPING_RETRY,
                 input={
                     "workflowId": self.ctx.instance_id,
                     "workflowType": self.run.name,
@@ -207,6 +217,7 @@ class _Run:
                 "resolve",
                 self.ctx.call_activity(
                     ACTIVITY_RESOLVE_CHILD,
+                    retry_policy=BOOKKEEPING_RETRY,
                     input={
                         "workflowId": self.ctx.instance_id,
                         "childId": f"{task_id}-{action.attempt}",
@@ -515,6 +526,7 @@ class _Run:
         if records or warnings:
             yield self.ctx.call_activity(
                 ACTIVITY_RECORD,
+                retry_policy=BOOKKEEPING_RETRY,
                 input={
                     "workflowId": self.ctx.instance_id,
                     "records": records,
@@ -528,6 +540,7 @@ class _Run:
         payload = result.model_dump(mode="json", by_alias=True)
         summary = yield self.ctx.call_activity(
             ACTIVITY_FINISH,
+            retry_policy=BOOKKEEPING_RETRY,
             input={
                 "workflowId": self.ctx.instance_id,
                 "run": self.run.model_dump(mode="json", by_alias=True, exclude={"state"}),
@@ -547,7 +560,10 @@ def workflow_interpreter(
 ) -> Generator[dt.Task[Any], Any, dict[str, Any]]:
     """The one orchestration that runs every run of every definition."""
     run = RunInput.model_validate(raw_input or {})
-    decider = services_module.current().definitions.decider(run.name, run.version)
+    try:
+        decider = services_module.current().definitions.decider(run.name, run.version)
+    except LookupError as exc:
+        return (yield from _fail(ctx, run, str(exc)))
     runner = _Run(ctx, run, decider)
     if run.state is not None:
         state = RunState.model_validate(run.state)
@@ -561,7 +577,34 @@ def workflow_interpreter(
         )
     if run.started_at_ms is None:
         run.started_at_ms = _ms(ctx.current_utc_datetime)
-    return (yield from runner.interpret(state))
+    try:
+        return (yield from runner.interpret(state))
+    except dt.TaskFailedError:
+        raise  # the bookkeeping itself failed after its retries: nothing left to record with
+    except Exception as exc:  # a defect or bad data: end the run FAILED, never leave it RUNNING
+        return (yield from _fail(ctx, run, f"interpreter error: {type(exc).__name__}: {exc}"))
+
+
+def _fail(
+    ctx: dt.OrchestrationContext, run: RunInput, reason: str
+) -> Generator[dt.Task[Any], Any, dict[str, Any]]:
+    """Record the run FAILED when the interpreter cannot go on (definition gone, a defect)."""
+    result = RunResult(status=RunStatus.FAILED, reason=reason)
+    summary = yield ctx.call_activity(
+        ACTIVITY_FINISH,
+        retry_policy=BOOKKEEPING_RETRY,
+        input={
+            "workflowId": ctx.instance_id,
+            "run": run.model_dump(mode="json", by_alias=True, exclude={"state"}),
+            "result": result.model_dump(mode="json", by_alias=True),
+            "records": [],
+            "warnings": [],
+            "cancelChildren": [],
+            "variables": {},
+            "nowMs": _ms(ctx.current_utc_datetime),
+        },
+    )
+    return summary if isinstance(summary, dict) else result.model_dump(mode="json")
 
 
 __all__ = [

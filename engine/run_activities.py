@@ -432,8 +432,11 @@ def finish(ctx: dt.ActivityContext, data: dict[str, Any]) -> dict[str, Any]:
 
     failure_workflow_id = None
     if status in (RunStatus.FAILED, RunStatus.TIMED_OUT, RunStatus.TERMINATED):
-        decider = svc.definitions.decider(run["name"], int(run["version"]))
-        failure_name = decider.definition.failure_workflow
+        try:
+            decider = svc.definitions.decider(run["name"], int(run["version"]))
+            failure_name = decider.definition.failure_workflow
+        except LookupError:  # the definition itself is gone: nothing names a failure flow
+            failure_name = None
         if failure_name:
             failure_workflow_id = start_failure_workflow(
                 svc,
@@ -501,7 +504,9 @@ def start_failure_workflow(
             create_time=now,
         )
     )
-    if created.created:
+    # scheduled when this call created the row, or when an earlier attempt of this
+    # (retried) activity created it but stopped before scheduling
+    if created.created or client.get_orchestration_state(failure_id) is None:
         client.schedule_new_orchestration(
             orchestrator,
             input=json.loads(

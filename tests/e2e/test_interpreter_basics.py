@@ -165,3 +165,42 @@ def test_human_task_row_carries_its_instruction_text(platform: Any) -> None:
     }
     # the text is read by the activity: the orchestration history keeps only the name
     assert "Check the totals." not in str(platform.client.get_orchestration_history(workflow_id))
+
+
+def test_a_run_whose_definition_is_gone_ends_failed_not_running(platform: Any) -> None:
+    # the run row and the orchestration exist, the definition does not (deleted meanwhile)
+    workflow_id = platform.start("never_registered")
+    run = platform.wait(workflow_id)
+    assert run.status == RunStatus.FAILED
+    assert "never_registered" in (run.reason_for_incompletion or "")
+
+
+def test_a_transient_run_store_error_in_dispatch_is_retried(platform: Any) -> None:
+    platform.register_task_def({"name": "steady", "retryCount": 0})
+    platform.register(
+        {
+            "name": "steady_run",
+            "tasks": [{"name": "steady", "taskReferenceName": "steady", "type": "WORKER"}],
+        }
+    )
+    store = platform.services.run_store
+    real_upsert = store.upsert_task
+    failures = []
+
+    def flaky_upsert(task: Any, now: int) -> bool:
+        if task.task_type == "WORKER" and not failures:
+            failures.append(task.task_id)
+            raise RuntimeError("database is locked")
+        return real_upsert(task, now)
+
+    store.upsert_task = flaky_upsert
+    try:
+        workflow_id = platform.start("steady_run")
+        body = platform.take("steady")
+        platform.complete(body, {"ok": True})
+        run = platform.wait(workflow_id)
+    finally:
+        store.upsert_task = real_upsert
+    assert failures, "the dispatch never hit the injected error"
+    assert run.status == RunStatus.COMPLETED
+    assert platform.tasks(workflow_id)["steady"].attempt == 1
