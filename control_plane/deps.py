@@ -81,6 +81,11 @@ class RunSignals(Protocol):
 
     def resume(self, workflow_id: str, reason: str | None = None) -> None: ...
 
+    def ended_outside(self, workflow_id: str) -> str | None:
+        """If the run's orchestration has ended (failed or terminated by the backend,
+        not by the interpreter, which records its own end) the reason, else None."""
+        ...
+
 
 class DurableRunSignals:
     """:class:`RunSignals` over a durabletask client (``TaskHubGrpcClient`` or the
@@ -118,6 +123,21 @@ class DurableRunSignals:
     def resume(self, workflow_id: str, reason: str | None = None) -> None:
         self._client.resume_orchestration(workflow_id, reason=reason)
 
+    def ended_outside(self, workflow_id: str) -> str | None:
+        from durabletask.client import OrchestrationStatus
+
+        state = self._client.get_orchestration_state(workflow_id, fetch_payloads=False)
+        if state is None:
+            return "its orchestration no longer exists in the durable backend"
+        status = state.runtime_status
+        if status == OrchestrationStatus.FAILED:
+            details = state.failure_details
+            message = details.message if details is not None else "no details"
+            return f"its orchestration failed in the durable backend: {message}"
+        if status == OrchestrationStatus.TERMINATED:
+            return "its orchestration was terminated in the durable backend"
+        return None
+
 
 @dataclass
 class RecordedSignal:
@@ -134,6 +154,8 @@ class RecordingRunSignals:
 
     calls: list[RecordedSignal] = field(default_factory=list)
     fail_next: Exception | None = None
+    #: runs whose orchestration a test declares ended outside the interpreter
+    ended: dict[str, str] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def _add(self, signal: RecordedSignal) -> None:
@@ -154,6 +176,9 @@ class RecordingRunSignals:
 
     def resume(self, workflow_id: str, reason: str | None = None) -> None:
         self._add(RecordedSignal("resume", workflow_id, None, reason))
+
+    def ended_outside(self, workflow_id: str) -> str | None:
+        return self.ended.get(workflow_id)
 
     def events(self, name: str | None = None) -> list[RecordedSignal]:
         with self._lock:

@@ -204,11 +204,34 @@ class WorkflowService:
             ]
         return body
 
+    def _current(self, workflow_id: str) -> RunRecord:
+        """The run, reconciled on read: a row still RUNNING or PAUSED whose orchestration
+        ended in the backend without the interpreter recording it (a history limit, a
+        backend-side terminate) is recorded FAILED with that reason, so no run shows
+        RUNNING forever. No sweeper: the read that notices it repairs it."""
+        run = self._run(workflow_id)
+        if run.status.is_terminal:
+            return run
+        try:
+            reason = self.deps.signals.ended_outside(workflow_id)
+        except Exception:  # the backend is unreachable: report what the store says
+            log.warning("could not read the orchestration state of %s", workflow_id)
+            return run
+        if reason is None:
+            return run
+        now = self.deps.clock()
+        self.deps.run_store.update_run(
+            workflow_id,
+            RunUpdate(status=RunStatus.FAILED, reason_for_incompletion=reason, end_time=now),
+            now,
+        )
+        return self._run(workflow_id)
+
     def get(self, workflow_id: str, include_tasks: bool) -> dict[str, Any]:
-        return self.workflow_json(self._run(workflow_id), include_tasks)
+        return self.workflow_json(self._current(workflow_id), include_tasks)
 
     def status(self, workflow_id: str) -> dict[str, Any]:
-        run = self._run(workflow_id)
+        run = self._current(workflow_id)
         return {
             "workflowId": run.workflow_id,
             "correlationId": run.correlation_id,

@@ -249,3 +249,30 @@ def test_a_large_workflow_input_is_offloaded_and_still_resolves(
     assert refused.status_code == 413
     assert "workflow input" in refused.json()["message"]
     assert platform.services.run_store.search_runs(RunQuery(name="big_input")).total_hits == 1
+
+
+def test_a_run_ended_by_the_backend_is_reconciled_when_read(
+    dev: tuple[DevPlatform, httpx.Client],
+) -> None:
+    platform, http = dev
+    assert http.put("/api/metadata/taskdefs", json={"name": "idle"}).status_code < 300
+    assert (
+        http.post(
+            "/api/metadata/workflow",
+            json={
+                "name": "idle_run",
+                "tasks": [{"name": "idle", "taskReferenceName": "idle", "type": "SIMPLE"}],
+            },
+        ).status_code
+        < 300
+    )
+    workflow_id = http.post("/api/workflow/idle_run", json={}).text
+    assert http.get(f"/api/workflow/{workflow_id}/status").json()["status"] == "RUNNING"
+    # ended behind the interpreter's back (an operator using the backend directly)
+    platform.client.terminate_orchestration(workflow_id, output="by hand")
+    platform.client.wait_for_orchestration_completion(workflow_id, timeout=20)
+    body = http.get(f"/api/workflow/{workflow_id}").json()
+    assert body["status"] == "FAILED"
+    assert "terminated in the durable backend" in body["reasonForIncompletion"]
+    stored = platform.services.run_store.get_run(workflow_id)
+    assert stored is not None and stored.status == RunStatus.FAILED
