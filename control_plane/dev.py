@@ -212,6 +212,15 @@ def serve(data_dir: Path, host: str, port: int, with_workers: bool) -> None:
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
     for name in ("durabletask-worker", "durabletask-client", "durabletask"):
         logging.getLogger(name).setLevel(logging.WARNING)
+    from control_plane.serve import is_loopback
+
+    if not is_loopback(host) and os.environ.get("STEPWAY_ALLOW_ANONYMOUS", "").lower() != "true":
+        # stepway dev has no authentication: every caller is admin, operator and worker
+        raise SystemExit(
+            f"stepway dev: refusing to listen on {host}: the embedded platform has no "
+            "authentication, so anyone who can reach it could run and change workflows. "
+            "Use 127.0.0.1, or set STEPWAY_ALLOW_ANONYMOUS=true if that is really intended."
+        )
     platform = DevPlatform(data_dir=data_dir.resolve(), host=host, port=port)
     try:
         app = platform.start()
