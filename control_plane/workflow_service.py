@@ -39,6 +39,7 @@ from engine.ports.run_store import (
     RunStatus,
     RunUpdate,
 )
+from engine.snapshots import publish_snapshot
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +58,9 @@ class StartWorkflowRequest(BaseModel):
     idempotency_key: str | None = None
 
 
-def run_input(run: RunRecord, input_value: dict[str, Any]) -> dict[str, Any]:
+def run_input(
+    run: RunRecord, input_value: dict[str, Any], definition_ref: str | None = None
+) -> dict[str, Any]:
     """The orchestration input of ``run``. An offloaded workflow input travels as
     ``{"inputRef": ref}`` (the engine reads it from the payload store), so a large input
     never enters the durable history."""
@@ -72,6 +75,7 @@ def run_input(run: RunRecord, input_value: dict[str, Any]) -> dict[str, Any]:
         task_to_domain=run.task_to_domain,
         parent_workflow_id=run.parent_workflow_id,
         parent_task_id=run.parent_task_id,
+        definition_ref=definition_ref,
     ).model_dump(mode="json", by_alias=True)
 
 
@@ -130,7 +134,10 @@ class WorkflowService:
         run = self.deps.run_store.get_run(workflow_id)
         assert run is not None
         try:
-            self.deps.signals.start_run(workflow_id, run_input(run, request.input))
+            snapshot = publish_snapshot(
+                self.deps.run_store, self.deps.payloads, wf.name, wf.version
+            )
+            self.deps.signals.start_run(workflow_id, run_input(run, request.input, snapshot))
         except Exception as exc:
             log.exception("could not start run %s", workflow_id)
             self.deps.run_store.delete_run(workflow_id)
@@ -284,7 +291,10 @@ class WorkflowService:
             raise conflict(f"workflow {workflow_id} could not be reopened")
         reopened = self._run(workflow_id)
         try:
-            self.deps.signals.start_run(workflow_id, run_input(reopened, input_value))
+            snapshot = publish_snapshot(
+                self.deps.run_store, self.deps.payloads, reopened.name, reopened.version
+            )
+            self.deps.signals.start_run(workflow_id, run_input(reopened, input_value, snapshot))
         except Exception as exc:
             self.deps.run_store.update_run(
                 workflow_id,

@@ -80,6 +80,8 @@ class RunInput(BaseModel):
     task_to_domain: dict[str, str] = Field(default_factory=dict)
     parent_workflow_id: str | None = None
     parent_task_id: str | None = None
+    #: the definition snapshot the run executes (engine.snapshots); None: the registration
+    definition_ref: str | None = None
     #: the Decider state carried from the previous execution (continue_as_new)
     state: dict[str, Any] | None = None
     started_at_ms: int | None = None
@@ -371,6 +373,7 @@ class _Run:
                 task_to_domain=child.get("taskToDomain") or self.run.task_to_domain,
                 parent_workflow_id=self.ctx.instance_id,
                 parent_task_id=task_id,
+                definition_ref=child.get("definitionRef"),
             )
             entry.phase = "child"
             self._track(
@@ -561,7 +564,9 @@ def workflow_interpreter(
     """The one orchestration that runs every run of every definition."""
     run = RunInput.model_validate(raw_input or {})
     try:
-        decider = services_module.current().definitions.decider(run.name, run.version)
+        decider = services_module.current().definitions.decider_for(
+            run.name, run.version, run.definition_ref
+        )
     except LookupError as exc:
         return (yield from _fail(ctx, run, str(exc)))
     runner = _Run(ctx, run, decider)

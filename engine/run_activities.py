@@ -32,6 +32,7 @@ from engine.payload_refs import dereference
 from engine.ports.payload_store import PayloadKind, PayloadTooLarge, offload_if_large
 from engine.ports.queue import MessageNotFound, QueueError
 from engine.ports.run_store import NewRun, RunUpdate, TaskRecord, TaskUpdate
+from engine.snapshots import publish_snapshot
 
 log = logging.getLogger(__name__)
 
@@ -343,6 +344,7 @@ def resolve_child(ctx: dt.ActivityContext, data: dict[str, Any]) -> dict[str, An
     try:
         version = child.get("version") or svc.definitions.latest_version(name)
         svc.definitions.decider(name, int(version))
+        definition_ref = publish_snapshot(svc.run_store, svc.payloads, name, int(version))
     except LookupError as exc:
         return {"error": str(exc)}
     child_id = data.get("childId")
@@ -362,7 +364,12 @@ def resolve_child(ctx: dt.ActivityContext, data: dict[str, Any]) -> dict[str, An
                 create_time=now,
             )
         )
-    return {"name": name, "version": int(version), "taskToDomain": child.get("taskToDomain")}
+    return {
+        "name": name,
+        "version": int(version),
+        "taskToDomain": child.get("taskToDomain"),
+        "definitionRef": definition_ref,
+    }
 
 
 def ensure_run_row(
@@ -433,7 +440,9 @@ def finish(ctx: dt.ActivityContext, data: dict[str, Any]) -> dict[str, Any]:
     failure_workflow_id = None
     if status in (RunStatus.FAILED, RunStatus.TIMED_OUT, RunStatus.TERMINATED):
         try:
-            decider = svc.definitions.decider(run["name"], int(run["version"]))
+            decider = svc.definitions.decider_for(
+                run["name"], int(run["version"]), run.get("definitionRef")
+            )
             failure_name = decider.definition.failure_workflow
         except LookupError:  # the definition itself is gone: nothing names a failure flow
             failure_name = None
@@ -515,6 +524,7 @@ def start_failure_workflow(
                     version=version,
                     input=failure_input,
                     correlation_id=run.get("correlationId"),
+                    definition_ref=publish_snapshot(svc.run_store, svc.payloads, name, version),
                 ).model_dump_json(by_alias=True)
             ),
             instance_id=failure_id,

@@ -17,9 +17,10 @@ from typing import Any
 
 from engine.decider import Decider
 from engine.definitions import TaskDef, WorkflowDef
-from engine.ports.payload_store import PayloadLimits, PayloadStore
+from engine.ports.payload_store import PayloadError, PayloadLimits, PayloadStore
 from engine.ports.queue import TaskQueue
 from engine.ports.run_store import RunStore
+from engine.snapshots import SnapshotError, build_snapshot
 
 #: offloaded payloads kept in memory per process (oldest dropped first)
 PAYLOAD_CACHE_ENTRIES = 256
@@ -42,32 +43,52 @@ class DefinitionCache:
     #: where offloaded task outputs are read from when an expression references them
     payloads: PayloadStore | None = None
     _deciders: dict[tuple[str, int], Decider] = field(default_factory=dict)
+    _by_snapshot: dict[str, Decider] = field(default_factory=dict)
     _latest: dict[str, int] = field(default_factory=dict)
     _instructions: dict[str, str] = field(default_factory=dict)
     _payload_cache: dict[str, Any] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def decider(self, name: str, version: int) -> Decider:
+        """The Decider of the current registration of ``name``/``version``."""
         key = (name, version)
         found = self._deciders.get(key)
         if found is not None:
             return found
-        record = self.store.get_definition(name, version)
-        if record is None:
-            raise DefinitionNotFound(f"workflow definition {name!r} version {version} not found")
-        definition = WorkflowDef.model_validate(record.definition)
-        task_defs: dict[str, TaskDef] = {}
-        for location in definition.walk():
-            task_name = location.task.name
-            if task_name in task_defs:
-                continue
-            td = self.store.get_task_def(task_name)
-            if td is not None:
-                task_defs[task_name] = TaskDef.model_validate(td.definition)
-        decider = Decider(definition, task_defs, payloads=self.load_payload)
+        try:
+            snapshot = build_snapshot(self.store, name, version)
+        except SnapshotError as exc:
+            raise DefinitionNotFound(str(exc)) from None
+        decider = self._build(snapshot)
         with self._lock:
             self._deciders.setdefault(key, decider)
         return self._deciders[key]
+
+    def decider_for(self, name: str, version: int, snapshot_ref: str | None) -> Decider:
+        """The Decider a run executes: built from the snapshot taken when it started
+        (immutable, so every replay in every process sees the same definition), or from
+        the registration for runs started without one."""
+        if snapshot_ref is None or self.payloads is None:
+            return self.decider(name, version)
+        found = self._by_snapshot.get(snapshot_ref)
+        if found is None:
+            try:
+                snapshot = self.load_payload(snapshot_ref)
+            except PayloadError as exc:
+                raise DefinitionNotFound(
+                    f"definition snapshot {snapshot_ref!r} of {name!r} v{version}: {exc}"
+                ) from None
+            with self._lock:
+                found = self._by_snapshot.setdefault(snapshot_ref, self._build(snapshot))
+        return found
+
+    def _build(self, snapshot: dict[str, Any]) -> Decider:
+        definition = WorkflowDef.model_validate(snapshot["definition"])
+        task_defs = {
+            name: TaskDef.model_validate(data)
+            for name, data in (snapshot.get("taskDefs") or {}).items()
+        }
+        return Decider(definition, task_defs, payloads=self.load_payload)
 
     def load_payload(self, reference: str) -> Any:
         """An offloaded JSON payload. References name immutable objects, so the value is

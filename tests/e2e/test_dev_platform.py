@@ -276,3 +276,53 @@ def test_a_run_ended_by_the_backend_is_reconciled_when_read(
     assert "terminated in the durable backend" in body["reasonForIncompletion"]
     stored = platform.services.run_store.get_run(workflow_id)
     assert stored is not None and stored.status == RunStatus.FAILED
+
+
+def test_a_run_keeps_the_definition_it_started_with(
+    dev: tuple[DevPlatform, httpx.Client],
+) -> None:
+    platform, http = dev
+    for name in ("one", "two"):
+        assert http.put("/api/metadata/taskdefs", json={"name": name}).status_code < 300
+    first_version = {
+        "name": "evolving",
+        "tasks": [{"name": "one", "taskReferenceName": "one", "type": "SIMPLE"}],
+        "outputParameters": {"from": "v1 ${one.output.x}"},
+    }
+    assert http.post("/api/metadata/workflow", json=first_version).status_code < 300
+    workflow_id = http.post("/api/workflow/evolving", json={}).text
+    task = _poll(http, "one", "w", 20)
+    # the same name and version is overwritten while the run is in flight, and the
+    # engine process forgets what it had loaded (as a restarted or new replica would)
+    changed = {
+        **first_version,
+        "tasks": [
+            *first_version["tasks"],
+            {"name": "two", "taskReferenceName": "two", "type": "SIMPLE"},
+        ],
+        "outputParameters": {"from": "v2"},
+    }
+    assert http.put("/api/metadata/workflow", json=[changed]).status_code < 300
+    platform.services.definitions.invalidate()
+    assert (
+        http.post(
+            "/api/tasks",
+            json={
+                "workflowInstanceId": workflow_id,
+                "taskId": task["taskId"],
+                "workerId": "w",
+                "status": "COMPLETED",
+                "outputData": {"x": 1},
+            },
+        ).status_code
+        == 200
+    )
+    deadline = time.monotonic() + 20
+    while (body := http.get(f"/api/workflow/{workflow_id}").json())["status"] == "RUNNING":
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    assert body["status"] == "COMPLETED", body
+    assert body["output"] == {"from": "v1 1"}
+    # a run started now gets the new definition
+    second = http.post("/api/workflow/evolving", json={}).text
+    assert _poll(http, "one", "w", 20)["workflowInstanceId"] == second
