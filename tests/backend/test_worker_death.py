@@ -11,7 +11,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -28,30 +27,6 @@ def _env() -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONUNBUFFERED"] = "1"
     return env
-
-
-@pytest.fixture
-def backend_address() -> Iterator[str]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "engine.backend.embedded", "--port", "0", "--log-level", "WARNING"],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        env=_env(),
-    )
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline().strip()
-        assert line.startswith("listening on "), line
-        yield line.removeprefix("listening on ")
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 def _start_engine(address: str, mode: str, marker_dir: Path) -> subprocess.Popen[str]:

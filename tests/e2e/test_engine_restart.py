@@ -11,7 +11,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -40,25 +39,6 @@ def _stop(proc: subprocess.Popen[str]) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-
-
-@pytest.fixture
-def backend_address() -> Iterator[str]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "engine.backend.embedded", "--port", "0", "--log-level", "WARNING"],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        env=_env(),
-    )
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline().strip()
-        assert line.startswith("listening on "), line
-        yield line.removeprefix("listening on ")
-    finally:
-        _stop(proc)
 
 
 def _engine(address: str, data_dir: Path) -> subprocess.Popen[str]:
