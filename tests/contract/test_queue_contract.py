@@ -452,7 +452,7 @@ def test_concurrent_receivers_get_distinct_messages(harness: Harness) -> None:
 
 _CHILD = textwrap.dedent(
     """
-    import json, sys
+    import json, sys, time
     from engine.adapters.queue_sqlite import SqliteTaskQueue
     path, queue = sys.argv[1], sys.argv[2]
     q = SqliteTaskQueue(path)
@@ -466,6 +466,7 @@ _CHILD = textwrap.dedent(
         for m in got:
             q.complete(queue, m)
             seen.append(m.json()["i"])
+        time.sleep(0.01)  # a worker's work: no receiver can drain the queue alone
     print(json.dumps(seen), flush=True)
     """
 )
@@ -504,6 +505,7 @@ def test_two_processes_on_one_sqlite_file_get_distinct_messages(tmp_path: Path) 
             for m in got:
                 q.complete("shared", m)
                 mine.append(m.json()["i"])
+            time.sleep(0.01)  # paced like the children, so all three compete
         results = [mine]
         for p in procs:
             out, _ = p.communicate(timeout=60)
