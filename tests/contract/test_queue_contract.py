@@ -411,7 +411,8 @@ def test_long_poll_returns_soon_after_a_send(harness: Harness) -> None:
     finally:
         timer.join()
     elapsed = time.monotonic() - start
-    assert 0.25 <= elapsed < (1.0 if harness.kind == "sqlite" else 3.0)
+    # woken by the send, not by the 5 s wait running out (generous for a loaded machine)
+    assert 0.25 <= elapsed < 3.0
     q.complete(name, m)
 
 
