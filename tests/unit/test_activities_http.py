@@ -130,13 +130,13 @@ def test_other_4xx_are_terminal(status: int) -> None:
 
 
 def test_read_timeout_is_retryable() -> None:
-    with LocalServer(lambda req: Reply(200, {}, delay_seconds=1.5)) as server:
+    with LocalServer(lambda req: Reply(200, {}, delay_seconds=4)) as server:
         started = time.monotonic()
         result = http_activity(deps(), {"uri": server.url, "readTimeOut": 300})
         elapsed = time.monotonic() - started
     assert result.status == "FAILED"
     assert "read timeout" in (result.reason or "")
-    assert elapsed < 1.4
+    assert elapsed < 3  # cut at the read timeout, not after the server's 4 s
 
 
 def test_slow_drip_response_is_bounded_by_max_duration() -> None:

@@ -337,16 +337,10 @@ def test_parallel_threads() -> None:
 # --------------------------------------------------------------------------- cost
 
 
-def test_evaluation_cost_is_bounded() -> None:
-    """A fresh evaluation costs about 0.5 ms, a memoised one a few µs (generous bounds)."""
-    n = 50
-    started = time.perf_counter()
-    for i in range(n):
-        evaluate(f"$.a + {i}", INPUT)
-    fresh = (time.perf_counter() - started) / n
-    started = time.perf_counter()
-    for i in range(n):
-        evaluate(f"$.a + {i}", INPUT)
-    cached = (time.perf_counter() - started) / n
-    assert fresh < 0.02
-    assert cached < fresh
+def test_repeated_evaluations_give_the_same_result() -> None:
+    """Memoised evaluation (costs are measured in bench, not asserted here) must not change
+    results: the same expression and bindings give the same value, other bindings another."""
+    first = [evaluate(f"$.a + {i}", INPUT) for i in range(20)]
+    again = [evaluate(f"$.a + {i}", INPUT) for i in range(20)]
+    assert first == again
+    assert evaluate("$.a + 1", {"$": {"a": 100}}) != evaluate("$.a + 1", INPUT)
