@@ -52,7 +52,7 @@ def test_long_poll_returns_when_a_task_arrives(srv: Server) -> None:
     threading.Timer(0.3, lambda: srv.dispatch("late")).start()
     t0 = time.monotonic()
     tasks = poll(srv, "late", timeout=3000)
-    assert len(tasks) == 1 and time.monotonic() - t0 < 2.0
+    assert len(tasks) == 1 and time.monotonic() - t0 < 2.8  # before the 3 s poll timeout
 
 
 def test_high_priority_first_and_domains(srv: Server) -> None:
