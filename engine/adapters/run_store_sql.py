@@ -569,15 +569,20 @@ class SqlRunStore:
         with self._write() as conn:
             conn.execute(stmt)
 
-    def get_definition(self, name: str, version: int | None = None) -> DefinitionRecord | None:
-        stmt = sa.select(definitions).where(definitions.c.name == name)
+    def _versioned(self, table: sa.Table, name: str, version: int | None) -> RowMapping | None:
+        """The row of ``name`` at ``version``, or its latest version when None."""
+        stmt = sa.select(table).where(table.c.name == name)
         if version is None:
-            stmt = stmt.order_by(definitions.c.version.desc()).limit(1)
+            stmt = stmt.order_by(table.c.version.desc()).limit(1)
         else:
-            stmt = stmt.where(definitions.c.version == version)
+            stmt = stmt.where(table.c.version == version)
         with self._read() as conn:
             row = conn.execute(stmt).first()
-        return None if row is None else DefinitionRecord.model_validate(dict(row._mapping))
+        return None if row is None else row._mapping
+
+    def get_definition(self, name: str, version: int | None = None) -> DefinitionRecord | None:
+        row = self._versioned(definitions, name, version)
+        return None if row is None else DefinitionRecord.model_validate(dict(row))
 
     def list_definitions(self, name: str | None = None) -> list[DefinitionRecord]:
         stmt = sa.select(definitions).order_by(definitions.c.name, definitions.c.version)
@@ -630,14 +635,8 @@ class SqlRunStore:
             conn.execute(stmt)
 
     def get_instruction(self, name: str, version: int | None = None) -> InstructionRecord | None:
-        stmt = sa.select(instructions).where(instructions.c.name == name)
-        if version is None:
-            stmt = stmt.order_by(instructions.c.version.desc()).limit(1)
-        else:
-            stmt = stmt.where(instructions.c.version == version)
-        with self._read() as conn:
-            row = conn.execute(stmt).first()
-        return None if row is None else InstructionRecord.model_validate(dict(row._mapping))
+        row = self._versioned(instructions, name, version)
+        return None if row is None else InstructionRecord.model_validate(dict(row))
 
     # --- poll data ------------------------------------------------------------
 
