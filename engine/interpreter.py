@@ -617,6 +617,5 @@ __all__ = [
     "STARTED_SUFFIX",
     "TERMINATE_EVENT",
     "RunInput",
-    "timedelta",
     "workflow_interpreter",
 ]

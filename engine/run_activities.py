@@ -343,7 +343,7 @@ def resolve_child(ctx: dt.ActivityContext, data: dict[str, Any]) -> dict[str, An
     name = str(child.get("name") or "")
     try:
         version = child.get("version") or svc.definitions.latest_version(name)
-        svc.definitions.decider(name, int(version))
+        # reads the definition once: proves it exists and fixes what the child runs
         definition_ref = publish_snapshot(svc.run_store, svc.payloads, name, int(version))
     except LookupError as exc:
         return {"error": str(exc)}

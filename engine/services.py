@@ -44,7 +44,6 @@ class DefinitionCache:
     payloads: PayloadStore | None = None
     _deciders: dict[tuple[str, int], Decider] = field(default_factory=dict)
     _by_snapshot: dict[str, Decider] = field(default_factory=dict)
-    _latest: dict[str, int] = field(default_factory=dict)
     _instructions: dict[str, str] = field(default_factory=dict)
     _payload_cache: dict[str, Any] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)

@@ -49,10 +49,11 @@ def publish_snapshot(
     store: RunStore, payloads: PayloadStore | None, name: str, version: int
 ) -> str | None:
     """Store the snapshot of ``name``/``version`` (once per content) and return its
-    reference; None without a payload store (the run then reads the registration)."""
+    reference; None without a payload store (the run then reads the registration).
+    Raises :class:`SnapshotError` when the definition does not exist."""
+    snapshot = build_snapshot(store, name, version)
     if payloads is None:
         return None
-    snapshot = build_snapshot(store, name, version)
     key = snapshot_key(snapshot)
     if not payloads.exists(key):
         payloads.put(key, json.dumps(snapshot, sort_keys=True).encode(), "application/json")
