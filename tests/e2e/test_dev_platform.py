@@ -27,6 +27,34 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _finished(http: httpx.Client, workflow_id: str, seconds: float = 20) -> dict[str, Any]:
+    """The run (with tasks) once it is no longer RUNNING."""
+    deadline = time.monotonic() + seconds
+    while True:
+        run: dict[str, Any] = http.get(
+            f"/api/workflow/{workflow_id}", params={"includeTasks": True}
+        ).json()
+        if run["status"] != "RUNNING":
+            return run
+        assert time.monotonic() < deadline, f"run {workflow_id} still RUNNING"
+        time.sleep(0.1)
+
+
+def _post_result(
+    http: httpx.Client, workflow_id: str, task: dict[str, Any], worker: str, output: Any
+) -> httpx.Response:
+    return http.post(
+        "/api/tasks",
+        json={
+            "workflowInstanceId": workflow_id,
+            "taskId": task["taskId"],
+            "workerId": worker,
+            "status": "COMPLETED",
+            "outputData": output,
+        },
+    )
+
+
 @pytest.fixture
 def dev(tmp_path: Path) -> Iterator[tuple[DevPlatform, httpx.Client]]:
     port = _free_port()
@@ -81,33 +109,12 @@ def test_run_through_the_api(dev: tuple[DevPlatform, httpx.Client]) -> None:
     )
     assert response.status_code < 300, response.text
     workflow_id = http.post("/api/workflow/shouting", json={"text": "hi"}).text
-    task: dict[str, Any] = {}
-    deadline = time.monotonic() + 20
-    while not task and time.monotonic() < deadline:
-        polled = http.get(
-            "/api/tasks/poll/batch/shout", params={"workerid": "w1", "count": 1, "timeout": 1000}
-        ).json()
-        task = polled[0] if polled else {}
+    task = _poll(http, "shout", "w1", 20)
     assert task["inputData"] == {"text": "hi"}
     assert task["workflowInstanceId"] == workflow_id
-    posted = http.post(
-        "/api/tasks",
-        json={
-            "workflowInstanceId": workflow_id,
-            "taskId": task["taskId"],
-            "workerId": "w1",
-            "status": "COMPLETED",
-            "outputData": {"loud": "HI"},
-        },
-    )
+    posted = _post_result(http, workflow_id, task, "w1", {"loud": "HI"})
     assert posted.status_code == 200, posted.text
-    run: dict[str, Any] = {}
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        run = http.get(f"/api/workflow/{workflow_id}", params={"includeTasks": True}).json()
-        if run["status"] != "RUNNING":
-            break
-        time.sleep(0.1)
+    run = _finished(http, workflow_id)
     assert run["status"] == "COMPLETED", run
     assert run["output"] == {"loud": "HI"}
     assert [t["status"] for t in run["tasks"]] == ["COMPLETED"]
@@ -179,36 +186,11 @@ def test_a_dead_workers_slot_is_freed_when_its_attempt_times_out(
     second = _poll(http, "solo", "lives", 20)
     assert second, "attempt 2 was never handed out: the concurrency slot leaked"
     assert second["taskId"] == first["taskId"] and second["retryCount"] == 1
-    assert (
-        http.post(
-            "/api/tasks",
-            json={
-                "workflowInstanceId": workflow_id,
-                "taskId": second["taskId"],
-                "workerId": "lives",
-                "status": "COMPLETED",
-                "outputData": {},
-            },
-        ).status_code
-        == 200
-    )
-    deadline = time.monotonic() + 20
-    while http.get(f"/api/workflow/{workflow_id}").json()["status"] == "RUNNING":
-        assert time.monotonic() < deadline
-        time.sleep(0.1)
-    assert http.get(f"/api/workflow/{workflow_id}").json()["status"] == "COMPLETED"
+    assert _post_result(http, workflow_id, second, "lives", {}).status_code == 200
+    assert _finished(http, workflow_id)["status"] == "COMPLETED"
     assert platform.services.run_store.concurrency_in_use("solo") == 0
     # the late answer of the dead worker changes nothing
-    late = http.post(
-        "/api/tasks",
-        json={
-            "workflowInstanceId": workflow_id,
-            "taskId": first["taskId"],
-            "workerId": "dies",
-            "status": "COMPLETED",
-            "outputData": {},
-        },
-    )
+    late = _post_result(http, workflow_id, first, "dies", {})
     assert late.status_code == 409
 
 
@@ -304,23 +286,8 @@ def test_a_run_keeps_the_definition_it_started_with(
     }
     assert http.put("/api/metadata/workflow", json=[changed]).status_code < 300
     platform.services.definitions.invalidate()
-    assert (
-        http.post(
-            "/api/tasks",
-            json={
-                "workflowInstanceId": workflow_id,
-                "taskId": task["taskId"],
-                "workerId": "w",
-                "status": "COMPLETED",
-                "outputData": {"x": 1},
-            },
-        ).status_code
-        == 200
-    )
-    deadline = time.monotonic() + 20
-    while (body := http.get(f"/api/workflow/{workflow_id}").json())["status"] == "RUNNING":
-        assert time.monotonic() < deadline
-        time.sleep(0.1)
+    assert _post_result(http, workflow_id, task, "w", {"x": 1}).status_code == 200
+    body = _finished(http, workflow_id)
     assert body["status"] == "COMPLETED", body
     assert body["output"] == {"from": "v1 1"}
     # a run started now gets the new definition
