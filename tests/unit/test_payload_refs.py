@@ -64,8 +64,9 @@ def test_a_whole_reference_to_an_offloaded_output_stays_a_pointer() -> None:
         return STORE[ref]
 
     got = _second_input(_decider(loader), {"outputRef": "ref-1"})
-    # interpolation needs the value; a whole reference does not
+    # interpolation needs the value (it is loaded); a whole reference does not
     assert got == {"rows": pointer("ref-1", "$.rows"), "text": "n=2"}
+    assert set(loads) == {"ref-1"}
 
 
 def test_inline_outputs_are_resolved_as_usual() -> None:
