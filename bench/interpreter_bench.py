@@ -31,10 +31,10 @@ from typing import Any
 from durabletask import task as dt
 from durabletask.client import OrchestrationStatus
 
-from engine.backend.config import BackendConfig
-from engine.backend.connect import make_worker, register, start_worker, stop_worker
-from engine.backend.embedded import EmbeddedBackend
-from engine.host import (
+from engine.adapters.backend.config import BackendConfig
+from engine.adapters.backend.connect import make_worker, register, start_worker, stop_worker
+from engine.adapters.backend.embedded import EmbeddedBackend
+from engine.app.host import (
     ACTIVITIES,
     ORCHESTRATORS,
     LocalSettings,
@@ -42,8 +42,8 @@ from engine.host import (
     install,
     make_engine_client,
 )
-from engine.interpreter import ORCHESTRATOR_NAME, RunInput
 from engine.ports.run_store import NewRun
+from protocol.runs import ORCHESTRATOR_NAME, RunInput
 
 
 class _Empty(BaseHTTPRequestHandler):

@@ -33,8 +33,8 @@ from typing import Any, Protocol
 import yaml
 from fastapi import Request
 
+from control_plane.api.errors import ApiError
 from control_plane.deps import Settings
-from control_plane.problems import ApiError
 
 log = logging.getLogger(__name__)
 

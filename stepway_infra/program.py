@@ -51,7 +51,7 @@ WORKER_IDENTITIES_ENV = "STEPWAY_WORKER_IDENTITIES"
 ENGINE_ROLE_ENV = "STEPWAY_ENGINE_ROLE"
 
 # The platform apps' variables (``_backend_env``, ``_run_store_env``, ``_data_env``,
-# ``_control_plane_app``) are read by ``engine/config.py`` and ``control_plane/serve.py``
+# ``_control_plane_app``) are read by ``engine/app/config.py`` and ``control_plane/cli/serve.py``
 # (``stepway engine`` / ``stepway serve``); docs/configuration.md lists them all and
 # tests/config/test_infra_env.py feeds the apps' env to those readers.
 

@@ -39,8 +39,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 # The status enums live with the definition models; re-exported here for callers of the port.
-from engine.definitions import RunStatus as RunStatus
-from engine.definitions import TaskStatus as TaskStatus
+from engine.language.definitions import RunStatus as RunStatus
+from engine.language.definitions import TaskStatus as TaskStatus
 
 RUN_TERMINAL: frozenset[RunStatus] = frozenset(
     {RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.TIMED_OUT, RunStatus.TERMINATED}

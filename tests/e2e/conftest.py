@@ -18,17 +18,23 @@ from typing import Any
 import pytest
 from durabletask.client import OrchestrationStatus
 
+from engine.adapters.backend.config import BackendConfig
+from engine.adapters.backend.connect import start_worker, stop_worker
+from engine.adapters.backend.embedded import EmbeddedBackend
 from engine.adapters.queue_provisioning_sqlite import SqliteQueueProvisioner
-from engine.backend.config import BackendConfig
-from engine.backend.connect import start_worker, stop_worker
-from engine.backend.embedded import EmbeddedBackend
-from engine.definitions import TaskDef, TaskStatus, WorkflowDef
-from engine.host import LocalSettings, build_local_services, make_engine_client, make_engine_worker
-from engine.interpreter import ORCHESTRATOR_NAME, STARTED_SUFFIX, TERMINATE_EVENT, RunInput
+from engine.app.host import (
+    LocalSettings,
+    build_local_services,
+    make_engine_client,
+    make_engine_worker,
+)
+from engine.language.definitions import TaskDef, TaskStatus, WorkflowDef
 from engine.ports.queue import MessageNotFound, QueueError
 from engine.ports.queue_provisioning import queue_names, queue_settings_for_taskdef
 from engine.ports.run_store import NewRun, RunRecord, TaskRecord, TaskUpdate
-from engine.services import EngineServices, install
+from engine.runtime.services import EngineServices, install
+from protocol.events import STARTED_SUFFIX, TERMINATE_EVENT
+from protocol.runs import ORCHESTRATOR_NAME, RunInput
 
 
 def now_ms() -> int:

@@ -13,9 +13,9 @@ import sys
 import threading
 from pathlib import Path
 
-from engine.backend.config import BackendConfig
-from engine.backend.connect import start_worker, stop_worker
-from engine.host import LocalSettings, build_local_services, install, make_engine_worker
+from engine.adapters.backend.config import BackendConfig
+from engine.adapters.backend.connect import start_worker, stop_worker
+from engine.app.host import LocalSettings, build_local_services, install, make_engine_worker
 
 
 def main() -> None:
