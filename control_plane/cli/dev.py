@@ -42,7 +42,7 @@ from engine.app.host import (
 from engine.language.definitions import RunStatus
 from engine.language.loading import load_paths
 from engine.ports.run_store import RunQuery, RunUpdate
-from engine.runtime.services import EngineServices, install
+from engine.runtime.services import EngineServices
 from workers.catalog import load_catalog
 
 LOST_REASON = (
@@ -112,9 +112,8 @@ class DevPlatform:
             ),
             config,
         )
-        install(self.services)
         self.lost_runs = fail_lost_runs(self.services)
-        self.engine = make_engine_worker(config)
+        self.engine = make_engine_worker(config, self.services)
         start_worker(self.engine)
         self.client = make_engine_client(config)
         catalog_dir = self.repo_root / "workers"
@@ -185,7 +184,6 @@ class DevPlatform:
                 proc.kill()
         if hasattr(self, "engine"):
             stop_worker(self.engine)
-        install(None)
         self.backend.stop()
 
     def banner(self) -> str:

@@ -105,6 +105,7 @@ tasks = sa.Table(
     sa.Column("workflow_id", _ID, nullable=False),
     sa.Column("reference_task_name", _ID, nullable=False),
     sa.Column("task_type", _ID, nullable=False),
+    sa.Column("task_def_name", _ID),
     sa.Column("status", sa.String(32), nullable=False),
     sa.Column("attempt", sa.Integer, nullable=False),
     sa.Column("retry_count", sa.Integer, nullable=False),

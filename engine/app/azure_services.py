@@ -38,7 +38,6 @@ from engine.app.config import POSTGRES_TOKEN_SCOPE, DataConfig, EngineConfig, Ru
 from engine.ports.payload_store import PayloadStore
 from engine.ports.queue import TaskQueue
 from engine.runtime.builtins import ActivityDeps, token_provider_from_credential
-from engine.runtime.definition_cache import DefinitionCache
 from engine.runtime.services import EngineServices
 
 __all__ = [
@@ -172,7 +171,6 @@ def build_services(
         queue=queue if queue is not None else cast(TaskQueue, NoQueue()),
         payloads=payloads,
         payload_limits=data.payload_limits,
-        definitions=DefinitionCache(store, payloads=payloads),
         client_factory=lambda: make_client(backend),
         activity_deps=deps,
         no_worker_warning_ms=config.no_worker_warning_ms,

@@ -1,5 +1,6 @@
-"""An engine process: services built from settings, the interpreter and its activities
-registered on a durabletask worker for a role (``orchestrator`` | ``activities`` | ``all``).
+"""An engine process: services built from settings, and the interpreter and its activities
+bound to them and registered on a durabletask worker for a role (``orchestrator`` |
+``activities`` | ``all``).
 """
 
 from __future__ import annotations
@@ -19,9 +20,8 @@ from engine.adapters.queue_sqlite import SqliteTaskQueue
 from engine.adapters.run_store_sql import SqlRunStore
 from engine.ports.payload_store import PayloadLimits
 from engine.runtime.builtins import ActivityDeps
-from engine.runtime.definition_cache import DefinitionCache
-from engine.runtime.registry import ACTIVITIES, ORCHESTRATORS
-from engine.runtime.services import EngineServices, install
+from engine.runtime.registry import activities, orchestrators
+from engine.runtime.services import EngineServices
 
 
 @dataclass
@@ -62,7 +62,6 @@ def build_local_services(
         queue=queue,
         payloads=payloads,
         payload_limits=settings.limits,
-        definitions=DefinitionCache(store, payloads=payloads),
         client_factory=lambda: make_client(backend),
         activity_deps=deps,
     )
@@ -70,17 +69,19 @@ def build_local_services(
 
 def make_engine_worker(
     backend: BackendConfig,
+    services: EngineServices,
     role: Role = "all",
     *,
     concurrency: ConcurrencyOptions | None = None,
 ) -> TaskHubGrpcWorker:
-    """A durabletask worker (not started) hosting what ``role`` names. It logs through the
-    standard ``logging`` tree (``durabletask-worker``), so the process's logging
-    configuration applies (durabletask's own default logger ignores it)."""
+    """A durabletask worker (not started) hosting what ``role`` names, bound to
+    ``services``. It logs through the standard ``logging`` tree (``durabletask-worker``),
+    so the process's logging configuration applies (durabletask's own default logger
+    ignores it)."""
     worker = make_worker(
         backend, concurrency_options=concurrency, logger=logging.getLogger("durabletask-worker")
     )
-    register(worker, role, ORCHESTRATORS, ACTIVITIES)
+    register(worker, role, orchestrators(services), activities(services))
     return worker
 
 
@@ -89,11 +90,8 @@ def make_engine_client(backend: BackendConfig) -> TaskHubGrpcClient:
 
 
 __all__ = [
-    "ACTIVITIES",
-    "ORCHESTRATORS",
     "LocalSettings",
     "build_local_services",
-    "install",
     "make_engine_client",
     "make_engine_worker",
 ]

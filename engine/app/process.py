@@ -18,7 +18,7 @@ from durabletask.worker import ConcurrencyOptions
 from engine.adapters.backend.connect import start_worker, stop_worker
 from engine.app.azure_services import build_services
 from engine.app.config import EngineConfig
-from engine.app.host import install, make_engine_worker
+from engine.app.host import make_engine_worker
 
 __all__ = ["run_engine"]
 
@@ -39,7 +39,6 @@ def run_engine(config: EngineConfig, stop: threading.Event | None = None) -> Non
         signal.signal(signal.SIGINT, _on_signal)
 
     services = build_services(config)
-    install(services)
     concurrency = None
     if config.max_concurrent_work_items is not None:
         n = config.max_concurrent_work_items
@@ -47,7 +46,7 @@ def run_engine(config: EngineConfig, stop: threading.Event | None = None) -> Non
             maximum_concurrent_activity_work_items=n,
             maximum_concurrent_orchestration_work_items=n,
         )
-    worker = make_engine_worker(config.backend, config.role, concurrency=concurrency)
+    worker = make_engine_worker(config.backend, services, config.role, concurrency=concurrency)
     start_worker(worker)
     target = (
         config.backend.address if config.backend.kind == "embedded" else config.backend.endpoint
@@ -59,7 +58,6 @@ def run_engine(config: EngineConfig, stop: threading.Event | None = None) -> Non
     finally:
         log.warning("stepway engine stopping: finishing the work items in progress")
         stop_worker(worker)
-        install(None)
         store_close = getattr(services.run_store, "close", None)
         if callable(store_close):
             store_close()

@@ -2,10 +2,7 @@
 :mod:`engine.decider.core`), with the data it works on (:mod:`engine.decider.state`)."""
 
 from engine.decider.core import (
-    INPUT_REF,
     MAX_INLINE_STEPS,
-    OUTPUT_REF,
-    Action,
     Deadline,
     Decider,
     Decision,
@@ -14,17 +11,14 @@ from engine.decider.core import (
     RunResult,
     RunState,
     ScheduleTask,
+    TaskChange,
     TaskOutcome,
-    TaskRecord,
     TaskState,
     default_jq,
 )
 
 __all__ = [
-    "INPUT_REF",
     "MAX_INLINE_STEPS",
-    "OUTPUT_REF",
-    "Action",
     "Deadline",
     "Decider",
     "Decision",
@@ -33,8 +27,8 @@ __all__ = [
     "RunResult",
     "RunState",
     "ScheduleTask",
+    "TaskChange",
     "TaskOutcome",
-    "TaskRecord",
     "TaskState",
     "default_jq",
 ]

@@ -81,7 +81,6 @@ from typing import Any
 
 from engine.decider.nodes import Node
 from engine.decider.state import (
-    Action,
     Deadline,
     DeadlineKind,
     Decision,
@@ -89,8 +88,8 @@ from engine.decider.state import (
     RunResult,
     RunState,
     ScheduleTask,
+    TaskChange,
     TaskOutcome,
-    TaskRecord,
     TaskState,
 )
 from engine.decider.tasks import TaskFailed, TaskStart, handler_for, human_timeout
@@ -108,10 +107,7 @@ from engine.runtime.payload_refs import dereference, has_pointers, pointer
 from protocol.payload_keys import INPUT_REF, OUTPUT_REF, offloaded
 
 __all__ = [
-    "INPUT_REF",
     "MAX_INLINE_STEPS",
-    "OUTPUT_REF",
-    "Action",
     "Deadline",
     "Decider",
     "Decision",
@@ -120,8 +116,8 @@ __all__ = [
     "RunResult",
     "RunState",
     "ScheduleTask",
+    "TaskChange",
     "TaskOutcome",
-    "TaskRecord",
     "TaskState",
     "default_jq",
 ]
@@ -350,7 +346,7 @@ class Decider:
 
     def decide(self, state: RunState, now_ms: int) -> Decision:
         """Advance everything that needs no I/O; the I/O to start now."""
-        actions: list[Action] = []
+        actions: list[ScheduleTask] = []
         if state.status != RunStatus.RUNNING:
             return self._emit(state, actions)
         if state.retries:
@@ -522,7 +518,7 @@ class Decider:
         state: RunState,
         frame: Frame,
         now_ms: int,
-        actions: list[Action],
+        actions: list[ScheduleTask],
         budget: list[int],
     ) -> None:
         tasks = self.lists[frame.list_id]
@@ -600,7 +596,12 @@ class Decider:
     # ------------------------------------------------------------------ starting tasks
 
     def _start_task(
-        self, state: RunState, frame: Frame, wt: WorkflowTask, now_ms: int, actions: list[Action]
+        self,
+        state: RunState,
+        frame: Frame,
+        wt: WorkflowTask,
+        now_ms: int,
+        actions: list[ScheduleTask],
     ) -> None:
         ref = wt.task_reference_name + frame.suffix
         ts = TaskState(
@@ -648,7 +649,7 @@ class Decider:
         start.actions.append(action)
 
     def _dispatch_retry(
-        self, state: RunState, ts: TaskState, now_ms: int, actions: list[Action]
+        self, state: RunState, ts: TaskState, now_ms: int, actions: list[ScheduleTask]
     ) -> None:
         node = self.nodes[ts.def_ref]
         delay = ts.retry_delay_seconds or 0.0
@@ -979,8 +980,8 @@ class Decider:
             ):
                 ctx[ts.def_ref] = entry
 
-    def _record(self, state: RunState, ts: TaskState) -> TaskRecord:
-        return TaskRecord(
+    def _record(self, state: RunState, ts: TaskState) -> TaskChange:
+        return TaskChange(
             workflow_id=state.workflow_id,
             task_id=ts.task_id,
             ref=ts.ref,
@@ -1010,7 +1011,7 @@ class Decider:
             failed_reference_task_names=list(state.failed_reference_task_names),
         )
 
-    def _emit(self, state: RunState, actions: list[Action]) -> Decision:
+    def _emit(self, state: RunState, actions: list[ScheduleTask]) -> Decision:
         records = [
             self._record(state, state.tasks[ref])
             for ref in dict.fromkeys(state.dirty)

@@ -17,7 +17,6 @@ from pydantic.alias_generators import to_camel
 from engine.language.definitions import RunStatus, SubWorkflowParams, TaskDef, TaskStatus
 
 __all__ = [
-    "Action",
     "Deadline",
     "DeadlineKind",
     "Decision",
@@ -25,8 +24,8 @@ __all__ = [
     "RunResult",
     "RunState",
     "ScheduleTask",
+    "TaskChange",
     "TaskOutcome",
-    "TaskRecord",
     "TaskState",
 ]
 
@@ -73,8 +72,9 @@ class TaskState(_TaskRow):
     alerts: list[str] = Field(default_factory=list)
 
 
-class TaskRecord(_TaskRow):
-    """A task row that changed in a decision step, for the run store."""
+class TaskChange(_TaskRow):
+    """A task row that changed in a decision step; the interpreter's activities write it
+    to the run store (as a :class:`engine.ports.run_store.TaskRecord`)."""
 
     workflow_id: str
     #: innermost DO_WHILE iteration of this instance (0 outside loops)
@@ -192,10 +192,6 @@ class ScheduleTask(_Model):
         return f"{self.task_id}:{self.attempt}"
 
 
-#: Every action kind (discriminated by ``kind``); only one so far.
-Action = ScheduleTask
-
-
 class RunResult(_Model):
     status: RunStatus
     output: dict[str, Any] = Field(default_factory=dict)
@@ -210,9 +206,9 @@ class Decision:
 
     state: RunState
     #: I/O the orchestration must start now
-    actions: list[Action] = field(default_factory=list)
+    actions: list[ScheduleTask] = field(default_factory=list)
     #: task rows changed in this step (also inline-decided ones), to record with the next I/O
-    records: list[TaskRecord] = field(default_factory=list)
+    records: list[TaskChange] = field(default_factory=list)
     #: set when the run is over
     finished: RunResult | None = None
     #: task ids whose waits, timers or child runs to cancel

@@ -149,10 +149,6 @@ def _join(prefix: str, loc: Iterable[int | str]) -> str:
     return path
 
 
-def _rebase(issues: Iterable[ValidationIssue], prefix: str) -> list[ValidationIssue]:
-    return [ValidationIssue(prefix + issue.path[1:], issue.message) for issue in issues]
-
-
 def _short(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
@@ -674,8 +670,9 @@ def check_coverage(
 ) -> list[ValidationIssue]:
     """Every WORKER type used has a task definition and a worker in the catalog.
 
-    Routing is strict (seed 004): a type without a worker waits forever, a type without
-    a task definition has no queue. One issue per workflow and type, at its first use.
+    Routing is strict (docs/architecture.md, "Engine roles and routing"): a type without
+    a worker waits forever, a type without a task definition has no queue. One issue per
+    workflow and type, at its first use.
     """
     area_of: dict[str, str] = {}
     for entry in catalog:

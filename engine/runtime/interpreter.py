@@ -1,4 +1,5 @@
-"""The ``WorkflowInterpreter`` orchestration: one generic interpreter for every run (seed page 7).
+"""The ``WorkflowInterpreter`` orchestration: one generic interpreter for every run
+(docs/architecture.md, "The interpreter").
 
 The orchestration owns no workflow logic. It asks the pure :class:`~engine.decider.Decider`
 what to do next, performs the I/O actions it returns (activities, timers, external-event
@@ -39,8 +40,28 @@ from engine.decider import (
     ScheduleTask,
     TaskOutcome,
 )
+from engine.decider.state import TaskChange
 from engine.language.definitions import RunStatus, TaskStatus, TaskType
-from engine.runtime import services as services_module
+from engine.runtime.activity_io import (
+    ACTIVITY_BUILTIN,
+    ACTIVITY_DISPATCH,
+    ACTIVITY_FINISH,
+    ACTIVITY_POLL,
+    ACTIVITY_RECORD,
+    ACTIVITY_RESOLVE_CHILD,
+    BuiltinInput,
+    ChildResolution,
+    DispatchInput,
+    DispatchResult,
+    FinishInput,
+    PolledTask,
+    PollInput,
+    RecordInput,
+    ResolveChildInput,
+    RunSummary,
+)
+from engine.runtime.builtins import ActivityResult
+from engine.runtime.definition_cache import DefinitionCache
 from protocol.events import (
     TERMINATE_EVENT,
     TaskResultEvent,
@@ -62,13 +83,6 @@ BOOKKEEPING_RETRY = dt.RetryPolicy(
 )
 #: outcomes handled per orchestration execution before carrying state into a new one
 STEPS_PER_EXECUTION = 25
-
-ACTIVITY_RECORD = "stepway.record"
-ACTIVITY_DISPATCH = "stepway.dispatch"
-ACTIVITY_FINISH = "stepway.finish"
-ACTIVITY_RESOLVE_CHILD = "stepway.resolve_child"
-ACTIVITY_BUILTIN = "stepway.builtin"
-ACTIVITY_POLL = "stepway.poll"
 
 
 def _ms(moment: datetime) -> int:
@@ -93,7 +107,7 @@ class _Pending:
     #: the poll input of a long-running built-in activity (LOGIC_APP, DOCUMENT_INTELLIGENCE)
     poll_input: dict[str, Any] = field(default_factory=dict)
     #: task rows handed to the activity in flight; put back for the next I/O if it fails
-    records: list[dict[str, Any]] = field(default_factory=list)
+    records: list[TaskChange] = field(default_factory=list)
 
 
 class _Run:
@@ -102,7 +116,7 @@ class _Run:
         self.run = run
         self.decider = decider
         self.pending: dict[str, _Pending] = {}
-        self.records: list[dict[str, Any]] = []
+        self.records: list[TaskChange] = []
         self.owner: dict[int, tuple[str, str]] = {}
         self.steps = 0
         self.state: RunState
@@ -128,7 +142,7 @@ class _Run:
             if isinstance(task, dt.CancellableTask) and not task.is_complete:
                 task.cancel()
 
-    def _take_records(self, task_id: str | None = None) -> list[dict[str, Any]]:
+    def _take_records(self, task_id: str | None = None) -> list[TaskChange]:
         records, self.records = self.records, []
         if task_id is not None:
             self.pending[task_id].records = records
@@ -163,16 +177,16 @@ class _Run:
             dispatch: dt.Task[Any] = self.ctx.call_activity(
                 ACTIVITY_DISPATCH,
                 retry_policy=BOOKKEEPING_RETRY,
-                input={
-                    "workflowId": self.ctx.instance_id,
-                    "workflowType": self.run.name,
-                    "correlationId": self.run.correlation_id,
-                    "priority": self.run.priority,
-                    "taskToDomain": self.run.task_to_domain,
-                    "task": action.model_dump(mode="json", by_alias=True),
-                    "records": self._take_records(task_id),
-                    "nowMs": self.now(),
-                },
+                input=DispatchInput(
+                    workflow_id=self.ctx.instance_id,
+                    workflow_type=self.run.name,
+                    correlation_id=self.run.correlation_id,
+                    priority=self.run.priority,
+                    task_to_domain=self.run.task_to_domain,
+                    task=action,
+                    records=self._take_records(task_id),
+                    now_ms=self.now(),
+                ).wire(),
             )
             self._track(task_id, "dispatch", dispatch)
             self._track(task_id, "result", self._wait_event(result_event(task_id)))
@@ -204,13 +218,13 @@ class _Run:
                 self.ctx.call_activity(
                     ACTIVITY_RESOLVE_CHILD,
                     retry_policy=BOOKKEEPING_RETRY,
-                    input={
-                        "workflowId": self.ctx.instance_id,
-                        "childId": f"{task_id}-{action.attempt}",
-                        "run": self.run.model_dump(mode="json", by_alias=True, exclude={"state"}),
-                        "task": action.model_dump(mode="json", by_alias=True),
-                        "records": self._take_records(task_id),
-                    },
+                    input=ResolveChildInput(
+                        workflow_id=self.ctx.instance_id,
+                        child_id=f"{task_id}-{action.attempt}",
+                        run=self._run_without_state(),
+                        task=action,
+                        records=self._take_records(task_id),
+                    ).wire(),
                 ),
             )
             return
@@ -219,11 +233,11 @@ class _Run:
             "activity",
             self.ctx.call_activity(
                 ACTIVITY_BUILTIN,
-                input={
-                    "workflowId": self.ctx.instance_id,
-                    "task": action.model_dump(mode="json", by_alias=True),
-                    "records": self._take_records(task_id),
-                },
+                input=BuiltinInput(
+                    workflow_id=self.ctx.instance_id,
+                    task=action,
+                    records=self._take_records(task_id),
+                ).wire(),
             ),
         )
 
@@ -284,16 +298,16 @@ class _Run:
                     "activity",
                     self.ctx.call_activity(
                         ACTIVITY_POLL,
-                        input={
-                            "type": action.type,
-                            "input": entry.poll_input,
-                            "task": {
-                                "workflowId": self.ctx.instance_id,
-                                "taskId": task_id,
-                                "attempt": action.attempt,
-                                "ref": action.ref,
-                            },
-                        },
+                        input=PollInput(
+                            type=action.type,
+                            input=entry.poll_input,
+                            task=PolledTask(
+                                workflow_id=self.ctx.instance_id,
+                                task_id=task_id,
+                                attempt=action.attempt,
+                                ref=action.ref,
+                            ),
+                        ).wire(),
                     ),
                 )
                 return None
@@ -305,14 +319,14 @@ class _Run:
             return timed_out.model_copy(update={"timeout_kind": kind})
 
         if role == "dispatch":
-            result = value or {}
-            if result.get("error"):
+            dispatched = DispatchResult.model_validate(value or {})
+            if dispatched.error:
                 status = (
                     TaskStatus.FAILED_WITH_TERMINAL_ERROR
-                    if result.get("terminal")
+                    if dispatched.terminal
                     else TaskStatus.FAILED
                 )
-                return outcome(status, reason=str(result["error"]))
+                return outcome(status, reason=dispatched.error)
             return None
 
         if role == "started":
@@ -338,19 +352,19 @@ class _Run:
             return outcome(TaskStatus(result.status), result.output or {}, result.reason)
 
         if role == "resolve":
-            child = value or {}
-            if child.get("error"):
-                return outcome(TaskStatus.FAILED, reason=str(child["error"]))
+            child = ChildResolution.model_validate(value or {})
+            if child.error:
+                return outcome(TaskStatus.FAILED, reason=child.error)
             child_input = RunInput(
-                name=child["name"],
-                version=int(child["version"]),
+                name=child.name,
+                version=child.version,
                 input=action.input,
                 correlation_id=self.run.correlation_id,
                 priority=self.run.priority,
-                task_to_domain=child.get("taskToDomain") or self.run.task_to_domain,
+                task_to_domain=child.task_to_domain or self.run.task_to_domain,
                 parent_workflow_id=self.ctx.instance_id,
                 parent_task_id=task_id,
-                definition_ref=child.get("definitionRef"),
+                definition_ref=child.definition_ref,
             )
             entry.phase = "child"
             self._track(
@@ -365,28 +379,24 @@ class _Run:
             return None
 
         if role == "child":
-            result = value or {}
-            child_status = str(result.get("status", "FAILED"))
+            summary = RunSummary.model_validate(value or {})
             child_id = f"{task_id}-{action.attempt}"
-            output = {"subWorkflowId": child_id, **(result.get("output") or {})}
-            if child_status == "COMPLETED":
+            output = {"subWorkflowId": child_id, **summary.output}
+            if summary.status == "COMPLETED":
                 return outcome(TaskStatus.COMPLETED, output)
             return outcome(
                 TaskStatus.FAILED,
                 output,
-                reason=f"sub workflow {child_id} {child_status}: "
-                f"{result.get('reason') or ''}".strip(),
+                reason=f"sub workflow {child_id} {summary.status}: {summary.reason or ''}".strip(),
             )
 
         # role == "activity": a built-in activity's result envelope
-        envelope = value or {}
-        status_text = str(envelope.get("status", "FAILED"))
-        if status_text == "PENDING":
-            pending = envelope.get("pending") or {}
-            entry.poll_input = {**(pending.get("state") or {}), "location": pending.get("location")}
-            # Retry-After: 0 means "poll now"; only a missing value takes the default
-            retry_after = pending.get("retryAfterSeconds")
-            poll_at = self.now() + int(float(5 if retry_after is None else retry_after) * 1000)
+        envelope = ActivityResult.from_dict(value or {"status": "FAILED"})
+        if envelope.pending is not None and envelope.is_pending:
+            entry.poll_input = envelope.pending.poll_input()
+            # Retry-After: 0 means "poll now"
+            retry_after = envelope.pending.retry_after_seconds
+            poll_at = self.now() + int(retry_after * 1000)
             deadline = self.decider.wait_deadline(self.state, task_id)
             if deadline is not None and deadline.at_ms <= poll_at:
                 # the task's timeout comes first: that timer firing times the task out
@@ -397,17 +407,17 @@ class _Run:
                 self._arm_timer(task_id, poll_at)
             return None
         return outcome(
-            TaskStatus(status_text),
-            envelope.get("output") or {},
-            envelope.get("reason"),
-            envelope.get("retryAfterSeconds"),
+            TaskStatus(envelope.status),
+            envelope.output,
+            envelope.reason,
+            envelope.retry_after_seconds,
         )
 
     # -- the loop --------------------------------------------------------------------------
 
     def apply(self, decision: Decision) -> None:
         self.state = decision.state
-        self.records.extend(r.model_dump(mode="json", by_alias=True) for r in decision.records)
+        self.records.extend(decision.records)
         for task_id in decision.cancel:
             entry = self.pending.get(task_id)
             if entry is None:
@@ -511,95 +521,106 @@ class _Run:
             yield self.ctx.call_activity(
                 ACTIVITY_RECORD,
                 retry_policy=BOOKKEEPING_RETRY,
-                input={
-                    "workflowId": self.ctx.instance_id,
-                    "records": records,
-                    "warnings": warnings,
-                },
+                input=RecordInput(
+                    workflow_id=self.ctx.instance_id, records=records, warnings=warnings
+                ).wire(),
             )
 
     def finish(self, result: RunResult) -> Generator[dt.Task[Any], Any, dict[str, Any]]:
         for task_id in list(self.pending):
             self._untrack(task_id)
-        payload = result.model_dump(mode="json", by_alias=True)
-        summary = yield self.ctx.call_activity(
-            ACTIVITY_FINISH,
-            retry_policy=BOOKKEEPING_RETRY,
-            input={
-                "workflowId": self.ctx.instance_id,
-                "run": self.run.model_dump(mode="json", by_alias=True, exclude={"state"}),
-                "result": payload,
-                "records": self._take_records(),
-                "warnings": self._take_warnings(),
-                "cancelChildren": self.cancel_children,
-                "variables": self.state.variables,
-                "nowMs": self.now(),
-            },
+        return (
+            yield from finish_run(
+                self.ctx,
+                self.run,
+                result,
+                records=self._take_records(),
+                warnings=self._take_warnings(),
+                cancel_children=self.cancel_children,
+                variables=self.state.variables,
+            )
         )
-        return summary if isinstance(summary, dict) else payload
+
+    def _run_without_state(self) -> RunInput:
+        return self.run.model_copy(update={"state": None})
 
 
-def workflow_interpreter(
-    ctx: dt.OrchestrationContext, raw_input: Any
+def finish_run(
+    ctx: dt.OrchestrationContext,
+    run: RunInput,
+    result: RunResult,
+    *,
+    records: list[TaskChange] | None = None,
+    warnings: list[str] | None = None,
+    cancel_children: list[str] | None = None,
+    variables: dict[str, Any] | None = None,
 ) -> Generator[dt.Task[Any], Any, dict[str, Any]]:
-    """The one orchestration that runs every run of every definition."""
-    run = RunInput.model_validate(raw_input or {})
-    try:
-        decider = services_module.current().definitions.decider_for(
-            run.name, run.version, run.definition_ref
-        )
-    except LookupError as exc:
-        return (yield from _fail(ctx, run, str(exc)))
-    runner = _Run(ctx, run, decider)
-    if run.state is not None:
-        state = RunState.model_validate(run.state)
-        runner.warned = len(state.warnings)  # recorded before the state was carried over
-    else:
-        state = decider.start(
+    """End the run: the finish activity records it and returns the run's summary (the
+    orchestration's output)."""
+    summary = yield ctx.call_activity(
+        ACTIVITY_FINISH,
+        retry_policy=BOOKKEEPING_RETRY,
+        input=FinishInput(
             workflow_id=ctx.instance_id,
-            input=run.input,
-            correlation_id=run.correlation_id,
+            run=run.model_copy(update={"state": None}),
+            result=result,
+            records=records or [],
+            warnings=warnings or [],
+            cancel_children=cancel_children or [],
+            variables=variables or {},
             now_ms=_ms(ctx.current_utc_datetime),
-        )
-    if run.started_at_ms is None:
-        run.started_at_ms = _ms(ctx.current_utc_datetime)
-    try:
-        return (yield from runner.interpret(state))
-    except dt.TaskFailedError:
-        raise  # the bookkeeping itself failed after its retries: nothing left to record with
-    except Exception as exc:  # a defect or bad data: end the run FAILED, never leave it RUNNING
-        return (yield from _fail(ctx, run, f"interpreter error: {type(exc).__name__}: {exc}"))
+        ).wire(),
+    )
+    return summary if isinstance(summary, dict) else result.model_dump(mode="json", by_alias=True)
+
+
+def make_workflow_interpreter(definitions: DefinitionCache) -> dt.Orchestrator[Any, Any]:
+    """The ``WorkflowInterpreter`` orchestration, reading definitions from ``definitions``
+    (the engine process's cache of immutable snapshots)."""
+
+    def workflow_interpreter(
+        ctx: dt.OrchestrationContext, raw_input: Any
+    ) -> Generator[dt.Task[Any], Any, dict[str, Any]]:
+        """The one orchestration that runs every run of every definition."""
+        run = RunInput.model_validate(raw_input or {})
+        try:
+            decider = definitions.decider_for(run.name, run.version, run.definition_ref)
+        except LookupError as exc:
+            return (yield from _fail(ctx, run, str(exc)))
+        runner = _Run(ctx, run, decider)
+        if run.state is not None:
+            state = RunState.model_validate(run.state)
+            runner.warned = len(state.warnings)  # recorded before the state was carried over
+        else:
+            state = decider.start(
+                workflow_id=ctx.instance_id,
+                input=run.input,
+                correlation_id=run.correlation_id,
+                now_ms=_ms(ctx.current_utc_datetime),
+            )
+        if run.started_at_ms is None:
+            run.started_at_ms = _ms(ctx.current_utc_datetime)
+        try:
+            return (yield from runner.interpret(state))
+        except dt.TaskFailedError:
+            raise  # the bookkeeping failed after its retries: nothing left to record with
+        except Exception as exc:  # a defect or bad data: end the run FAILED, never RUNNING
+            reason = f"interpreter error: {type(exc).__name__}: {exc}"
+            return (yield from _fail(ctx, run, reason))
+
+    return workflow_interpreter
 
 
 def _fail(
     ctx: dt.OrchestrationContext, run: RunInput, reason: str
 ) -> Generator[dt.Task[Any], Any, dict[str, Any]]:
     """Record the run FAILED when the interpreter cannot go on (definition gone, a defect)."""
-    result = RunResult(status=RunStatus.FAILED, reason=reason)
-    summary = yield ctx.call_activity(
-        ACTIVITY_FINISH,
-        retry_policy=BOOKKEEPING_RETRY,
-        input={
-            "workflowId": ctx.instance_id,
-            "run": run.model_dump(mode="json", by_alias=True, exclude={"state"}),
-            "result": result.model_dump(mode="json", by_alias=True),
-            "records": [],
-            "warnings": [],
-            "cancelChildren": [],
-            "variables": {},
-            "nowMs": _ms(ctx.current_utc_datetime),
-        },
-    )
-    return summary if isinstance(summary, dict) else result.model_dump(mode="json")
+    return (yield from finish_run(ctx, run, RunResult(status=RunStatus.FAILED, reason=reason)))
 
 
 __all__ = [
-    "ACTIVITY_BUILTIN",
-    "ACTIVITY_DISPATCH",
-    "ACTIVITY_FINISH",
-    "ACTIVITY_POLL",
-    "ACTIVITY_RECORD",
-    "ACTIVITY_RESOLVE_CHILD",
+    "BOOKKEEPING_RETRY",
     "STEPS_PER_EXECUTION",
-    "workflow_interpreter",
+    "finish_run",
+    "make_workflow_interpreter",
 ]

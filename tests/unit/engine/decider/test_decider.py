@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from engine.decider import Decider, Decision, RunResult, RunState, ScheduleTask, TaskOutcome
-from engine.decider.state import Deadline, DeadlineKind, TaskRecord, TaskState
+from engine.decider.state import Deadline, DeadlineKind, TaskChange, TaskState
 from engine.language.definitions import RunStatus, TaskDef, TaskStatus, WorkflowDef
 
 
@@ -45,7 +45,7 @@ class Sim:
         self.state: RunState = d.start(workflow_id="wf-1", input=input or {}, now_ms=now, **kw)
         self.actions: dict[str, ScheduleTask] = {}
         self.all_actions: list[ScheduleTask] = []
-        self.records: list[TaskRecord] = []
+        self.records: list[TaskChange] = []
         self.cancel: list[str] = []
         self.finished: RunResult | None = None
         self.last: Decision = self.decide()
