@@ -23,7 +23,6 @@ __all__ = [
     "poll_queues",
     "queue_for",
     "queue_names",
-    "task_type_of_queue",
 ]
 
 #: Service Bus allows queue names of 1-260 characters.
@@ -75,12 +74,3 @@ def poll_queues(task_type: str, domain: str | None) -> list[str]:
     if domain:
         return [f"{domain}-{task_type}"]
     return [task_type + HIGH_PRIORITY_SUFFIX, task_type]
-
-
-def task_type_of_queue(queue: str, domain: str | None) -> str:
-    """The task type a queue belongs to (the inverse of :func:`queue_for`)."""
-    if domain and queue.startswith(domain + "-"):
-        return queue[len(domain) + 1 :]
-    if queue.endswith(HIGH_PRIORITY_SUFFIX):
-        return queue[: -len(HIGH_PRIORITY_SUFFIX)]
-    return queue

@@ -35,6 +35,7 @@ from engine.ports.queue import (
     QueueError,
 )
 from engine.ports.run_store import Lease, TaskRecord, TaskStatus, TaskUpdate
+from engine.runtime.settlement import MessageSettlement
 from protocol.events import TaskResultEvent, TaskStartedEvent, result_event, started_event
 from protocol.messages import TaskMessage, callback_message_id
 from protocol.payload_keys import OUTPUT_REF, UPLOAD_PREFIX, task_output_key
@@ -182,7 +183,9 @@ class TaskResults(TaskSupport):
         if lease.sequence_number is not None:
             store.release_concurrency(task_type)
         if result.status == "COMPLETED":
-            self._settle(lease)
+            # nothing is left to decide: the message is done (a failed attempt's message
+            # is the engine's to complete for a retry or dead-letter)
+            MessageSettlement(store, self.deps.queue).settle(lease)
         store.release_lease(row.task_id, row.attempt, worker_id)
         event = TaskResultEvent(
             attempt=row.attempt,
@@ -308,17 +311,6 @@ class TaskResults(TaskSupport):
             message_id=callback_message_id(row.task_id, row.attempt),
             scheduled_enqueue_time=datetime.now(UTC) + timedelta(seconds=delay),
         )
-
-    def _settle(self, lease: Lease) -> None:
-        """Complete the deferred message of a completed attempt."""
-        if lease.sequence_number is None or not lease.queue_name:
-            return
-        q = self.deps.queue
-        try:
-            for message in q.receive_deferred(lease.queue_name, [lease.sequence_number]):
-                q.complete(lease.queue_name, message)
-        except (MessageNotFound, QueueError) as exc:
-            log.info("deferred message of %s already settled: %s", lease.task_id, exc)
 
     def _store_output(
         self, row: TaskRecord, result: TaskResultIn, task_type: str, caller: Principal

@@ -7,18 +7,16 @@ from typing import Any
 from engine.language.definitions import TaskDef
 from engine.ports.payload_store import PayloadError, PayloadStore, resolve
 from engine.ports.run_store import RunRecord, TaskRecord
-from protocol.queues import task_type_of_queue
 
 WORKER = "WORKER"
 
 
 def task_type_name(row: TaskRecord) -> str:
-    """The worker task type of a row (rows of WORKER tasks store ``WORKER`` as their
-    type; the name comes from the queue: ``<type>``, ``<type>-high`` or
-    ``<domain>-<type>``). Other rows: their type (HUMAN, WAIT, ...)."""
-    if row.task_type != WORKER or not row.queue_name:
-        return row.task_type
-    return task_type_of_queue(row.queue_name, row.domain)
+    """The task type a row is served as: for a WORKER task its worker task type (stored
+    on the row), for the others their kind (HUMAN, WAIT, ...)."""
+    if row.task_type == WORKER and row.task_def_name:
+        return row.task_def_name
+    return row.task_type
 
 
 def task_json(

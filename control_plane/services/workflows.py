@@ -31,6 +31,7 @@ from engine.ports.payload_store import (
     offload_if_large,
 )
 from engine.ports.run_store import (
+    DefinitionRecord,
     NewRun,
     RunQuery,
     RunRecord,
@@ -58,7 +59,7 @@ class StartWorkflowRequest(BaseModel):
 
 
 def run_input(
-    run: RunRecord, input_value: dict[str, Any], definition_ref: str | None = None
+    run: NewRun, input_value: dict[str, Any], definition_ref: str | None = None
 ) -> dict[str, Any]:
     """The orchestration input of ``run``. An offloaded workflow input travels as
     ``{"inputRef": ref}`` (the engine reads it from the payload store), so a large input
@@ -82,15 +83,17 @@ class WorkflowService:
         self.deps = deps
         self.tasks = tasks
 
-    def _definition(self, name: str, version: int | None) -> WorkflowDef:
+    def _definition(self, name: str, version: int | None) -> tuple[DefinitionRecord, WorkflowDef]:
+        """The registered definition, read and parsed once (the snapshot a run starts
+        with is built from it)."""
         record = self.deps.run_store.get_definition(name, version)
         if record is None:
             which = f" version {version}" if version is not None else ""
             raise not_found(f"workflow definition {name!r}{which} not found")
-        return WorkflowDef.model_validate(record.definition)
+        return record, WorkflowDef.model_validate(record.definition)
 
     def start(self, request: StartWorkflowRequest) -> str:
-        wf = self._definition(request.name, request.version)
+        record, wf = self._definition(request.name, request.version)
         if wf.input_schema:
             validator = jsonschema.Draft202012Validator(wf.input_schema)
             errors = sorted(validator.iter_errors(request.input), key=lambda e: list(e.path))
@@ -112,28 +115,23 @@ class WorkflowService:
         workflow_id = str(uuid.uuid4())
         now = self.deps.clock()
         inline, input_ref = self._offload_input(workflow_id, request.input)
-        created = self.deps.run_store.create_run(
-            NewRun(
-                workflow_id=workflow_id,
-                name=wf.name,
-                version=wf.version,
-                input=inline,
-                input_ref=input_ref,
-                correlation_id=request.correlation_id,
-                priority=request.priority,
-                task_to_domain=request.task_to_domain,
-                idempotency_key=request.idempotency_key,
-                create_time=now,
-            )
+        run = NewRun(
+            workflow_id=workflow_id,
+            name=wf.name,
+            version=wf.version,
+            input=inline,
+            input_ref=input_ref,
+            correlation_id=request.correlation_id,
+            priority=request.priority,
+            task_to_domain=request.task_to_domain,
+            idempotency_key=request.idempotency_key,
+            create_time=now,
         )
+        created = self.deps.run_store.create_run(run)
         if not created.created:
             return created.workflow_id
-        run = self.deps.run_store.get_run(workflow_id)
-        assert run is not None
         try:
-            snapshot = publish_snapshot(
-                self.deps.run_store, self.deps.payloads, wf.name, wf.version
-            )
+            snapshot = publish_snapshot(self.deps.run_store, self.deps.payloads, record, wf)
             self.deps.signals.start_run(workflow_id, run_input(run, request.input, snapshot))
         except Exception as exc:
             log.exception("could not start run %s", workflow_id)
@@ -252,16 +250,13 @@ class WorkflowService:
             raise conflict(
                 f"workflow {workflow_id} is {run.status.value}; only a finished run restarts"
             )
-        self._definition(run.name, run.version)
+        record, wf = self._definition(run.name, run.version)
         input_value = self._input(run) or {}
         if not self.deps.run_store.reopen_run(workflow_id, self.deps.clock()):
             raise conflict(f"workflow {workflow_id} could not be reopened")
-        reopened = self._run(workflow_id)
         try:
-            snapshot = publish_snapshot(
-                self.deps.run_store, self.deps.payloads, reopened.name, reopened.version
-            )
-            self.deps.signals.start_run(workflow_id, run_input(reopened, input_value, snapshot))
+            snapshot = publish_snapshot(self.deps.run_store, self.deps.payloads, record, wf)
+            self.deps.signals.start_run(workflow_id, run_input(run, input_value, snapshot))
         except Exception as exc:
             self.deps.run_store.update_run(
                 workflow_id,

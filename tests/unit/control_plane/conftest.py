@@ -80,6 +80,7 @@ class Server:
                 workflow_id=workflow_id,
                 reference_task_name=ref,
                 task_type="WORKER",
+                task_def_name=task_type,
                 status=TaskStatus.SCHEDULED,
                 attempt=attempt,
                 retry_count=attempt - 1,

@@ -120,7 +120,7 @@ class ControlPlane:
         )
 
     def dispatch(self, task_type: str, input_data: dict[str, Any]) -> str:
-        """Write the row SCHEDULED and send the message (engine.runtime.activities.dispatch)."""
+        """Write the row SCHEDULED and send the message (as the engine's dispatch activity does)."""
         assert self.deps is not None
         workflow_id, task_id = str(uuid.uuid4()), str(uuid.uuid4())
         now = int(time.time() * 1000)
@@ -133,6 +133,7 @@ class ControlPlane:
                 workflow_id=workflow_id,
                 reference_task_name="t1",
                 task_type="WORKER",
+                task_def_name=task_type,
                 status=TaskStatus.SCHEDULED,
                 attempt=1,
                 retry_count=0,
