@@ -1,6 +1,6 @@
 """Authentication and authorization of control plane callers.
 
-Roles (ARCHITECTURE.md, "Security model"): ``admin`` registers definitions and task
+Roles (docs/architecture.md, "Security model"): ``admin`` registers definitions and task
 definitions, ``operator`` starts, pauses, resumes, terminates and retries runs and
 completes HUMAN tasks, ``reader`` reads, ``worker`` polls, updates, logs and fetches
 storage locations for its own task types only. ``admin`` and ``operator`` may also

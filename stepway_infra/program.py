@@ -47,7 +47,8 @@ ROLE_ASSIGNMENT_NAMESPACE = uuid.UUID("6f1c2b8e-3d4a-5e6f-9a0b-1c2d3e4f5a6b")
 WORKER_IDENTITIES_ENV = "STEPWAY_WORKER_IDENTITIES"
 
 #: DTS work item filtering: the orchestrator app hosts orchestrations only, the
-#: activity app activities only (seed 004). The engine reads this variable.
+#: activity app activities only (docs/architecture.md, "Engine roles and
+#: routing"). The engine reads this variable.
 ENGINE_ROLE_ENV = "STEPWAY_ENGINE_ROLE"
 
 # The platform apps' variables (``_backend_env``, ``_run_store_env``, ``_data_env``,

@@ -1,6 +1,7 @@
 """The worker catalog: one ``workers/<area>/worker.yaml`` per code area.
 
-A code area is a group of task types served by one worker app (seed page 9).
+A code area is a group of task types served by one worker app (docs/architecture.md,
+"Worker code areas").
 The catalog is read by the Pulumi program (one Container App or Job per area,
 scaled on the area's queues) and by ``stepway validate`` (every WORKER type a
 definition uses must have a worker here).

@@ -108,7 +108,8 @@ class _Model(BaseModel):
 
 
 class TaskDef(_Model):
-    """Settings of a task type (seed page 9). Defaults are Conductor's."""
+    """Settings of a task type (docs/architecture.md, "Retries and timeouts"). Defaults
+    are Conductor's."""
 
     name: str
     description: str | None = None

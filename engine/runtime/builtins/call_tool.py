@@ -1,4 +1,5 @@
-"""CALL_TOOL: run a tool of the action service (business rules that exist once, seed 9).
+"""CALL_TOOL: run a tool of the action service (business rules that exist once;
+docs/architecture.md, "The interpreter").
 
 Input (the task's resolved ``inputParameters``)::
 

@@ -374,7 +374,8 @@ def test_worker_replicas_per_stack(dev_stack: StackResult, prod_stack: StackResu
     def scale(stack: StackResult, area: str) -> dict[str, Any]:
         return worker_resource(stack, area).inputs["template"]["scale"]
 
-    # Dev: zero when idle. Prod: the seed's "at least two replicas".
+    # Dev: zero when idle. Prod: at least two replicas (docs/architecture.md,
+    # "Worker code areas").
     assert scale(dev_stack, "document")["minReplicas"] == 0
     assert scale(dev_stack, "connector")["minReplicas"] == 0
     assert scale(prod_stack, "document")["minReplicas"] == 2
