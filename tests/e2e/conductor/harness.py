@@ -62,6 +62,10 @@ def statuses(run: dict[str, Any]) -> list[str]:
     return [t["status"] for t in run["tasks"]]
 
 
+def seqs(run: dict[str, Any]) -> list[int]:
+    return [t["seq"] for t in run["tasks"]]
+
+
 def refs(run: dict[str, Any]) -> list[str]:
     return [t["referenceTaskName"] for t in run["tasks"]]
 
