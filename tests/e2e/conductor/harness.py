@@ -14,10 +14,14 @@ state (``wait``) and then assert the whole of it; the answers of ``start`` and
 
 from __future__ import annotations
 
+import contextlib
+import json
+import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import httpx
@@ -75,6 +79,35 @@ def task(run: dict[str, Any], ref: str) -> dict[str, Any]:
     found = [t for t in run["tasks"] if t["referenceTaskName"] == ref]
     assert found, f"no task {ref!r} in {refs(run)}"
     return found[-1]
+
+
+@contextlib.contextmanager
+def echo_server() -> Iterator[str]:
+    """A local HTTP server answering every POST with ``{"got": <JSON body>, "header":
+    <X-Test header>}``; yields its URL."""
+
+    class Echo(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            body = json.loads(self.rfile.read(length) or b"null")
+            answer = json.dumps({"got": body, "header": self.headers.get("X-Test")}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(answer)))
+            self.end_headers()
+            self.wfile.write(answer)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Echo)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/echo"
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 @dataclass

@@ -10,16 +10,14 @@ WorkflowAndTaskConfigurationSpec ("Test task def template", "Test workflow with 
 
 from __future__ import annotations
 
-import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
 
 from tests.e2e.conductor.harness import (
     Conductor,
+    echo_server,
     refs,
     seqs,
     simple,
@@ -851,30 +849,8 @@ def test_a_workflow_with_no_tasks_completes(conductor: Conductor) -> None:
 
 @pytest.fixture
 def echo_url() -> Iterator[str]:
-    """A local HTTP server answering every POST with what it received."""
-
-    class Echo(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
-            body = json.loads(self.rfile.read(length) or b"null")
-            answer = json.dumps({"got": body, "header": self.headers.get("X-Test")}).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(answer)))
-            self.end_headers()
-            self.wfile.write(answer)
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Echo)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/echo"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with echo_server() as url:
+        yield url
 
 
 @pytest.mark.xfail(strict=True, reason="issue 12: HTTP accepts only http_request")
