@@ -35,6 +35,8 @@ class RunInput(BaseModel):
     #: the definition snapshot the run executes (engine.runtime.snapshots); None: the
     #: current registration
     definition_ref: str | None = None
+    #: part of every task id of the run; a restart, rerun or retry sets a new one
+    generation: str = ""
     #: the Decider state carried from the previous execution (continue_as_new)
     state: dict[str, Any] | None = None
     started_at_ms: int | None = None

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import jsonschema
@@ -24,6 +26,7 @@ from control_plane.api.errors import ApiError, bad_request, conflict, not_found
 from control_plane.deps import Deps, Settings
 from control_plane.services.tasks import TaskService
 from control_plane.services.wire import read_offloaded, run_summary, workflow_json
+from control_plane.services.worker_queues import ensure_worker_queues
 from engine.language.definitions import WorkflowDef
 from engine.ports.payload_store import (
     PayloadKind,
@@ -37,6 +40,7 @@ from engine.ports.run_store import (
     RunRecord,
     RunStatus,
     RunUpdate,
+    TaskRecord,
 )
 from engine.runtime.snapshots import publish_snapshot
 from protocol.events import TERMINATE_EVENT, TerminateEvent
@@ -112,6 +116,8 @@ class WorkflowService:
                     + "; ".join(f"{p}: {m}" for p, m in issues[:3]),
                     validation_errors=issues,
                 )
+        if request.task_to_domain:
+            ensure_worker_queues(self.settings, self.deps, wf, request.task_to_domain)
         workflow_id = str(uuid.uuid4())
         now = self.deps.clock()
         inline, input_ref = self._offload_input(workflow_id, request.input)
@@ -137,7 +143,22 @@ class WorkflowService:
             log.exception("could not start run %s", workflow_id)
             self.deps.run_store.delete_run(workflow_id)
             raise ApiError(503, f"could not start the run: {exc}", retryable=True) from exc
+        # Conductor answers after the first decision: a client reading the run next sees
+        # its first tasks (or its end)
+        self.settle(workflow_id, lambda run, tasks: bool(tasks) or run.status.is_terminal)
         return workflow_id
+
+    def settle(
+        self, workflow_id: str, reached: Callable[[RunRecord, list[TaskRecord]], bool]
+    ) -> None:
+        """Wait until the run store shows what a call just caused (``reached``), at most
+        ``settle_seconds``; the engine acts on the call's signal a moment later."""
+        deadline = time.monotonic() + self.settings.settle_seconds
+        while time.monotonic() < deadline:
+            run = self.deps.run_store.get_run(workflow_id)
+            if run is None or reached(run, self.deps.run_store.list_tasks(workflow_id)):
+                return
+            time.sleep(0.01)
 
     def _offload_input(self, workflow_id: str, value: dict[str, Any]) -> tuple[Any, str | None]:
         """Keep a workflow input above the threshold in the payload store (413 above the
@@ -234,6 +255,8 @@ class WorkflowService:
 
     def terminate(self, workflow_id: str, reason: str | None) -> None:
         run = self._run(workflow_id)
+        if run.status == RunStatus.TERMINATED:
+            return  # Conductor: terminating a terminated run again is a no-op
         if run.status.is_terminal:
             raise conflict(f"workflow {workflow_id} is already {run.status.value}")
         if run.status == RunStatus.PAUSED:
@@ -243,6 +266,7 @@ class WorkflowService:
             TERMINATE_EVENT,
             TerminateEvent(reason=reason or "terminated through the API").payload(),
         )
+        self.settle(workflow_id, lambda run, _: run.status.is_terminal)
 
     def restart(self, workflow_id: str) -> None:
         run = self._run(workflow_id)

@@ -16,6 +16,7 @@ from durabletask.worker import ConcurrencyOptions, TaskHubGrpcWorker
 from engine.adapters.backend.config import BackendConfig
 from engine.adapters.backend.connect import Role, make_client, make_worker, register
 from engine.adapters.payload_local import LocalPayloadStore
+from engine.adapters.queue_provisioning_sqlite import SqliteQueueProvisioner
 from engine.adapters.queue_sqlite import SqliteTaskQueue
 from engine.adapters.run_store_sql import SqlRunStore
 from engine.ports.payload_store import PayloadLimits
@@ -64,6 +65,7 @@ def build_local_services(
         payload_limits=settings.limits,
         client_factory=lambda: make_client(backend),
         activity_deps=deps,
+        provisioner=SqliteQueueProvisioner(settings.queue_path),
     )
 
 

@@ -105,6 +105,7 @@ from engine.language.expressions import reference_paths, resolve
 from engine.language.retry import retry_delay_seconds
 from engine.runtime.payload_refs import dereference, has_pointers, pointer
 from protocol.payload_keys import INPUT_REF, OUTPUT_REF, offloaded
+from protocol.task_types import row_kind
 
 __all__ = [
     "MAX_INLINE_STEPS",
@@ -313,9 +314,12 @@ class Decider:
             }
         return self._joins.get(def_ref)
 
-    def task_id(self, workflow_id: str, ref: str) -> str:
-        """The deterministic id of task instance ``ref`` of run ``workflow_id``."""
-        return str(uuid.uuid5(_NAMESPACE, f"{workflow_id}/{ref}"))
+    def next_task_id(self, state: RunState) -> tuple[str, int]:
+        """The id and ``seq`` of the run's next task row (a task instance or a retry of
+        one): deterministic, from the run, its generation and the count of rows so far."""
+        state.seq += 1
+        key = f"{state.workflow_id}/{state.generation}/{state.seq}"
+        return str(uuid.uuid5(_NAMESPACE, key)), state.seq
 
     # ------------------------------------------------------------------ public API
 
@@ -327,9 +331,12 @@ class Decider:
         correlation_id: str | None = None,
         now_ms: int,
         variables: dict[str, Any] | None = None,
+        generation: str = "",
     ) -> RunState:
-        """A new run's state; call :meth:`decide` next."""
+        """A new run's state; call :meth:`decide` next. ``generation``: see
+        :attr:`RunState.generation`."""
         state = RunState(
+            generation=generation,
             workflow_id=workflow_id,
             workflow_type=self.definition.name,
             version=self.definition.version,
@@ -397,13 +404,18 @@ class Decider:
         run_status = RunStatus.FAILED
         final_status = status
         retry = status in (TaskStatus.FAILED, TaskStatus.TIMED_OUT)
+        #: TIME_OUT_WF ends the run TIMED_OUT at once, even for an optional task
+        time_out_run = False
+        reason = outcome.reason
         if status == TaskStatus.TIMED_OUT:
             kind = outcome.timeout_kind or self._fired_kind(state, ts, now_ms)
             policy = td.timeout_policy if td is not None else "RETRY"
-            if kind == "total":
-                retry = False
-                if policy == "TIME_OUT_WF":
-                    run_status = RunStatus.TIMED_OUT
+            # an attempt that timed out and cannot be retried times the run out
+            # (Conductor's DeciderService.retry), whatever the policy
+            run_status = RunStatus.TIMED_OUT
+            reason = reason or self._timeout_reason(ts, kind, now_ms)
+            if kind == "response":
+                pass  # Conductor times the attempt out whatever the policy and retries it
             elif policy == "ALERT_ONLY":
                 if kind in ts.alerts:  # this deadline was reported already: a duplicate
                     return state
@@ -414,12 +426,14 @@ class Decider:
                 return state
             elif policy == "TIME_OUT_WF":
                 retry = False
-                run_status = RunStatus.TIMED_OUT
+                time_out_run = True
+            elif kind == "total":
+                retry = False
         elif status != TaskStatus.FAILED:
             final_status = TaskStatus.FAILED_WITH_TERMINAL_ERROR
         ts.status = final_status
         ts.output = dict(outcome.output)
-        ts.reason = outcome.reason or f"task {final_status.value}"
+        ts.reason = reason or f"task {final_status.value}"
         ts.end_time = now_ms
         if retry and ts.attempt < 1 + self._retry_count(node):
             delay = retry_delay_seconds(
@@ -438,9 +452,41 @@ class Decider:
                 return state
             ts.status = TaskStatus.TIMED_OUT
             ts.reason = f"{ts.reason}; no retry: totalTimeoutSeconds ({total}s) would elapse"
+            run_status = RunStatus.TIMED_OUT
         self.touch(state, ts)
-        self._final_failure(state, ts, now_ms, run_status)
+        self._final_failure(state, ts, now_ms, run_status, even_optional=time_out_run)
         return state
+
+    def _timeout_reason(self, ts: TaskState, kind: DeadlineKind, now_ms: int) -> str:
+        """Conductor's reason for a timed-out attempt (DeciderService)."""
+        td = self.nodes[ts.def_ref].task_def
+        policy = td.timeout_policy if td is not None else "RETRY"
+        since = ts.scheduled_time if ts.scheduled_time is not None else now_ms
+        elapsed = max(0, now_ms - since) // 1000
+        if kind == "response" and td is not None:
+            return (
+                f"responseTimeout: {td.response_timeout_seconds} exceeded for the taskId: "
+                f"{ts.task_id} with Task Definition: {ts.name}"
+            )
+        if kind == "poll" and td is not None:
+            return (
+                f"Task poll timed out after {elapsed} seconds. Poll timeout configured as "
+                f"{td.poll_timeout_seconds} seconds. Timeout policy configured to {policy}"
+            )
+        if kind == "total" and td is not None:
+            first = ts.first_scheduled_time if ts.first_scheduled_time is not None else since
+            return (
+                f"Task {ts.name}/{ts.task_id} exceeded total timeout of "
+                f"{td.total_timeout_seconds} seconds (elapsed {max(0, now_ms - first) // 1000} "
+                f"seconds across all attempts including retry delays). Timeout policy: {policy}"
+            )
+        seconds = human_timeout(ts, td) if ts.type == TaskType.HUMAN else None
+        if seconds is None:
+            seconds = td.timeout_seconds if td is not None else 0
+        return (
+            f"Task timed out after {elapsed} seconds. Timeout configured as {seconds} seconds. "
+            f"Timeout policy configured to {policy}"
+        )
 
     def wait_deadline(self, state: RunState, task_id: str) -> Deadline | None:
         """The earliest deadline of a pending wait, or None when it has none."""
@@ -566,7 +612,7 @@ class Decider:
         label: str,
         suffix: str,
         blocking: bool,
-    ) -> None:
+    ) -> str:
         key = f"{owner}/{label}"
         state.frames[key] = Frame(
             key=key, list_id=list_id, suffix=suffix, parent=parent.key, owner=owner
@@ -575,6 +621,22 @@ class Decider:
         if blocking:
             parent.blocking = key
         state.ready.append(key)
+        return key
+
+    def start_first(
+        self, state: RunState, key: str, now_ms: int, actions: list[ScheduleTask]
+    ) -> None:
+        """Create the first task of a frame just opened, now: a fork starts the first task
+        of every branch before the JOIN after it (Conductor's ForkJoinTaskMapper), so rows
+        come in that order. The rest of the branch runs when the frame advances."""
+        frame = state.frames.get(key)
+        if frame is None or state.status != RunStatus.RUNNING:
+            return
+        tasks = self.lists[frame.list_id]
+        if frame.pos < len(tasks) and tasks[frame.pos].task_reference_name + frame.suffix not in (
+            state.tasks
+        ):
+            self._start_task(state, frame, tasks[frame.pos], now_ms, actions)
 
     def _end_frame(self, state: RunState, frame: Frame, now_ms: int) -> None:
         del state.frames[frame.key]
@@ -604,8 +666,10 @@ class Decider:
         actions: list[ScheduleTask],
     ) -> None:
         ref = wt.task_reference_name + frame.suffix
+        task_id, seq = self.next_task_id(state)
         ts = TaskState(
-            task_id=self.task_id(state.workflow_id, ref),
+            task_id=task_id,
+            seq=seq,
             ref=ref,
             def_ref=wt.task_reference_name,
             name=wt.name,
@@ -654,6 +718,13 @@ class Decider:
         node = self.nodes[ts.def_ref]
         delay = ts.retry_delay_seconds or 0.0
         ts.retry_delay_seconds = None
+        # the failed attempt keeps its row; the retry is a new row with a new task id
+        # (Conductor's DeciderService.retry), so no id of a finished attempt is reused
+        state.closed.append(self._record(state, ts).model_copy(update={"retried": True}))
+        state.pending.pop(ts.task_id, None)
+        ts.retried_task_id = ts.task_id
+        ts.task_id, ts.seq = self.next_task_id(state)
+        state.pending[ts.task_id] = ts.ref
         ts.attempt += 1
         ts.status = TaskStatus.SCHEDULED
         ts.scheduled_time = now_ms + int(delay * 1000)
@@ -683,6 +754,8 @@ class Decider:
             wait_until_ms=fields.wait_until_ms,
             timeout_seconds=fields.timeout_seconds,
             sub_workflow=node.task.sub_workflow_param,
+            seq=ts.seq,
+            retried_task_id=ts.retried_task_id,
         )
 
     # ------------------------------------------------------------------ completion/failure
@@ -711,11 +784,16 @@ class Decider:
         self._final_failure(state, ts, now_ms, RunStatus.FAILED)
 
     def _final_failure(
-        self, state: RunState, ts: TaskState, now_ms: int, run_status: RunStatus
+        self,
+        state: RunState,
+        ts: TaskState,
+        now_ms: int,
+        run_status: RunStatus,
+        even_optional: bool = False,
     ) -> None:
         state.pending.pop(ts.task_id, None)
         node = self.nodes[ts.def_ref]
-        if node.task.optional and run_status != RunStatus.TIMED_OUT:
+        if node.task.optional and not even_optional:
             ts.status = TaskStatus.COMPLETED_WITH_ERRORS
             if ts.type == TaskType.DO_WHILE:
                 state.loops.pop(ts.ref, None)
@@ -723,7 +801,10 @@ class Decider:
             self._succeeded(state, ts)
             return
         state.failed_reference_task_names.append(ts.ref)
-        reason = f"task {ts.ref} {ts.status.value}: {ts.reason}"
+        # Conductor's text (DeciderService.retry), with the run's status
+        reason = (
+            f"Task {ts.task_id} failed with status: {run_status.value} and reason: '{ts.reason}'"
+        )
         # containers around the failed task fail with it (JOIN of an enclosing fork, loops)
         frame = state.frames.get(ts.frame)
         while frame is not None and frame.owner is not None:
@@ -981,8 +1062,10 @@ class Decider:
                 ctx[ts.def_ref] = entry
 
     def _record(self, state: RunState, ts: TaskState) -> TaskChange:
+        node = self.nodes[ts.def_ref]
         return TaskChange(
             workflow_id=state.workflow_id,
+            kind=row_kind(node.task.declared_type or ts.type),
             task_id=ts.task_id,
             ref=ts.ref,
             def_ref=ts.def_ref,
@@ -998,8 +1081,11 @@ class Decider:
             end_time=ts.end_time,
             first_scheduled_time=ts.first_scheduled_time,
             worker_id=ts.worker_id,
+            seq=ts.seq,
+            retried_task_id=ts.retried_task_id,
+            retried=ts.retried,
             iteration=_iteration_of(ts),
-            optional=self.nodes[ts.def_ref].task.optional,
+            optional=node.task.optional,
         )
 
     def _result(self, state: RunState) -> RunResult:
@@ -1012,12 +1098,13 @@ class Decider:
         )
 
     def _emit(self, state: RunState, actions: list[ScheduleTask]) -> Decision:
-        records = [
+        records = state.closed + [
             self._record(state, state.tasks[ref])
             for ref in dict.fromkeys(state.dirty)
             if ref in state.tasks
         ]
         state.dirty = []
+        state.closed = []
         cancel, state.canceled = state.canceled, []
         finished = None
         if state.status.is_terminal:

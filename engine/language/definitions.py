@@ -17,7 +17,15 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 from pydantic.alias_generators import to_camel
 
 
@@ -189,6 +197,20 @@ class WorkflowTask(_Model):
     # inline task definition (Conductor allows one on the workflow task)
     task_definition: TaskDef | None = None
 
+    #: the type as the definition spells it when that is an alias (``SIMPLE``,
+    #: ``DECISION``): written back in the definition's JSON and reported as the rows'
+    #: ``taskType``, so a definition reads back as it was registered
+    declared_type: str | None = Field(default=None, exclude=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _remember_alias(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            raw = data.get("type", "SIMPLE")  # Conductor's default type
+            if isinstance(raw, str) and raw.strip().upper() in TASK_TYPE_ALIASES:
+                data = {**data, "declared_type": raw.strip().upper()}
+        return data
+
     @field_validator("type", mode="before")
     @classmethod
     def _normalise_type(cls, value: Any) -> Any:
@@ -196,6 +218,13 @@ class WorkflowTask(_Model):
             upper = value.strip().upper()
             return TASK_TYPE_ALIASES.get(upper, upper)
         return value
+
+    @model_serializer(mode="wrap")
+    def _write_declared_type(self, handler: SerializerFunctionWrapHandler) -> Any:
+        data = handler(self)
+        if self.declared_type and isinstance(data, dict) and "type" in data:
+            data["type"] = self.declared_type
+        return data
 
     def children(self) -> Iterator[tuple[str, list[WorkflowTask]]]:
         """Nested task lists with their JSON path suffix (relative to this task)."""

@@ -24,10 +24,11 @@ from typing import Any
 
 from durabletask import task as dt
 
-from engine.decider.state import TaskChange
+from engine.decider.state import ScheduleTask, TaskChange
 from engine.language.definitions import RunStatus, TaskStatus, TaskType
 from engine.ports.payload_store import PayloadKind, PayloadTooLarge, offload_if_large
-from engine.ports.queue import QueueError
+from engine.ports.queue import QueueError, QueueNotFound
+from engine.ports.queue_provisioning import ensure_queues_exist
 from engine.ports.run_store import DefinitionRecord, NewRun, RunUpdate, TaskRecord, TaskUpdate
 from engine.runtime.activity_io import (
     BuiltinInput,
@@ -91,12 +92,12 @@ def store_row(workflow_id: str, change: TaskChange) -> TaskRecord:
         task_id=change.task_id,
         workflow_id=change.workflow_id or workflow_id,
         reference_task_name=change.ref,
-        task_type=change.type,
+        task_type=change.kind or change.type,
         task_def_name=change.name,
         status=change.status,
         attempt=change.attempt,
         retry_count=change.attempt - 1,
-        seq=int(change.scheduled_time or change.end_time or 0),
+        seq=change.seq,
         input_data=change.input,
         output_data=None if output_ref else change.output,
         output_ref=output_ref,
@@ -169,12 +170,13 @@ class RunActivities:
         task = data.task
         task_id, attempt = task.task_id, task.attempt
         task_type = task.name
-        if attempt > 1:
-            # before the records replace its row: the previous attempt is over
-            self._close_attempt(task_type, task_id, attempt - 1, now)
+        previous = task.retried_task_id
         # the row of this attempt is written once, below, with its queue
         others = [c for c in data.records if (c.task_id, c.attempt) != (task_id, attempt)]
         self._write_changes(data.workflow_id, others, now)
+        if previous:
+            # the attempt this one retries is over (its final row is written by now)
+            self._close_attempt(task_type, previous, attempt - 1, now)
         queue, domain = queue_for(task_type, data.priority, data.task_to_domain)
         scheduled = now + int(task.delay_seconds * 1000)
 
@@ -199,13 +201,16 @@ class RunActivities:
             attempt=attempt,
             priority=data.priority,
             domain=domain,
+            response_timeout_seconds=(
+                task.task_def.response_timeout_seconds if task.task_def is not None else None
+            ),
             input=inline if ref is None else None,
             input_ref=ref,
         )
 
-        if attempt > 1:
+        if previous:
             # the previous attempt failed or timed out: its message (if handed out) is done
-            self.settlement.settle_attempt(task_id, attempt - 1)
+            self.settlement.settle_attempt(previous, attempt - 1)
 
         row = TaskRecord(
             task_id=task_id,
@@ -216,8 +221,7 @@ class RunActivities:
             status=TaskStatus.SCHEDULED,
             attempt=attempt,
             retry_count=attempt - 1,
-            # scheduling order, as the Decider's rows (orchestration time + delay)
-            seq=(data.now_ms or now) + int(task.delay_seconds * 1000),
+            seq=task.seq,
             input_data=inline if ref is None else None,
             input_ref=ref,
             scheduled_time=scheduled,
@@ -227,16 +231,7 @@ class RunActivities:
         )
         self.store.upsert_task(row, now)
         try:
-            svc.queue.send(
-                queue,
-                message.body(),
-                message_id=message_id(task_id, attempt),
-                scheduled_enqueue_time=(
-                    datetime.now(UTC) + timedelta(seconds=task.delay_seconds)
-                    if task.delay_seconds > 0
-                    else None
-                ),
-            )
+            self._send(queue, message, domain, task, task.delay_seconds)
         except QueueError as exc:
             return DispatchResult(error=f"cannot queue task {task.ref!r} on {queue!r}: {exc}")
 
@@ -250,6 +245,32 @@ class RunActivities:
             log.warning("%s: %s", data.workflow_id, warning)
             return DispatchResult(queue=queue, scheduled_time=scheduled, warning=warning)
         return DispatchResult(queue=queue, scheduled_time=scheduled)
+
+    def _send(
+        self,
+        queue: str,
+        message: TaskMessage,
+        domain: str | None,
+        task: ScheduleTask,
+        delay_seconds: float,
+    ) -> None:
+        """Send the attempt's message; a queue that does not exist yet (a type without a
+        registered task definition, a domain only the start request names) is created
+        first, as Conductor has a queue once something is queued to it."""
+        svc = self.services
+        when = datetime.now(UTC) + timedelta(seconds=delay_seconds) if delay_seconds > 0 else None
+        mid = message_id(message.task_id, message.attempt)
+        try:
+            svc.queue.send(queue, message.body(), message_id=mid, scheduled_enqueue_time=when)
+        except QueueNotFound:
+            if svc.provisioner is None:
+                raise QueueNotFound(
+                    f"{queue} (this engine creates no queues: register a task definition "
+                    f"for {task.name!r}, or start the run through the API, to create it)"
+                ) from None
+            domains = [domain] if domain else []
+            ensure_queues_exist(svc.provisioner, task.name, domains, task.task_def)
+            svc.queue.send(queue, message.body(), message_id=mid, scheduled_enqueue_time=when)
 
     # -- child runs ----------------------------------------------------------------------
 
@@ -456,7 +477,10 @@ class RunActivities:
             else:
                 self.store.upsert_task(row, now)
             if row.task_type == TaskType.WORKER and row.status.is_terminal:
-                if row.status in FAILED_STATUSES:
+                if change.retried:
+                    # a retry replaced this attempt: its message is done, not dead
+                    self.settlement.settle_attempt(row.task_id, row.attempt)
+                elif row.status in FAILED_STATUSES:
                     self.settlement.settle_attempt(
                         row.task_id,
                         row.attempt,

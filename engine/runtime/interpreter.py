@@ -313,9 +313,8 @@ class _Run:
                 return None
             deadline = self.decider.wait_deadline(self.state, task_id)
             kind = deadline.kind if deadline is not None else "task"
-            timed_out = outcome(
-                TaskStatus.TIMED_OUT, reason=f"{kind} timeout of task {action.ref!r} elapsed"
-            )
+            # the Decider words the reason (Conductor's texts)
+            timed_out = outcome(TaskStatus.TIMED_OUT)
             return timed_out.model_copy(update={"timeout_kind": kind})
 
         if role == "dispatch":
@@ -597,6 +596,7 @@ def make_workflow_interpreter(definitions: DefinitionCache) -> dt.Orchestrator[A
                 input=run.input,
                 correlation_id=run.correlation_id,
                 now_ms=_ms(ctx.current_utc_datetime),
+                generation=run.generation,
             )
         if run.started_at_ms is None:
             run.started_at_ms = _ms(ctx.current_utc_datetime)

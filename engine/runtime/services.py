@@ -17,6 +17,7 @@ from typing import Any
 
 from engine.ports.payload_store import PayloadLimits, PayloadStore
 from engine.ports.queue import TaskQueue
+from engine.ports.queue_provisioning import QueueProvisioner
 from engine.ports.run_store import RunStore
 from engine.runtime.builtins import ActivityDeps
 from engine.runtime.definition_cache import DefinitionCache
@@ -37,6 +38,9 @@ class EngineServices:
     activity_deps: ActivityDeps = field(default_factory=ActivityDeps)
     #: a type with no poll in this many ms gets a warning when work is queued for it
     no_worker_warning_ms: int = 10_000
+    #: creates a task type's queues on first use (a type without a registered task
+    #: definition, or a domain only a start request names); None: queues must exist
+    provisioner: QueueProvisioner | None = None
     #: offloaded payloads and definition snapshots, read once per process
     payload_cache: PayloadCache = field(init=False)
     definitions: DefinitionCache = field(init=False)

@@ -19,7 +19,7 @@ import hashlib
 import json
 from typing import Any
 
-from engine.language.definitions import WorkflowDef
+from engine.language.definitions import TaskDef, TaskType, WorkflowDef
 from engine.ports.payload_store import PayloadStore
 from engine.ports.run_store import DefinitionRecord, RunStore
 from protocol.payload_keys import definition_snapshot_key
@@ -31,6 +31,7 @@ __all__ = [
     "read_definition",
     "read_snapshot",
     "snapshot_key",
+    "snapshot_of",
 ]
 
 
@@ -50,17 +51,32 @@ def read_definition(store: RunStore, name: str, version: int | None) -> Definiti
 def build_snapshot(
     store: RunStore, record: DefinitionRecord, definition: WorkflowDef | None = None
 ) -> dict[str, Any]:
-    """The definition of ``record`` and the registered task definitions it names
-    (``definition``: ``record`` already parsed, if the caller has it)."""
-    parsed = definition or WorkflowDef.model_validate(record.definition)
+    """The definition of ``record`` and the task definitions it names
+    (``definition``: ``record`` already parsed, if the caller has it); see
+    :func:`snapshot_of`."""
+    return snapshot_of(store, record.definition, definition)
+
+
+def snapshot_of(
+    store: RunStore, definition_json: dict[str, Any], definition: WorkflowDef | None = None
+) -> dict[str, Any]:
+    """A definition (registered or given inline) with the task definitions its tasks
+    name: the registered ones, and for a WORKER task with neither a registered nor an
+    inline ``taskDefinition`` Conductor's default (``new TaskDef(name)``, as Conductor's
+    MetadataMapperService populates it: 3 retries, FIXED 60 s, response timeout 3600 s,
+    TIME_OUT_WF)."""
+    parsed = definition or WorkflowDef.model_validate(definition_json)
     task_defs: dict[str, Any] = {}
     for location in parsed.walk():
-        task_name = location.task.name
-        if task_name not in task_defs:
-            td = store.get_task_def(task_name)
-            if td is not None:
-                task_defs[task_name] = td.definition
-    return {"definition": record.definition, "taskDefs": task_defs}
+        task = location.task
+        if task.name in task_defs:
+            continue
+        td = store.get_task_def(task.name)
+        if td is not None:
+            task_defs[task.name] = td.definition
+        elif task.type == TaskType.WORKER and task.task_definition is None:
+            task_defs[task.name] = TaskDef(name=task.name).to_json_dict()
+    return {"definition": definition_json, "taskDefs": task_defs}
 
 
 def read_snapshot(store: RunStore, name: str, version: int) -> dict[str, Any]:

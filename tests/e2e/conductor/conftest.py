@@ -14,7 +14,7 @@ import httpx
 import pytest
 import uvicorn
 
-from control_plane.dev import DevPlatform
+from control_plane.cli.dev import DevPlatform
 from tests.e2e.conductor.harness import Conductor
 
 REPO = Path(__file__).resolve().parents[3]

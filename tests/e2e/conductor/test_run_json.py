@@ -139,7 +139,6 @@ def test_each_task_has_conductors_task_fields(conductor: Conductor) -> None:
     assert run["tasks"][1]["workflowTask"]["taskReferenceName"] == "b"
 
 
-@pytest.mark.xfail(strict=True, reason="issue 12: seq is a millisecond timestamp")
 def test_seq_numbers_tasks_in_scheduling_order(conductor: Conductor) -> None:
     """LambdaAndTerminateTaskSpec asserts ``seq`` 1, 2, 3... in the order tasks were
     scheduled."""

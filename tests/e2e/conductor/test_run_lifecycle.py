@@ -56,7 +56,6 @@ def _two_steps(conductor: Conductor, retry_count: int = 0, **fields: Any) -> tup
 _INPUT = {"param1": "p1 value", "param2": "p2 value"}
 
 
-@pytest.mark.xfail(strict=True, reason="issue 12: start answers before the first decision")
 def test_start_answers_once_the_first_task_is_scheduled(conductor: Conductor) -> None:
     """SimpleWorkflowSpec "Test simple workflow completion", first step: the state read
     straight after start shows the run RUNNING with its first task SCHEDULED."""
@@ -247,7 +246,6 @@ def test_a_paused_run_schedules_nothing_until_resumed(conductor: Conductor) -> N
     assert (run["status"], statuses(run)) == ("COMPLETED", ["COMPLETED", "COMPLETED"])
 
 
-@pytest.mark.xfail(strict=True, reason="issue 12: terminate answers before the run ends")
 def test_terminate_answers_once_the_run_is_terminated(conductor: Conductor) -> None:
     name, t1, _ = _two_steps(conductor)
     workflow_id = conductor.start(name, _INPUT)

@@ -24,7 +24,6 @@ from tests.e2e.conductor.harness import (
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 
 
-@pytest.mark.xfail(strict=True, reason="issue 12: task definitions are still required")
 def test_a_workflow_whose_task_type_has_no_definition_registers_and_runs(
     conductor: Conductor,
 ) -> None:
@@ -46,7 +45,6 @@ def test_a_workflow_whose_task_type_has_no_definition_registers_and_runs(
     assert run["output"] == {"done": True}
 
 
-@pytest.mark.xfail(strict=True, reason="issue 12: task definitions are still required")
 def test_a_type_without_definition_gets_conductors_default_task_definition(
     conductor: Conductor,
 ) -> None:
@@ -65,7 +63,6 @@ def test_a_type_without_definition_gets_conductors_default_task_definition(
     assert [t["retryCount"] for t in run["tasks"]] == [0, 1]
 
 
-@pytest.mark.xfail(strict=True, reason="issue 12: an inline taskDefinition does not count")
 def test_an_inline_task_definition_is_the_tasks_definition(conductor: Conductor) -> None:
     """The workflow task's own ``taskDefinition`` (retryCount 0 here) governs the task;
     nothing is registered for the type."""
@@ -86,7 +83,6 @@ def test_an_inline_task_definition_is_the_tasks_definition(conductor: Conductor)
     )
 
 
-@pytest.mark.xfail(strict=True, reason="issue 12: polling an undefined type answers 404")
 def test_polling_a_type_nobody_defined_answers_no_task(conductor: Conductor) -> None:
     """Conductor's poll of an unknown type is an empty list (batch) or 204 (single)."""
     task_type = unique("never_defined")
@@ -96,7 +92,6 @@ def test_polling_a_type_nobody_defined_answers_no_task(conductor: Conductor) -> 
     assert single.status_code == 204
 
 
-@pytest.mark.xfail(strict=True, reason="issue 12: queues of a new domain are not created")
 def test_a_start_request_maps_a_type_to_a_domain_nobody_declared(conductor: Conductor) -> None:
     """``taskToDomain`` names a domain only the start request knows: the task goes to the
     queue of that domain and a worker polling with ``domain=cool`` gets it."""

@@ -28,24 +28,7 @@ def _taskdef(name: str, **fields: object) -> dict[str, object]:
     return {"name": name, "ownerEmail": "test@example.com", "retryDelaySeconds": 0, **fields}
 
 
-@pytest.mark.parametrize(
-    "policy",
-    [
-        "RETRY",
-        pytest.param(
-            "TIME_OUT_WF",
-            marks=pytest.mark.xfail(
-                strict=True, reason="issue 12: a response timeout times the run out"
-            ),
-        ),
-        pytest.param(
-            "ALERT_ONLY",
-            marks=pytest.mark.xfail(
-                strict=True, reason="issue 12: ALERT_ONLY keeps waiting for the dead worker"
-            ),
-        ),
-    ],
-)
+@pytest.mark.parametrize("policy", ["RETRY", "TIME_OUT_WF", "ALERT_ONLY"])
 def test_a_dead_workers_task_goes_to_another_worker_after_the_response_timeout(
     conductor: Conductor, policy: str
 ) -> None:
@@ -73,7 +56,7 @@ def test_a_dead_workers_task_goes_to_another_worker_after_the_response_timeout(
     assert first["retryCount"] == 0
 
 
-@pytest.mark.xfail(strict=True, reason="issue 12: one row per task, not one per attempt")
+@pytest.mark.xfail(strict=True, reason="issue 12: task JSON lacks retriedTaskId")
 def test_a_response_timeout_times_out_the_attempt_and_schedules_a_new_task(
     conductor: Conductor,
 ) -> None:
@@ -103,7 +86,6 @@ def test_a_response_timeout_times_out_the_attempt_and_schedules_a_new_task(
     assert conductor.wait_status(workflow_id, "COMPLETED")["status"] == "COMPLETED"
 
 
-@pytest.mark.xfail(strict=True, reason="issue 12: exhausted timeouts fail the run FAILED")
 def test_a_task_timeout_under_retry_retries_and_then_times_the_run_out(
     conductor: Conductor,
 ) -> None:

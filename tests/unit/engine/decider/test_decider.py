@@ -176,13 +176,37 @@ def test_run_output_from_output_parameters() -> None:
 
 
 def test_task_ids_are_deterministic_and_distinct() -> None:
-    d = decider(t("a"))
-    s1 = d.start(workflow_id="w", input={}, now_ms=0)
-    s2 = d.start(workflow_id="w", input={}, now_ms=5)
-    a1 = d.decide(s1, 0).actions[0]
-    a2 = d.decide(s2, 5).actions[0]
-    assert a1.task_id == a2.task_id == d.task_id("w", "a")
-    assert d.task_id("w", "a") != d.task_id("w2", "a") != d.task_id("w", "a__1")
+    """Ids come from the run, its generation and the row's seq: a replay decides the same
+    ids, another run or generation (a restart) never reuses one."""
+    d = decider(t("a"), t("b"))
+
+    def first(workflow_id: str, generation: str = "") -> str:
+        state = d.start(workflow_id=workflow_id, input={}, now_ms=0, generation=generation)
+        return d.decide(state, 0).actions[0].task_id
+
+    assert first("w") == first("w")
+    assert len({first("w"), first("w2"), first("w", generation="g2")}) == 3
+    sim = Sim(d)
+    a = sim.actions["a"].task_id
+    sim.complete("a")
+    assert sim.actions["b"].task_id != a
+    assert next(r.seq for r in sim.records if r.ref == "b") == 2
+
+
+def test_a_retry_is_a_new_row_with_a_new_task_id() -> None:
+    """Conductor's DeciderService.retry: the failed attempt keeps its row and status; the
+    retry is a new task (new id, next seq, retryCount + 1, retriedTaskId)."""
+    d = decider(t("a", retryCount=1))
+    sim = Sim(d)
+    first = sim.actions["a"]
+    sim.fail("a", "once")
+    second = sim.actions["a"]
+    assert second.task_id != first.task_id
+    assert (second.attempt, second.seq, second.retried_task_id) == (2, 2, first.task_id)
+    rows = {r.task_id: r for r in sim.records}
+    assert rows[first.task_id].status == TaskStatus.FAILED
+    assert rows[first.task_id].reason == "once"
+    assert (rows[second.task_id].status, rows[second.task_id].seq) == (TaskStatus.SCHEDULED, 2)
 
 
 def test_records_include_inline_tasks() -> None:
@@ -626,13 +650,13 @@ def test_retry_logic_delays() -> None:
     assert retry_delays("EXPONENTIAL_BACKOFF", 4) == [10, 20, 40, 80]
 
 
-def test_retry_after_wins_when_larger_and_stable_task_id() -> None:
+def test_retry_after_wins_when_larger() -> None:
     d = decider(t("a"), defs={"a": {"retryCount": 2, "retryDelaySeconds": 10}})
     sim = Sim(d, now=0)
     first = sim.actions["a"].task_id
     sim.fail("a", retry_after=120)
     assert sim.actions["a"].delay_seconds == 120
-    assert sim.actions["a"].task_id == first
+    assert sim.actions["a"].retried_task_id == first
     assert sim.task("a").scheduled_time == 120_000
     sim.fail("a", retry_after=1)
     assert sim.actions["a"].delay_seconds == 10
@@ -708,7 +732,8 @@ def test_deadlines_of_a_worker_wait() -> None:
     assert d.wait_deadline(sim.state, a) == Deadline(at_ms=300_000, kind="task")
     sim.fail("a", at=900_000)  # retry at 900 s: total deadline comes first
     sim.started("a", at=990_000)
-    assert d.wait_deadline(sim.state, a) == Deadline(at_ms=1_000_000, kind="total")
+    retry = sim.actions["a"].task_id
+    assert d.wait_deadline(sim.state, retry) == Deadline(at_ms=1_000_000, kind="total")
     assert d.wait_deadline(sim.state, "unknown") is None
 
 
@@ -725,7 +750,7 @@ def test_poll_timeout_unset_and_human_deadline() -> None:
     )
     sim.outcome("h", TaskStatus.TIMED_OUT, at=3_600_000)
     assert sim.status("h") == TaskStatus.TIMED_OUT
-    assert sim.finished is not None and sim.finished.status == RunStatus.FAILED
+    assert sim.finished is not None and sim.finished.status == RunStatus.TIMED_OUT
 
 
 def test_timeout_policy_retry() -> None:
@@ -736,7 +761,35 @@ def test_timeout_policy_retry() -> None:
     assert sim.task("a").status == TaskStatus.SCHEDULED
     sim.outcome("a", TaskStatus.TIMED_OUT, at=120_000)
     assert sim.status("a") == TaskStatus.TIMED_OUT
-    assert sim.finished is not None and sim.finished.status == RunStatus.FAILED
+    # no retry left: the run times out (Conductor's DeciderService.retry)
+    assert sim.finished is not None and sim.finished.status == RunStatus.TIMED_OUT
+    assert sim.task("a").reason == (
+        "Task poll timed out after 60 seconds. Poll timeout configured as 60 seconds. "
+        "Timeout policy configured to RETRY"
+    )
+
+
+@pytest.mark.parametrize("policy", ["RETRY", "TIME_OUT_WF", "ALERT_ONLY"])
+def test_a_response_timeout_retries_the_attempt_under_every_policy(policy: str) -> None:
+    """Conductor times an attempt without response out whatever ``timeoutPolicy`` says
+    (it governs ``timeoutSeconds``) and retries it per ``retryCount``; with none left the
+    run is TIMED_OUT."""
+    d = decider(t("a"), defs={"a": {**WORKER_DEF, "timeoutPolicy": policy}})
+    sim = Sim(d, now=0)
+    sim.started("a", at=10_000)
+    first = sim.actions["a"].task_id
+    sim.outcome("a", TaskStatus.TIMED_OUT, kind="response", at=40_000)
+    retry = sim.actions["a"]
+    assert (retry.attempt, retry.retried_task_id) == (2, first)
+    assert sim.finished is None
+    rows = {r.task_id: r for r in sim.records}
+    assert rows[first].status == TaskStatus.TIMED_OUT
+    assert rows[first].reason == (
+        f"responseTimeout: 30 exceeded for the taskId: {first} with Task Definition: a"
+    )
+    sim.started("a", at=50_000)
+    sim.outcome("a", TaskStatus.TIMED_OUT, kind="response", at=80_000)
+    assert sim.finished is not None and sim.finished.status == RunStatus.TIMED_OUT
 
 
 def test_timeout_policy_time_out_wf_even_when_optional() -> None:
@@ -767,7 +820,7 @@ def test_total_timeout_ends_retries() -> None:
     d = decider(t("a"), defs={"a": {**WORKER_DEF, "retryCount": 5, "timeoutPolicy": "RETRY"}})
     sim = Sim(d, now=0)
     sim.outcome("a", TaskStatus.TIMED_OUT, kind="total", at=1_000_000)
-    assert sim.finished is not None and sim.finished.status == RunStatus.FAILED
+    assert sim.finished is not None and sim.finished.status == RunStatus.TIMED_OUT
     assert len(sim.all_actions) == 1
     # a retry delay that would pass the total timeout is not made either
     d = decider(
