@@ -9,10 +9,26 @@ the name of its type, of a system task its kind.
 
 from __future__ import annotations
 
-__all__ = ["WORKER", "conductor_task_type", "row_kind"]
+__all__ = ["SCHEDULED_KINDS", "WORKER", "conductor_task_type", "row_kind"]
 
 #: The kind of a worker (SIMPLE) task row.
 WORKER = "WORKER"
+
+#: Kinds of tasks that do I/O (a worker, an activity, a wait, a child run); the others
+#: are decided inline and are decided again when a run is retried.
+SCHEDULED_KINDS = frozenset(
+    {
+        WORKER,
+        "HTTP",
+        "CALL_TOOL",
+        "LOGIC_APP",
+        "DOCUMENT_INTELLIGENCE",
+        "HUMAN",
+        "WAIT",
+        "SUB_WORKFLOW",
+        "START_WORKFLOW",
+    }
+)
 
 #: Definition types whose rows Conductor reports under another name.
 _ROW_KINDS = {"SIMPLE": WORKER, "FORK_JOIN": "FORK", "FORK_JOIN_DYNAMIC": "FORK"}

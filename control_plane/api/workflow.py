@@ -8,7 +8,12 @@ from fastapi import APIRouter, Body, Depends, Query, Request
 from fastapi.responses import PlainTextResponse
 
 from control_plane.auth import Principal, principal, require_role
-from control_plane.services.workflows import StartWorkflowRequest, WorkflowService
+from control_plane.services.replays import RerunWorkflowRequest, SkipTaskRequest
+from control_plane.services.workflows import (
+    StartWorkflowRequest,
+    WorkflowService,
+    WorkflowTestRequest,
+)
 
 router = APIRouter(prefix="/api/workflow", tags=["workflow"])
 
@@ -55,6 +60,46 @@ def search(
 def start(service: Service, caller: Caller, request: StartWorkflowRequest) -> str:
     require_role(caller, "operator")
     return service.start(request)
+
+
+@router.post("/test", summary="Test a definition: worker tasks complete with mocked results")
+def test(service: Service, caller: Caller, request: WorkflowTestRequest) -> dict[str, Any]:
+    require_role(caller, "operator")
+    return service.test(request)
+
+
+@router.put("/decide/{workflowId}", summary="Decide a run (Stepway decides on every event)")
+def decide(service: Service, caller: Caller, workflowId: str) -> None:
+    require_role(caller, "operator")
+    service.decide(workflowId)
+
+
+@router.get("/{name}/correlated/{correlationId}", summary="Runs of a workflow by correlation id")
+def correlated(
+    service: Service,
+    caller: Caller,
+    name: str,
+    correlationId: str,
+    includeClosed: bool = False,
+    includeTasks: bool = False,
+) -> list[dict[str, Any]]:
+    require_role(caller, "reader")
+    return service.correlated(name, correlationId, includeClosed, includeTasks)
+
+
+@router.post("/{name}/correlated", summary="Runs of a workflow by correlation ids")
+def correlated_batch(
+    service: Service,
+    caller: Caller,
+    name: str,
+    correlationIds: Annotated[list[str], Body()],
+    includeClosed: bool = False,
+    includeTasks: bool = False,
+) -> dict[str, list[dict[str, Any]]]:
+    require_role(caller, "reader")
+    return {
+        key: service.correlated(name, key, includeClosed, includeTasks) for key in correlationIds
+    }
 
 
 @router.post("/{name}", response_class=PlainTextResponse, summary="Start a run (body = input)")
@@ -109,16 +154,61 @@ def terminate(service: Service, caller: Caller, workflowId: str, reason: str | N
     service.terminate(workflowId, reason)
 
 
-@router.post("/{workflowId}/restart", summary="Run a finished run again from the start")
-def restart(service: Service, caller: Caller, workflowId: str) -> None:
+@router.post(
+    "/{workflowId}/restart",
+    status_code=204,
+    summary="Run a finished run again from the start (useLatestDefinitions: the latest version)",
+)
+def restart(
+    service: Service, caller: Caller, workflowId: str, useLatestDefinitions: bool = False
+) -> None:
     require_role(caller, "operator")
-    service.restart(workflowId)
+    service.restart(workflowId, useLatestDefinitions)
 
 
 @router.post(
     "/{workflowId}/retry",
-    summary="Retry a failed run (restarts it from the start with the same input)",
+    status_code=204,
+    summary="Retry a finished run from the tasks it did not get through",
 )
-def retry(service: Service, caller: Caller, workflowId: str) -> None:
+def retry(
+    service: Service, caller: Caller, workflowId: str, resumeSubworkflowTasks: bool = False
+) -> None:
     require_role(caller, "operator")
     service.retry(workflowId)
+
+
+@router.post(
+    "/{workflowId}/rerun",
+    response_class=PlainTextResponse,
+    summary="Run a finished run again from a task (reRunFromTaskId) or from the start",
+)
+def rerun(
+    service: Service,
+    caller: Caller,
+    workflowId: str,
+    request: Annotated[RerunWorkflowRequest, Body()],
+) -> str:
+    require_role(caller, "operator")
+    return service.rerun(workflowId, request)
+
+
+@router.put(
+    "/{workflowId}/skiptask/{taskReferenceName}",
+    summary="Skip a task the running run has not reached yet",
+)
+def skip_task(
+    service: Service,
+    caller: Caller,
+    workflowId: str,
+    taskReferenceName: str,
+    request: Annotated[SkipTaskRequest | None, Body()] = None,
+) -> None:
+    require_role(caller, "operator")
+    service.skip(workflowId, taskReferenceName, request or SkipTaskRequest())
+
+
+@router.delete("/{workflowId}/remove", summary="Delete a run and its tasks")
+def remove(service: Service, caller: Caller, workflowId: str, archiveWorkflow: bool = True) -> None:
+    require_role(caller, "operator")
+    service.remove(workflowId)

@@ -5,8 +5,7 @@ returns the existing run's id and starts nothing), then starts the orchestration
 that fails the row is deleted again, so nothing is left half-started. Pause, resume,
 terminate, restart and retry signal the orchestration through ``RunSignals``.
 
-Retry restarts the run from the beginning with the same input (like restart): the
-interpreter has no resume-from-failed-task entry point yet.
+Restart, retry and rerun run a finished run again (:mod:`control_plane.services.replays`).
 """
 
 from __future__ import annotations
@@ -24,6 +23,8 @@ from pydantic.alias_generators import to_camel
 
 from control_plane.api.errors import ApiError, bad_request, conflict, not_found
 from control_plane.deps import Deps, Settings
+from control_plane.services.metadata import MetadataService
+from control_plane.services.replays import RerunWorkflowRequest, RunReplays, SkipTaskRequest
 from control_plane.services.tasks import TaskService
 from control_plane.services.wire import read_offloaded, run_summary, workflow_json
 from control_plane.services.worker_queues import ensure_worker_queues
@@ -42,10 +43,10 @@ from engine.ports.run_store import (
     RunUpdate,
     TaskRecord,
 )
-from engine.runtime.snapshots import publish_snapshot
+from engine.runtime.snapshots import publish_snapshot_of
 from protocol.events import TERMINATE_EVENT, TerminateEvent
 from protocol.payload_keys import INPUT_REF, workflow_input_key
-from protocol.runs import RunInput
+from protocol.runs import RunInput, TaskMock
 
 log = logging.getLogger(__name__)
 
@@ -60,10 +61,23 @@ class StartWorkflowRequest(BaseModel):
     priority: int = Field(default=0, ge=0, le=99)
     task_to_domain: dict[str, str] = Field(default_factory=dict)
     idempotency_key: str | None = None
+    #: a definition given in the request instead of a registered one (Conductor runs it
+    #: without registering it)
+    workflow_def: dict[str, Any] | None = None
+
+
+class WorkflowTestRequest(StartWorkflowRequest):
+    """Conductor's WorkflowTestRequest: a start whose worker tasks complete with the
+    given results (one per attempt, by task reference name) instead of being queued."""
+
+    task_ref_to_mock_output: dict[str, list[TaskMock]] = Field(default_factory=dict)
 
 
 def run_input(
-    run: NewRun, input_value: dict[str, Any], definition_ref: str | None = None
+    run: NewRun,
+    input_value: dict[str, Any],
+    definition_ref: str | None = None,
+    task_mocks: dict[str, list[TaskMock]] | None = None,
 ) -> dict[str, Any]:
     """The orchestration input of ``run``. An offloaded workflow input travels as
     ``{"inputRef": ref}`` (the engine reads it from the payload store), so a large input
@@ -78,6 +92,7 @@ def run_input(
         parent_workflow_id=run.parent_workflow_id,
         parent_task_id=run.parent_task_id,
         definition_ref=definition_ref,
+        task_mocks=task_mocks or {},
     ).wire()
 
 
@@ -86,6 +101,7 @@ class WorkflowService:
         self.settings = settings
         self.deps = deps
         self.tasks = tasks
+        self.replays = RunReplays(settings, deps, self.settle)
 
     def _definition(self, name: str, version: int | None) -> tuple[DefinitionRecord, WorkflowDef]:
         """The registered definition, read and parsed once (the snapshot a run starts
@@ -96,8 +112,27 @@ class WorkflowService:
             raise not_found(f"workflow definition {name!r}{which} not found")
         return record, WorkflowDef.model_validate(record.definition)
 
-    def start(self, request: StartWorkflowRequest) -> str:
-        record, wf = self._definition(request.name, request.version)
+    def test(self, request: WorkflowTestRequest) -> dict[str, Any]:
+        """Conductor's workflow test: a run whose mocked worker tasks complete with their
+        mocks; the run as it is once it started."""
+        workflow_id = self.start(request, task_mocks=request.task_ref_to_mock_output)
+        return self.get(workflow_id, True)
+
+    def start(
+        self,
+        request: StartWorkflowRequest,
+        task_mocks: dict[str, list[TaskMock]] | None = None,
+    ) -> str:
+        if request.workflow_def:
+            # validated as a registration would be, but not registered
+            (wf,) = MetadataService(self.settings, self.deps).parse_workflows(
+                [request.workflow_def], single=True
+            )
+            definition_json = request.workflow_def
+            ensure_worker_queues(self.settings, self.deps, wf, request.task_to_domain)
+        else:
+            record, wf = self._definition(request.name, request.version)
+            definition_json = record.definition
         if wf.input_schema:
             validator = jsonschema.Draft202012Validator(wf.input_schema)
             errors = sorted(validator.iter_errors(request.input), key=lambda e: list(e.path))
@@ -116,8 +151,14 @@ class WorkflowService:
                     + "; ".join(f"{p}: {m}" for p, m in issues[:3]),
                     validation_errors=issues,
                 )
-        if request.task_to_domain:
+        if request.task_to_domain and not request.workflow_def:
             ensure_worker_queues(self.settings, self.deps, wf, request.task_to_domain)
+        try:
+            snapshot = publish_snapshot_of(
+                self.deps.run_store, self.deps.payloads, definition_json, wf
+            )
+        except Exception as exc:
+            raise ApiError(503, f"could not store the definition: {exc}", retryable=True) from exc
         workflow_id = str(uuid.uuid4())
         now = self.deps.clock()
         inline, input_ref = self._offload_input(workflow_id, request.input)
@@ -132,13 +173,15 @@ class WorkflowService:
             task_to_domain=request.task_to_domain,
             idempotency_key=request.idempotency_key,
             create_time=now,
+            definition_ref=snapshot,
         )
         created = self.deps.run_store.create_run(run)
         if not created.created:
             return created.workflow_id
         try:
-            snapshot = publish_snapshot(self.deps.run_store, self.deps.payloads, record, wf)
-            self.deps.signals.start_run(workflow_id, run_input(run, request.input, snapshot))
+            self.deps.signals.start_run(
+                workflow_id, run_input(run, request.input, snapshot, task_mocks)
+            )
         except Exception as exc:
             log.exception("could not start run %s", workflow_id)
             self.deps.run_store.delete_run(workflow_id)
@@ -268,38 +311,53 @@ class WorkflowService:
         )
         self.settle(workflow_id, lambda run, _: run.status.is_terminal)
 
-    def restart(self, workflow_id: str) -> None:
-        run = self._run(workflow_id)
-        if not run.status.is_terminal:
-            raise conflict(
-                f"workflow {workflow_id} is {run.status.value}; only a finished run restarts"
-            )
-        record, wf = self._definition(run.name, run.version)
-        input_value = self._input(run) or {}
-        if not self.deps.run_store.reopen_run(workflow_id, self.deps.clock()):
-            raise conflict(f"workflow {workflow_id} could not be reopened")
-        try:
-            snapshot = publish_snapshot(self.deps.run_store, self.deps.payloads, record, wf)
-            self.deps.signals.start_run(workflow_id, run_input(run, input_value, snapshot))
-        except Exception as exc:
-            self.deps.run_store.update_run(
-                workflow_id,
-                RunUpdate(
-                    status=run.status,
-                    reason_for_incompletion=f"restart failed: {exc}",
-                ),
-                self.deps.clock(),
-            )
-            raise ApiError(503, f"could not restart the run: {exc}", retryable=True) from exc
+    def restart(self, workflow_id: str, use_latest_definitions: bool = False) -> None:
+        self.replays.restart(workflow_id, use_latest_definitions)
 
     def retry(self, workflow_id: str) -> None:
+        self.replays.retry(workflow_id)
+
+    def rerun(self, workflow_id: str, request: RerunWorkflowRequest) -> str:
+        return self.replays.rerun(workflow_id, request)
+
+    def skip(self, workflow_id: str, ref: str, request: SkipTaskRequest) -> None:
+        self.replays.skip(workflow_id, ref, request)
+
+    def remove(self, workflow_id: str) -> None:
+        """Delete a run and its task rows (Conductor's ``remove``); a run still going is
+        terminated first."""
         run = self._run(workflow_id)
-        if run.status not in (RunStatus.FAILED, RunStatus.TIMED_OUT, RunStatus.TERMINATED):
-            raise conflict(
-                f"workflow {workflow_id} is {run.status.value}; only a failed, timed out or "
-                "terminated run can be retried"
+        if not run.status.is_terminal:
+            self.terminate(workflow_id, "removed through the API")
+        self.deps.run_store.delete_run(workflow_id)
+
+    def decide(self, workflow_id: str) -> None:
+        """Conductor's ``decide``: the engine decides a run on every event it gets, so
+        there is nothing to do beyond finding the run."""
+        self._run(workflow_id)
+
+    def correlated(
+        self, name: str, correlation_id: str, include_closed: bool, include_tasks: bool
+    ) -> list[dict[str, Any]]:
+        """The runs of ``name`` with ``correlation_id``: only those still going unless
+        ``include_closed``."""
+        statuses = None if include_closed else [RunStatus.RUNNING, RunStatus.PAUSED]
+        found: list[dict[str, Any]] = []
+        start = 0
+        while True:
+            page = self.deps.run_store.search_runs(
+                RunQuery(
+                    name=name,
+                    correlation_id=correlation_id,
+                    statuses=statuses,
+                    start=start,
+                    size=1000,
+                )
             )
-        self.restart(workflow_id)
+            found += [self.workflow_json(run, include_tasks) for run in page.results]
+            start += len(page.results)
+            if not page.results or start >= page.total_hits:
+                return found
 
     # --- search -----------------------------------------------------------------------
 

@@ -105,6 +105,7 @@ from engine.language.expressions import reference_paths, resolve
 from engine.language.retry import retry_delay_seconds
 from engine.runtime.payload_refs import dereference, has_pointers, pointer
 from protocol.payload_keys import INPUT_REF, OUTPUT_REF, offloaded
+from protocol.runs import ReplayTask
 from protocol.task_types import row_kind
 
 __all__ = [
@@ -332,11 +333,18 @@ class Decider:
         now_ms: int,
         variables: dict[str, Any] | None = None,
         generation: str = "",
+        replay: list[ReplayTask] | None = None,
+        seq_base: int = 0,
+        task_inputs: dict[str, dict[str, Any]] | None = None,
     ) -> RunState:
         """A new run's state; call :meth:`decide` next. ``generation``: see
-        :attr:`RunState.generation`."""
+        :attr:`RunState.generation`; ``replay``, ``seq_base``, ``task_inputs``: a retried
+        or rerun run (:class:`protocol.runs.RunInput`)."""
         state = RunState(
             generation=generation,
+            seq=seq_base,
+            replay={entry.ref: entry for entry in replay or []},
+            task_inputs=dict(task_inputs or {}),
             workflow_id=workflow_id,
             workflow_type=self.definition.name,
             version=self.definition.version,
@@ -666,7 +674,17 @@ class Decider:
         actions: list[ScheduleTask],
     ) -> None:
         ref = wt.task_reference_name + frame.suffix
-        task_id, seq = self.next_task_id(state)
+        kind = wt.type
+        handler = handler_for(kind)
+        kept = state.replay.pop(ref, None)
+        if kept is not None and handler is not None and handler.scheduled:
+            if TaskStatus(kept.status).is_successful:
+                self._adopt(state, frame, wt, kept)
+                return
+            kept_id: tuple[str, int] | None = None
+        else:
+            kept_id = (kept.task_id, kept.seq) if kept is not None else None
+        task_id, seq = kept_id or self.next_task_id(state)
         ts = TaskState(
             task_id=task_id,
             seq=seq,
@@ -679,11 +697,14 @@ class Decider:
             first_scheduled_time=now_ms,
             frame=frame.key,
         )
+        if kept is not None and kept_id is None:
+            # a scheduled task the run did not get through: its next attempt, after the
+            # last one the run made (Conductor's workflow retry)
+            ts.attempt = kept.attempt + 1
+            ts.retried_task_id = kept.task_id
         state.tasks[ref] = ts
         ctx = self.context(state)
         ctx["CPEWF_TASK_ID"] = ts.task_id
-        kind = wt.type
-        handler = handler_for(kind)
         try:
             if handler is not None and handler.scheduled:
                 resolved = self._resolve_scheduled_input(state, wt.input_parameters, ctx)
@@ -693,6 +714,8 @@ class Decider:
             self.fail_inline(state, ts, f"input resolution failed: {exc}", now_ms)
             return
         ts.input = resolved if isinstance(resolved, dict) else {}
+        if ref in state.task_inputs:
+            ts.input = state.task_inputs.pop(ref)
         try:
             if handler is None:
                 raise TaskFailed(f"unknown task type {kind!r}")
@@ -701,6 +724,65 @@ class Decider:
             self.fail_inline(state, ts, str(failure), now_ms)
             return
         self.touch(state, ts)
+
+    def _adopt(self, state: RunState, frame: Frame, wt: WorkflowTask, kept: ReplayTask) -> None:
+        """A task the retried or rerun run got through already: its row and result stand
+        (nothing is recorded again)."""
+        ts = TaskState(
+            task_id=kept.task_id,
+            seq=kept.seq,
+            ref=kept.ref,
+            def_ref=wt.task_reference_name,
+            name=wt.name,
+            type=wt.type,
+            status=TaskStatus(kept.status),
+            attempt=kept.attempt,
+            input=kept.input,
+            output=kept.output,
+            reason=kept.reason,
+            worker_id=kept.worker_id,
+            scheduled_time=kept.scheduled_time,
+            first_scheduled_time=kept.scheduled_time,
+            start_time=kept.start_time,
+            end_time=kept.end_time,
+            frame=frame.key,
+        )
+        state.tasks[ts.ref] = ts
+        state.last_ref = ts.ref
+        self._update_context(state, ts)
+
+    def skip(
+        self,
+        state: RunState,
+        ref: str,
+        input: dict[str, Any],
+        output: dict[str, Any],
+        now_ms: int,
+    ) -> Decision:
+        """Skip task ``ref`` before the run reaches it (Conductor's ``skiptask``): a
+        SKIPPED row now with the given input and output; the run passes it by. A ref the
+        definition does not have, or one already started, is left alone."""
+        node = self.nodes.get(ref)
+        if state.status == RunStatus.RUNNING and node is not None and ref not in state.tasks:
+            # seq 0, as Conductor creates the skipped row outside its scheduling (so it
+            # lists first); the id from the ref, as no other row has seq 0
+            key = f"{state.workflow_id}/{state.generation}/skip/{ref}"
+            ts = TaskState(
+                task_id=str(uuid.uuid5(_NAMESPACE, key)),
+                seq=0,
+                ref=ref,
+                def_ref=ref,
+                name=node.task.name,
+                type=node.task.type,
+                status=TaskStatus.SKIPPED,
+                input=dict(input),
+                output=dict(output),
+                end_time=now_ms,
+                frame="",
+            )
+            state.tasks[ref] = ts
+            self.touch(state, ts)
+        return self._emit(state, [])
 
     def schedule(self, start: TaskStart) -> None:
         """Make a new task instance an I/O action (its first attempt)."""
@@ -731,6 +813,15 @@ class Decider:
         ts.start_time = ts.end_time = ts.worker_id = None
         ts.output = {}
         ts.alerts = []
+        # the input again, with this attempt's id as ${CPEWF_TASK_ID} (Conductor
+        # resolves a retry's input anew)
+        ctx = self.context(state)
+        ctx["CPEWF_TASK_ID"] = ts.task_id
+        try:
+            resolved = self._resolve_scheduled_input(state, node.task.input_parameters, ctx)
+            ts.input = resolved if isinstance(resolved, dict) else ts.input
+        except Exception:  # resolve() should not raise; the first attempt's input stands
+            pass
         self.touch(state, ts)
         actions.append(self._action(ts, node, delay, ts.scheduled_time))
 
@@ -805,22 +896,8 @@ class Decider:
         reason = (
             f"Task {ts.task_id} failed with status: {run_status.value} and reason: '{ts.reason}'"
         )
-        # containers around the failed task fail with it (JOIN of an enclosing fork, loops)
-        frame = state.frames.get(ts.frame)
-        while frame is not None and frame.owner is not None:
-            parent = state.frames.get(frame.parent or "")
-            owner = state.tasks[frame.owner]
-            target = owner
-            if owner.type == TaskType.FORK_JOIN:
-                join_ref = self.nodes[owner.def_ref].join_ref
-                found = state.tasks.get(join_ref + parent.suffix) if join_ref and parent else None
-                target = found if found is not None else owner
-            if not target.status.is_terminal:
-                target.status = TaskStatus.FAILED
-                target.reason = f"{ts.ref} failed: {ts.reason}"
-                target.end_time = now_ms
-                self.touch(state, target)
-            frame = parent
+        # the JOINs and loops around it are canceled with everything else still open
+        # (Conductor cancels the run's non-terminal tasks when a task fails it)
         self.finish_run(state, run_status, {}, reason, now_ms, failed_task_id=ts.task_id)
 
     def _close_children(self, state: RunState, owner: TaskState, now_ms: int) -> None:
@@ -1049,6 +1126,9 @@ class Decider:
 
     def touch(self, state: RunState, ts: TaskState) -> None:
         state.dirty.append(ts.ref)
+        self._update_context(state, ts)
+
+    def _update_context(self, state: RunState, ts: TaskState) -> None:
         ctx = state._ctx
         if ctx is not None and state._ctx_owner == id(state):
             entry = self._entry(ts)

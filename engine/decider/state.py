@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 from pydantic.alias_generators import to_camel
 
 from engine.language.definitions import RunStatus, SubWorkflowParams, TaskDef, TaskStatus
+from protocol.runs import ReplayTask
 
 __all__ = [
     "Deadline",
@@ -154,6 +155,11 @@ class RunState(_Model):
     generation: str = ""
     #: final records of attempts replaced in this step by their retry (emitted first)
     closed: list[TaskChange] = Field(default_factory=list)
+    #: a retried or rerun run: the rows it keeps by instance ref, adopted when the run
+    #: reaches them again (:class:`protocol.runs.ReplayTask`)
+    replay: dict[str, ReplayTask] = Field(default_factory=dict)
+    #: new inputs of tasks by instance ref (a rerun's ``taskInput``)
+    task_inputs: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
     # expression context cache; never serialized, rebuilt after deserialization or copy
     _ctx: dict[str, Any] | None = PrivateAttr(default=None)

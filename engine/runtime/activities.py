@@ -107,6 +107,8 @@ def store_row(workflow_id: str, change: TaskChange) -> TaskRecord:
         end_time=change.end_time,
         worker_id=change.worker_id,
         iteration=change.iteration,
+        retried_task_id=change.retried_task_id,
+        retried=change.retried,
     )
 
 
@@ -222,6 +224,7 @@ class RunActivities:
             attempt=attempt,
             retry_count=attempt - 1,
             seq=task.seq,
+            retried_task_id=task.retried_task_id,
             input_data=inline if ref is None else None,
             input_ref=ref,
             scheduled_time=scheduled,
@@ -328,6 +331,17 @@ class RunActivities:
             )
         except PayloadTooLarge as exc:
             status, inline, reason = RunStatus.FAILED, {}, str(exc)
+        failed_refs = list(result.failed_reference_task_names)
+        if status == RunStatus.COMPLETED:
+            # Conductor's completeWorkflow: the tasks that failed on the way (a retried
+            # attempt, an optional task)
+            failed_refs = list(
+                dict.fromkeys(
+                    row.reference_task_name
+                    for row in self.store.list_tasks(workflow_id)
+                    if row.status in (TaskStatus.FAILED, TaskStatus.FAILED_WITH_TERMINAL_ERROR)
+                )
+            )
         self.store.update_run(
             workflow_id,
             RunUpdate(
@@ -336,7 +350,7 @@ class RunActivities:
                 output_ref=output_ref,
                 variables=data.variables,
                 reason_for_incompletion=reason,
-                failed_reference_task_names=result.failed_reference_task_names,
+                failed_reference_task_names=failed_refs,
                 end_time=now,
             ),
             now,
@@ -476,6 +490,8 @@ class RunActivities:
                         self._release_slot(change.name, row.task_id, row.attempt)
             else:
                 self.store.upsert_task(row, now)
+            if change.retried and existing is not None:
+                self.store.mark_retried(row.task_id, now)
             if row.task_type == TaskType.WORKER and row.status.is_terminal:
                 if change.retried:
                     # a retry replaced this attempt: its message is done, not dead

@@ -63,7 +63,9 @@ from engine.runtime.activity_io import (
 from engine.runtime.builtins import ActivityResult
 from engine.runtime.definition_cache import DefinitionCache
 from protocol.events import (
+    SKIP_EVENT,
     TERMINATE_EVENT,
+    SkipEvent,
     TaskResultEvent,
     TaskStartedEvent,
     TerminateEvent,
@@ -173,7 +175,14 @@ class _Run:
         task_id = action.task_id
         self.pending[task_id] = _Pending(action)
         kind = action.type
-        if kind == TaskType.WORKER:
+        mocks = self.run.task_mocks.get(action.ref) or self.run.task_mocks.get(action.def_ref)
+        if kind == TaskType.WORKER and mocks and action.attempt <= len(mocks):
+            # a workflow test: this attempt completes with its mock, nothing is queued
+            entry = self.pending[task_id]
+            entry.phase = "mock"
+            entry.poll_input = mocks[action.attempt - 1].model_dump()
+            self._arm_timer(task_id, self.now())
+        elif kind == TaskType.WORKER:
             dispatch: dt.Task[Any] = self.ctx.call_activity(
                 ACTIVITY_DISPATCH,
                 retry_policy=BOOKKEEPING_RETRY,
@@ -288,6 +297,9 @@ class _Run:
             entry.timer_at_ms = None
             if entry.phase == "wait":
                 return outcome(TaskStatus.COMPLETED, {})
+            if entry.phase == "mock":
+                mock = entry.poll_input
+                return outcome(TaskStatus(str(mock["status"])), dict(mock.get("output") or {}))
             if entry.phase == "delay":
                 self._launch(task_id)
                 return None
@@ -430,7 +442,8 @@ class _Run:
         self.state = state
         started_at = self.run.started_at_ms if self.run.started_at_ms is not None else self.now()
         control: dict[str, dt.Task[Any]] = {
-            "terminate": ctx.wait_for_external_event(TERMINATE_EVENT)
+            "terminate": ctx.wait_for_external_event(TERMINATE_EVENT),
+            "skip": ctx.wait_for_external_event(SKIP_EVENT),
         }
         timeout_s = self.decider.definition.timeout_seconds
         timeout_at = started_at + timeout_s * 1000
@@ -463,6 +476,13 @@ class _Run:
                     else raised
                 )
                 decision = self.decider.terminate(self.state, str(text or "terminated"), now)
+                continue
+            if winner is control.get("skip"):
+                skip = SkipEvent.model_validate(control["skip"].get_result() or {})
+                control["skip"] = ctx.wait_for_external_event(SKIP_EVENT)
+                decision = self.decider.skip(
+                    self.state, skip.task_reference_name, skip.task_input, skip.task_output, now
+                )
                 continue
             if winner is control.get("timeout"):
                 if now + 5 < timeout_at:
@@ -500,6 +520,9 @@ class _Run:
                         "state": self.state.model_dump(mode="json"),
                         "started_at_ms": started_at,
                         "executions": self.run.executions + 1,
+                        # what is left of them is in the state now
+                        "replay": [],
+                        "task_inputs": {},
                     }
                 )
                 ctx.continue_as_new(
@@ -597,6 +620,9 @@ def make_workflow_interpreter(definitions: DefinitionCache) -> dt.Orchestrator[A
                 correlation_id=run.correlation_id,
                 now_ms=_ms(ctx.current_utc_datetime),
                 generation=run.generation,
+                replay=run.replay,
+                seq_base=run.seq_base,
+                task_inputs=run.task_inputs,
             )
         if run.started_at_ms is None:
             run.started_at_ms = _ms(ctx.current_utc_datetime)

@@ -28,6 +28,7 @@ __all__ = [
     "SnapshotError",
     "build_snapshot",
     "publish_snapshot",
+    "publish_snapshot_of",
     "read_definition",
     "read_snapshot",
     "snapshot_key",
@@ -97,9 +98,21 @@ def publish_snapshot(
 ) -> str | None:
     """Store the snapshot of ``record`` (once per content) and return its reference;
     None without a payload store (the run then reads the registration)."""
+    return publish_snapshot_of(store, payloads, record.definition, definition)
+
+
+def publish_snapshot_of(
+    store: RunStore,
+    payloads: PayloadStore | None,
+    definition_json: dict[str, Any],
+    definition: WorkflowDef | None = None,
+) -> str | None:
+    """Store the snapshot of a definition, registered or not (one given inline in a
+    start request or a SUB_WORKFLOW's ``workflowDefinition``), and return its reference;
+    None without a payload store."""
     if payloads is None:
         return None
-    snapshot = build_snapshot(store, record, definition)
+    snapshot = snapshot_of(store, definition_json, definition)
     key = snapshot_key(snapshot)
     if not payloads.exists(key):
         payloads.put(key, json.dumps(snapshot, sort_keys=True).encode(), "application/json")

@@ -67,7 +67,6 @@ def test_start_answers_once_the_first_task_is_scheduled(conductor: Conductor) ->
     assert run["tasks"][0]["inputData"]["p3"] == run["tasks"][0]["taskId"]
 
 
-@pytest.mark.xfail(strict=True, reason="issue 12: retry restarts the run from the beginning")
 def test_retry_resumes_a_failed_run_from_its_failed_task(conductor: Conductor) -> None:
     """SimpleWorkflowSpec "Test simple workflow with retry at workflow level"."""
     name, t1, t2 = _two_steps(conductor, retry_count=1)
@@ -104,7 +103,6 @@ def test_retry_of_a_running_run_is_refused(conductor: Conductor) -> None:
     assert r.status_code == 409, r.text
 
 
-@pytest.mark.xfail(strict=True, reason="issue 12: a restarted run schedules nothing")
 def test_restart_runs_a_failed_run_again_from_the_start(conductor: Conductor) -> None:
     """SimpleWorkflowSpec "Test Simple workflow restart without using the latest
     definition"."""
@@ -128,7 +126,6 @@ def test_restart_runs_a_failed_run_again_from_the_start(conductor: Conductor) ->
     assert run["output"]["o3"] == "task1.done"
 
 
-@pytest.mark.xfail(strict=True, reason="issue 12: a restarted run schedules nothing")
 def test_restart_of_a_terminated_run_hands_its_first_task_out_again(
     conductor: Conductor,
 ) -> None:
@@ -146,7 +143,6 @@ def test_restart_of_a_terminated_run_hands_its_first_task_out_again(
     assert again["workflowInstanceId"] == workflow_id
 
 
-@pytest.mark.xfail(strict=True, reason="issue 12: restartable=false is not honoured")
 def test_a_completed_run_of_a_non_restartable_definition_does_not_restart(
     conductor: Conductor,
 ) -> None:
@@ -162,7 +158,6 @@ def test_a_completed_run_of_a_non_restartable_definition_does_not_restart(
     assert "restartable" in r.json()["message"]
 
 
-@pytest.mark.xfail(strict=True, reason="issue 12: no POST /workflow/{id}/rerun")
 def test_rerun_a_completed_run_from_a_task_and_from_the_start(conductor: Conductor) -> None:
     """WorkflowAndTaskConfigurationSpec "Test re-running the simple workflow multiple
     times after completion"."""
@@ -199,7 +194,6 @@ def test_rerun_a_completed_run_from_a_task_and_from_the_start(conductor: Conduct
     assert run["output"]["o3"] == "again"
 
 
-@pytest.mark.xfail(strict=True, reason="issue 12: no PUT /workflow/{id}/skiptask/{ref}")
 def test_skip_a_task_the_run_has_not_reached_yet(conductor: Conductor) -> None:
     """WorkflowAndTaskConfigurationSpec "Test task skipping in simple workflows"."""
     t1, t2, t3, name = (unique(f"integration_task_{i}") for i in (1, 2, 3, 0))
@@ -271,7 +265,6 @@ def test_terminating_a_completed_run_is_refused(conductor: Conductor) -> None:
     assert r.status_code == 409, r.text
 
 
-@pytest.mark.xfail(strict=True, reason="issue 12: no DELETE /workflow/{id}/remove")
 def test_remove_deletes_a_finished_run(conductor: Conductor) -> None:
     name, t1, t2 = _two_steps(conductor)
     workflow_id = conductor.start(name, _INPUT)
@@ -283,7 +276,6 @@ def test_remove_deletes_a_finished_run(conductor: Conductor) -> None:
     assert conductor.http.get(f"/api/workflow/{workflow_id}").status_code == 404
 
 
-@pytest.mark.xfail(strict=True, reason="issue 12: no PUT /workflow/decide/{id}")
 def test_decide_is_accepted(conductor: Conductor) -> None:
     """``PUT /workflow/decide/{id}`` (Stepway decides on every event: nothing to do)."""
     name, _, _ = _two_steps(conductor)
@@ -292,7 +284,6 @@ def test_decide_is_accepted(conductor: Conductor) -> None:
     assert r.status_code == 200, r.text
 
 
-@pytest.mark.xfail(strict=True, reason="issue 12: no correlated look-ups")
 def test_runs_by_correlation_id(conductor: Conductor) -> None:
     """``GET /workflow/{name}/correlated/{correlationId}`` and ``POST
     /workflow/{name}/correlated``: running runs only unless ``includeClosed``; tasks only
@@ -328,7 +319,6 @@ def test_runs_by_correlation_id(conductor: Conductor) -> None:
     assert found == {"order-1": sorted([done, running]), "order-2": [other], "order-3": []}
 
 
-@pytest.mark.xfail(strict=True, reason="issue 12: POST /workflow/test starts 'test'")
 def test_workflow_test_runs_a_definition_with_mocked_task_outputs(
     conductor: Conductor,
 ) -> None:

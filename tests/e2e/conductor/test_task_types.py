@@ -101,7 +101,6 @@ def test_fork_join_success(conductor: Conductor) -> None:
     assert (run["status"], len(run["tasks"])) == ("COMPLETED", 6)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 12: JOIN of a failed fork is FAILED")
 def test_fork_join_failure(conductor: Conductor) -> None:
     """ForkJoinSpec "Test a simple workflow with fork join failure flow"."""
     name, (t1, t2, t3, _) = _fork_join(conductor)

@@ -152,7 +152,7 @@ def test_the_workflow_timeout_times_the_run_out_and_cancels_its_task(
     assert statuses(run) == ["CANCELED"]
 
 
-@pytest.mark.xfail(strict=True, reason="issue 12: retry restarts the run from the beginning")
+@pytest.mark.xfail(strict=True, reason="issue 12: run JSON lacks lastRetriedTime")
 def test_retrying_a_run_that_timed_out_schedules_its_canceled_task_again(
     conductor: Conductor,
 ) -> None:

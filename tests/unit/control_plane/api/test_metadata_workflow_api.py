@@ -127,7 +127,9 @@ def test_start_read_steer_and_search(srv: Server) -> None:
     assert kinds[-3:] == [("suspend", None), ("resume", None), ("event", "stepway.terminate")]
     srv.deps.run_store.update_run(wid, RunUpdate(status=RunStatus.TERMINATED), 1)
     assert_error(c.put(f"/api/workflow/{wid}/pause"), 409)
-    assert c.post(f"/api/workflow/{wid}/retry").status_code == 200
+    # no task ran: nothing to retry (Conductor), a restart runs it again
+    assert_error(c.post(f"/api/workflow/{wid}/retry"), 409)
+    assert c.post(f"/api/workflow/{wid}/restart").status_code == 204
     assert c.get(f"/api/workflow/{wid}/status").json()["status"] == "RUNNING"
     assert_error(c.post(f"/api/workflow/{wid}/restart"), 409)  # running
     res = c.get("/api/workflow/search", params={"workflowType": "wf"}).json()

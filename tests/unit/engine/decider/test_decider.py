@@ -364,7 +364,7 @@ def test_join_on_subset_still_waits_for_every_branch() -> None:
     assert sim.pending == ["after"]
 
 
-def test_branch_failure_fails_join_and_run_and_cancels_siblings() -> None:
+def test_branch_failure_fails_the_run_and_cancels_the_join_and_siblings() -> None:
     d = decider(
         fork([t("a1"), t("a2")], [t("b1")]),
         t("join", "JOIN", joinOn=["a2", "b1"]),
@@ -378,7 +378,7 @@ def test_branch_failure_fails_join_and_run_and_cancels_siblings() -> None:
     assert sim.finished.failed_reference_task_names == ["a1"]
     assert sim.finished.failed_task_id == sim.task("a1").task_id
     assert "disk full" in (sim.finished.reason or "")
-    assert sim.status("join") == F
+    assert sim.status("join") == TaskStatus.CANCELED  # as Conductor cancels open tasks
     assert sim.status("b1") == TaskStatus.CANCELED
     assert sim.last.cancel == [b1]
     assert "a2" not in sim.state.tasks and "after" not in sim.state.tasks
@@ -1144,7 +1144,7 @@ def test_conductor_fork_join_failure() -> None:
     assert sim.finished is not None and sim.finished.status == RunStatus.FAILED
     assert sim.finished.failed_reference_task_names == ["t2"]
     assert sorted(sim.last.cancel) == pending_ids
-    assert sim.status("join") == F
+    assert sim.status("join") == TaskStatus.CANCELED  # ForkJoinSpec: JOIN CANCELED
     assert {sim.status("t3"), sim.status("t5")} == {TaskStatus.CANCELED}
     assert "t6" not in sim.state.tasks
 
@@ -1278,3 +1278,36 @@ def test_human_timeout_from_task_def() -> None:
     assert d.wait_deadline(sim.state, sim.actions["h"].task_id) == Deadline(
         at_ms=60_000, kind="human"
     )
+
+
+# ---------------------------------------------------------------------- running again
+
+
+def test_a_retried_run_adopts_what_succeeded_and_makes_a_new_attempt_of_the_rest() -> None:
+    """Conductor's workflow retry: a task that succeeded keeps its row and result, a
+    scheduled task that did not gets a new attempt (new id, next seq, retriedTaskId)."""
+    from protocol.runs import ReplayTask
+
+    d = decider(t("a"), t("b", inputParameters={"x": "${a.output.x}"}))
+    kept = [
+        ReplayTask(ref="a", task_id="ta", seq=1, status="COMPLETED", output={"x": 7}),
+        ReplayTask(ref="b", task_id="tb", seq=2, status="FAILED", attempt=1),
+    ]
+    state = d.start(workflow_id="w", input={}, now_ms=0, generation="g2", replay=kept, seq_base=2)
+    decision = d.decide(state, 0)
+    (b,) = decision.actions
+    assert (b.ref, b.attempt, b.seq, b.retried_task_id) == ("b", 2, 3, "tb")
+    assert b.input == {"x": 7}
+    assert [r.ref for r in decision.records] == ["b"]  # the adopted row is not written
+    assert state.tasks["a"].task_id == "ta"
+
+
+def test_a_skipped_task_is_passed_by() -> None:
+    d = decider(t("a"), t("b"), t("c"))
+    sim = Sim(d)
+    decision = sim.apply(d.skip(sim.state, "b", {"in": 1}, {"out": 2}, sim.now))
+    (row,) = decision.records
+    assert (row.ref, row.status, row.seq, row.output) == ("b", TaskStatus.SKIPPED, 0, {"out": 2})
+    sim.complete("a")
+    assert sim.pending == ["c"]
+    assert d.skip(sim.state, "a", {}, {}, sim.now).records == []  # already processed
