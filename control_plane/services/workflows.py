@@ -28,7 +28,7 @@ from control_plane.services.replays import RerunWorkflowRequest, RunReplays, Ski
 from control_plane.services.tasks import TaskService
 from control_plane.services.wire import read_offloaded, run_summary, workflow_json
 from control_plane.services.worker_queues import ensure_worker_queues
-from engine.language.definitions import WorkflowDef
+from engine.language.definitions import WorkflowDef, schema_document
 from engine.ports.payload_store import (
     PayloadKind,
     PayloadTooLarge,
@@ -133,8 +133,9 @@ class WorkflowService:
         else:
             record, wf = self._definition(request.name, request.version)
             definition_json = record.definition
-        if wf.input_schema:
-            validator = jsonschema.Draft202012Validator(wf.input_schema)
+        input_schema = schema_document(wf.input_schema)
+        if input_schema:
+            validator = jsonschema.Draft202012Validator(input_schema)
             errors = sorted(validator.iter_errors(request.input), key=lambda e: list(e.path))
             if errors:
                 issues = [

@@ -72,6 +72,8 @@ spot, so a step costs O(tasks started or finished in it), independent of run len
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import json
 import re
 import uuid
@@ -183,28 +185,66 @@ class Decider:
         self._index(definition.tasks, None)
         self._referenced, self._all_instances, self._compactable = self._references()
         self._joins: dict[str, str] | None = None
+        #: the definition makes tasks while it runs (FORK_JOIN_DYNAMIC, DYNAMIC)
+        self.dynamic = any(
+            node.task.type in (TaskType.FORK_JOIN_DYNAMIC, TaskType.DYNAMIC)
+            for node in self.nodes.values()
+        )
 
     # ------------------------------------------------------------------ definition index
 
-    def _index(self, tasks: list[WorkflowTask], parent: str | None) -> int:
+    def for_run(self, state: RunState) -> Decider:
+        """The Decider to decide ``state`` with: this one, or for a definition that makes
+        tasks while it runs a copy of it that knows the tasks this run made (a Decider is
+        shared by the runs of its definition; no run changes it)."""
+        if not self.dynamic:
+            return self
+        mine = copy.copy(self)
+        mine.nodes = dict(self.nodes)
+        mine.lists = list(self.lists)
+        mine._joins = None
+        mine.dynamic = False  # a copy is not copied again
+        for fork_ref, made in state.dynamic_forks.items():
+            tasks = [WorkflowTask.model_validate(spec) for spec in made["tasks"]]
+            mine.extend_fork(fork_ref, str(made["defRef"]), tasks)
+        for def_ref, name in state.dynamic_names.items():
+            mine.resolve_dynamic(def_ref, name)
+        return mine
+
+    def extend_fork(self, fork_ref: str, fork_def_ref: str, tasks: list[WorkflowTask]) -> list[int]:
+        """Index the branches (one per task) a FORK_JOIN_DYNAMIC instance made; their
+        list ids. A WORKER task among them without a task definition of its own or in the
+        snapshot gets Conductor's default one."""
+        return [self._index([task], fork_def_ref, dynamic=True) for task in tasks]
+
+    def resolve_dynamic(self, def_ref: str, name: str) -> None:
+        """A DYNAMIC task resolved to worker type ``name``: its node takes that type's
+        task definition."""
+        node = self.nodes[def_ref]
+        td = node.task.task_definition or self.task_defs.get(name) or TaskDef(name=name)
+        self.nodes[def_ref] = dataclasses.replace(node, task_def=td)
+
+    def _index(self, tasks: list[WorkflowTask], parent: str | None, dynamic: bool = False) -> int:
         list_id = len(self.lists)
         self.lists.append(tasks)
         for pos, task in enumerate(tasks):
             ref = task.task_reference_name
-            node = Node(
-                task, list_id, pos, parent, task.task_definition or self.task_defs.get(task.name)
-            )
+            task_def = task.task_definition or self.task_defs.get(task.name)
+            if task_def is None and dynamic and task.type == TaskType.WORKER:
+                task_def = TaskDef(name=task.name)
+            node = Node(task, list_id, pos, parent, task_def)
             self.nodes[ref] = node
             for key, case in task.decision_cases.items():
-                node.branches[f"case:{key}"] = self._index(case, ref)
+                node.branches[f"case:{key}"] = self._index(case, ref, dynamic)
             if task.default_case:
-                node.branches["default"] = self._index(task.default_case, ref)
+                node.branches["default"] = self._index(task.default_case, ref, dynamic)
             for i, branch in enumerate(task.fork_tasks):
-                node.branches[f"fork:{i}"] = self._index(branch, ref)
+                node.branches[f"fork:{i}"] = self._index(branch, ref, dynamic)
             if task.loop_over:
-                node.branches["body"] = self._index(task.loop_over, ref)
+                node.branches["body"] = self._index(task.loop_over, ref, dynamic)
+        forks = (TaskType.FORK_JOIN, TaskType.FORK_JOIN_DYNAMIC)
         for pos, task in enumerate(tasks):
-            if task.type == TaskType.JOIN and pos > 0 and tasks[pos - 1].type == TaskType.FORK_JOIN:
+            if task.type == TaskType.JOIN and pos > 0 and tasks[pos - 1].type in forks:
                 fork = tasks[pos - 1]
                 join = self.nodes[task.task_reference_name]
                 join.fork_ref = fork.task_reference_name
@@ -705,15 +745,23 @@ class Decider:
         state.tasks[ref] = ts
         ctx = self.context(state)
         ctx["CPEWF_TASK_ID"] = ts.task_id
+        # the task definition's inputTemplate fills what inputParameters leave out, and
+        # what resolves to null (Conductor's ParametersUtils.getTaskInputV2)
+        td = self.nodes[wt.task_reference_name].task_def
+        template = td.input_template if td is not None and kind != TaskType.DYNAMIC else {}
+        params = {**copy.deepcopy(template), **wt.input_parameters} if template else None
         try:
             if handler is not None and handler.scheduled:
-                resolved = self._resolve_scheduled_input(state, wt.input_parameters, ctx)
+                resolved = self._resolve_scheduled_input(state, params or wt.input_parameters, ctx)
             else:
-                resolved = resolve(wt.input_parameters, ctx)
+                resolved = resolve(params or wt.input_parameters, ctx)
         except Exception as exc:  # resolve() should not raise; a bad template fails the task
             self.fail_inline(state, ts, f"input resolution failed: {exc}", now_ms)
             return
         ts.input = resolved if isinstance(resolved, dict) else {}
+        for key in template:
+            if ts.input.get(key) is None:
+                ts.input[key] = copy.deepcopy(template[key])
         if ref in state.task_inputs:
             ts.input = state.task_inputs.pop(ref)
         try:
@@ -866,6 +914,12 @@ class Decider:
         state.last_ref = ts.ref
         self.touch(state, ts)
         state.ready.append(ts.frame)
+        # a JOIN waiting on this task (not the last of its branch) may end now
+        join_ref = self._join_waiting_for(ts.def_ref)
+        if join_ref is not None:
+            join = state.tasks.get(join_ref + ts.ref[len(ts.def_ref) :])
+            if join is not None and not join.status.is_terminal:
+                state.ready.append(join.frame)
 
     def fail_inline(self, state: RunState, ts: TaskState, reason: str, now_ms: int) -> None:
         ts.status = TaskStatus.FAILED
@@ -1145,7 +1199,11 @@ class Decider:
         node = self.nodes[ts.def_ref]
         return TaskChange(
             workflow_id=state.workflow_id,
-            kind=row_kind(node.task.declared_type or ts.type),
+            kind=row_kind(
+                ts.type
+                if node.task.type == TaskType.DYNAMIC
+                else node.task.declared_type or ts.type
+            ),
             task_id=ts.task_id,
             ref=ts.ref,
             def_ref=ts.def_ref,

@@ -160,6 +160,10 @@ class RunState(_Model):
     replay: dict[str, ReplayTask] = Field(default_factory=dict)
     #: new inputs of tasks by instance ref (a rerun's ``taskInput``)
     task_inputs: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    #: tasks the run made: FORK_JOIN_DYNAMIC instance ref -> ``{"defRef", "tasks"}`` (the
+    #: workflow task of each branch), DYNAMIC ``taskReferenceName`` -> its worker type
+    dynamic_forks: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    dynamic_names: dict[str, str] = Field(default_factory=dict)
 
     # expression context cache; never serialized, rebuilt after deserialization or copy
     _ctx: dict[str, Any] | None = PrivateAttr(default=None)

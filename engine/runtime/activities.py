@@ -19,13 +19,14 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from durabletask import task as dt
 
 from engine.decider.state import ScheduleTask, TaskChange
-from engine.language.definitions import RunStatus, TaskStatus, TaskType
+from engine.language.definitions import RunStatus, TaskStatus, TaskType, WorkflowDef
 from engine.ports.payload_store import PayloadKind, PayloadTooLarge, offload_if_large
 from engine.ports.queue import QueueError, QueueNotFound
 from engine.ports.queue_provisioning import ensure_queues_exist
@@ -46,7 +47,12 @@ from engine.runtime.builtins import ActivityDeps, ActivityResult, run_activity, 
 from engine.runtime.payload_refs import dereference
 from engine.runtime.services import EngineServices
 from engine.runtime.settlement import MessageSettlement
-from engine.runtime.snapshots import SnapshotError, publish_snapshot, read_definition
+from engine.runtime.snapshots import (
+    SnapshotError,
+    publish_snapshot,
+    publish_snapshot_of,
+    read_definition,
+)
 from protocol.events import TERMINATE_EVENT, TerminateEvent
 from protocol.messages import TaskMessage, message_id
 from protocol.payload_keys import (
@@ -64,6 +70,9 @@ from protocol.runs import ORCHESTRATOR_NAME, RunInput
 __all__ = ["FAILED_STATUSES", "RunActivities", "store_row"]
 
 log = logging.getLogger(__name__)
+
+#: the namespace of the ids of runs a START_WORKFLOW task starts
+_STARTED_RUNS = uuid.uuid5(uuid.NAMESPACE_URL, "https://stepway/started-run")
 
 #: final statuses of a WORKER attempt whose message goes to the dead-letter queue
 #: (COMPLETED_WITH_ERRORS: an optional task whose attempts are exhausted)
@@ -147,6 +156,8 @@ class RunActivities:
         data = BuiltinInput.model_validate(raw)
         self._write_changes(data.workflow_id, data.records, _now_ms())
         task = data.task
+        if task.type == TaskType.START_WORKFLOW:
+            return self._start_workflow(data)
         task_input = dict(dereference(task.input, self.services.payload_cache.read))
         task_input.setdefault(ACTIVITY_PREFIX_KEY, activity_prefix(data.workflow_id, task.task_id))
         result = run_activity(self._inline_deps(), task.type, task_input)
@@ -275,6 +286,79 @@ class RunActivities:
             ensure_queues_exist(svc.provisioner, task.name, domains, task.task_def)
             svc.queue.send(queue, message.body(), message_id=mid, scheduled_enqueue_time=when)
 
+    # -- runs started by a run ------------------------------------------------------------
+
+    def _start_workflow(self, data: BuiltinInput) -> dict[str, Any]:
+        """START_WORKFLOW: start the run its ``startWorkflow`` input asks for (Conductor's
+        StartWorkflow): the starter's correlation id and task domains unless given. The
+        run's id comes from the task attempt, so a repeated activity starts it once."""
+        svc, now, task = self.services, _now_ms(), data.task
+        task_input = dereference(task.input, svc.payload_cache.read)
+        request = task_input.get("startWorkflow") if isinstance(task_input, dict) else None
+        if not isinstance(request, dict):
+            return {
+                "status": "FAILED",
+                "output": {},
+                "reason": "Missing 'startWorkflow' in input data.",
+            }
+        name = request.get("name")
+        inline = request.get("workflowDef")
+        if not (isinstance(name, str) and name) and not isinstance(inline, dict):
+            return {
+                "status": "FAILED",
+                "output": {},
+                "reason": "startWorkflow validation failed. 'name' -> Workflow name cannot be "
+                "null or empty. ",
+            }
+        try:
+            if isinstance(inline, dict) and inline:
+                definition = WorkflowDef.model_validate(inline)
+                definition_json = inline
+            else:
+                version = request.get("version")
+                record = read_definition(self.store, str(name), int(version) if version else None)
+                definition, definition_json = (
+                    WorkflowDef.model_validate(record.definition),
+                    record.definition,
+                )
+            definition_ref = publish_snapshot_of(
+                self.store, svc.payloads, definition_json, definition
+            )
+        except (SnapshotError, ValueError, TypeError) as exc:
+            return {"status": "FAILED", "output": {}, "reason": f"Error starting workflow: {exc}"}
+        starter = data.run
+        workflow_id = str(uuid.uuid5(_STARTED_RUNS, f"{task.task_id}/{task.attempt}"))
+        run = NewRun(
+            workflow_id=workflow_id,
+            name=definition.name,
+            version=definition.version,
+            input=request.get("input") or {},
+            correlation_id=request.get("correlationId")
+            or (starter.correlation_id if starter else None),
+            priority=int(request.get("priority") or 0),
+            task_to_domain=request.get("taskToDomain")
+            or (starter.task_to_domain if starter else {}),
+            create_time=now,
+            definition_ref=definition_ref,
+        )
+        created = self.store.create_run(run)
+        client = svc.client()
+        if created.created or client.get_orchestration_state(workflow_id) is None:
+            client.schedule_new_orchestration(
+                ORCHESTRATOR_NAME,
+                input=RunInput(
+                    name=run.name,
+                    version=run.version,
+                    input=run.input,
+                    correlation_id=run.correlation_id,
+                    priority=run.priority,
+                    task_to_domain=run.task_to_domain,
+                    definition_ref=definition_ref,
+                ).wire(),
+                instance_id=workflow_id,
+            )
+        return {"status": "COMPLETED", "output": {"workflowId": workflow_id}}
+
     # -- child runs ----------------------------------------------------------------------
 
     def _resolve_child(self, data: ResolveChildInput) -> ChildResolution:
@@ -284,11 +368,22 @@ class RunActivities:
         task = data.task
         child = task.sub_workflow
         name = child.name if child is not None else ""
+        inline = child.workflow_definition if child is not None else None
         try:
-            # reads the definition once: proves it exists, fixes what the child runs
-            record = read_definition(self.store, name, (child.version if child else None) or None)
-            definition_ref = publish_snapshot(self.store, svc.payloads, record)
-        except SnapshotError as exc:
+            if isinstance(inline, dict) and inline:
+                # the child's definition given in the parent (subWorkflowParam.
+                # workflowDefinition): run as given, not registered
+                parsed = WorkflowDef.model_validate(inline)
+                name, version = parsed.name, parsed.version
+                definition_ref = publish_snapshot_of(self.store, svc.payloads, inline, parsed)
+            else:
+                # reads the definition once: proves it exists, fixes what the child runs
+                record = read_definition(
+                    self.store, name, (child.version if child else None) or None
+                )
+                version = record.version
+                definition_ref = publish_snapshot(self.store, svc.payloads, record)
+        except (SnapshotError, ValueError) as exc:
             return ChildResolution(error=str(exc))
         parent = data.run
         task_to_domain = (child.task_to_domain if child else None) or None
@@ -296,7 +391,8 @@ class RunActivities:
             NewRun(
                 workflow_id=data.child_id,
                 name=name,
-                version=record.version,
+                version=version,
+                definition_ref=definition_ref,
                 input=task.input,
                 correlation_id=parent.correlation_id,
                 priority=parent.priority,
@@ -308,7 +404,7 @@ class RunActivities:
         )
         return ChildResolution(
             name=name,
-            version=record.version,
+            version=version,
             task_to_domain=task_to_domain,
             definition_ref=definition_ref,
         )

@@ -246,6 +246,11 @@ class _Run:
                     workflow_id=self.ctx.instance_id,
                     task=action,
                     records=self._take_records(task_id),
+                    run=(
+                        self._run_without_state()
+                        if action.type == TaskType.START_WORKFLOW
+                        else None
+                    ),
                 ).wire(),
             ),
         )
@@ -626,6 +631,8 @@ def make_workflow_interpreter(definitions: DefinitionCache) -> dt.Orchestrator[A
             )
         if run.started_at_ms is None:
             run.started_at_ms = _ms(ctx.current_utc_datetime)
+        # a definition with dynamic tasks: a Decider of this run's own (the tasks it made)
+        runner.decider = decider.for_run(state)
         try:
             return (yield from runner.interpret(state))
         except dt.TaskFailedError:

@@ -65,9 +65,16 @@ def snapshot_of(
     name: the registered ones, and for a WORKER task with neither a registered nor an
     inline ``taskDefinition`` Conductor's default (``new TaskDef(name)``, as Conductor's
     MetadataMapperService populates it: 3 retries, FIXED 60 s, response timeout 3600 s,
-    TIME_OUT_WF)."""
+    TIME_OUT_WF). A definition with FORK_JOIN_DYNAMIC or DYNAMIC tasks gets every
+    registered task definition."""
     parsed = definition or WorkflowDef.model_validate(definition_json)
     task_defs: dict[str, Any] = {}
+    dynamic = (TaskType.FORK_JOIN_DYNAMIC, TaskType.DYNAMIC)
+    if any(location.task.type in dynamic for location in parsed.walk()):
+        # the task types it runs are known only when it runs: every registered one, as
+        # registered when the run starts (Conductor reads them when it schedules the task)
+        for record in store.list_task_defs():
+            task_defs[record.name] = record.definition
     for location in parsed.walk():
         task = location.task
         if task.name in task_defs:

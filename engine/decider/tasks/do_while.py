@@ -1,8 +1,9 @@
 """DO_WHILE: the body runs at least once; after each iteration the loop output gets
 ``"<n>": {ref: output}`` and ``"iteration": n``, and ``loopCondition`` is evaluated with
-``$`` = the loop's resolved inputParameters + ``{loopRef: {iteration, n: latest}}`` +
-``{bodyRef: latest output}``. An empty condition means one iteration; an empty body
-completes at once. Iteration ``n`` of a body task ``x`` is the instance ``x__n``."""
+``$`` = the loop's resolved inputParameters + ``{loopRef: loop output}`` (every
+iteration so far) + ``{bodyRef: latest output}``. An empty condition means one
+iteration; an empty body completes at once. Iteration ``n`` of a body task ``x`` is the
+instance ``x__n``."""
 
 from __future__ import annotations
 
@@ -64,9 +65,9 @@ class DoWhileTask(TaskHandler):
             ctx["CPEWF_TASK_ID"] = loop.task_id
             inputs = resolve(wt.input_parameters, ctx)
             bindings: dict[str, Any] = dict(inputs) if isinstance(inputs, dict) else {}
-            # the loop's iteration count and latest iteration, not every iteration: binding
-            # the whole (growing) loop output would make each iteration cost O(iterations)
-            bindings[loop.def_ref] = {"iteration": n, str(n): latest}
+            # as Conductor: the loop's whole output (every iteration so far), then each
+            # body task's latest output under its reference name
+            bindings[loop.def_ref] = output
             bindings.update(latest)
             try:
                 again = evaluate_condition(wt.loop_condition, {"$": bindings})

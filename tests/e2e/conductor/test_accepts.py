@@ -9,7 +9,6 @@ from tests.e2e.conductor.harness import Conductor, simple, unique, workflow
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 
 
-@pytest.mark.xfail(strict=True, reason="issue 12: inputSchema must be a JSON Schema")
 def test_a_task_definition_naming_a_schema_by_reference(conductor: Conductor) -> None:
     """The SDK's TaskHandler links generated schemas as ``{"name", "version"}``
     (Conductor's SchemaDef); Conductor stores the reference."""
@@ -29,7 +28,6 @@ def test_a_task_definition_naming_a_schema_by_reference(conductor: Conductor) ->
     assert stored["inputSchema"] == {"name": f"{name}_input", "version": 1, "type": "JSON"}
 
 
-@pytest.mark.xfail(strict=True, reason="issue 12: inline taskDefinition timeouts checked")
 def test_an_inline_task_definition_with_a_response_timeout_above_its_timeout(
     conductor: Conductor,
 ) -> None:

@@ -70,7 +70,6 @@ def _fork_join(conductor: Conductor) -> tuple[str, list[str]]:
     return name, [t1, t2, t3, t4]
 
 
-@pytest.mark.xfail(strict=True, reason="issue 12: fork reported as FORK_JOIN, JOIN order")
 def test_fork_join_success(conductor: Conductor) -> None:
     """ForkJoinSpec "Test a simple workflow with fork join success flow"."""
     name, (t1, t2, t3, t4) = _fork_join(conductor)
@@ -119,7 +118,6 @@ def test_fork_join_failure(conductor: Conductor) -> None:
     ]
 
 
-@pytest.mark.xfail(strict=True, reason="issue 12: JOIN waits for every branch")
 def test_join_on_a_subset_of_the_branches(conductor: Conductor) -> None:
     """A JOIN whose ``joinOn`` names one branch completes when that branch is done; the
     run ends once every task has ended (DeciderService.checkForWorkflowCompletion)."""
@@ -184,7 +182,6 @@ def _dynamic_fork(conductor: Conductor) -> tuple[str, list[str]]:
     return name, [t1, t2, t3, t4]
 
 
-@pytest.mark.xfail(strict=True, reason="issue 12: no FORK_JOIN_DYNAMIC")
 def test_dynamic_fork_join_success(conductor: Conductor) -> None:
     """DynamicForkJoinSpec "Test dynamic fork join success flow"."""
     name, (t1, t2, t3, t4) = _dynamic_fork(conductor)
@@ -222,7 +219,6 @@ def test_dynamic_fork_join_success(conductor: Conductor) -> None:
     assert (run["status"], len(run["tasks"])) == ("COMPLETED", 6)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 12: no FORK_JOIN_DYNAMIC")
 def test_dynamic_fork_join_failure_of_a_forked_task(conductor: Conductor) -> None:
     """DynamicForkJoinSpec "Test dynamic fork join failure of dynamic forked task flow"."""
     name, (t1, t2, t3, _) = _dynamic_fork(conductor)
@@ -249,7 +245,6 @@ def test_dynamic_fork_join_failure_of_a_forked_task(conductor: Conductor) -> Non
     ]
 
 
-@pytest.mark.xfail(strict=True, reason="issue 12: no FORK_JOIN_DYNAMIC")
 def test_dynamic_fork_of_one_task_type_over_a_list_of_inputs(conductor: Conductor) -> None:
     """The simple form (ForkJoinDynamicTaskMapper.getDynamicTasksSimple): ``forkTaskName``
     and ``forkTaskInputs``; forked refs are ``_<name>_<i>`` with input ``__index``."""
@@ -284,7 +279,6 @@ def test_dynamic_fork_of_one_task_type_over_a_list_of_inputs(conductor: Conducto
 # --- DYNAMIC ----------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="issue 12: no DYNAMIC")
 def test_dynamic_task_runs_the_type_named_by_its_input(conductor: Conductor) -> None:
     chosen, name = unique("chosen"), unique("dynamic_wf")
     _no_retries(conductor, chosen)
@@ -337,7 +331,6 @@ def _branching(conductor: Conductor, kind: str) -> tuple[str, dict[str, str]]:
     return name, names
 
 
-@pytest.mark.xfail(strict=True, reason="issue 12: DECISION is reported as SWITCH")
 def test_decision_runs_the_matching_case(conductor: Conductor) -> None:
     """DecisionTaskSpec "Test simple decision workflow" (task type DECISION, input
     ``case``, output ``caseOutput``)."""
@@ -355,7 +348,6 @@ def test_decision_runs_the_matching_case(conductor: Conductor) -> None:
     assert types(run) == ["DECISION", n["t1"], n["t2"], n["t20"]]
 
 
-@pytest.mark.xfail(strict=True, reason="issue 12: SWITCH lacks inputData.case")
 def test_switch_runs_the_matching_case(conductor: Conductor) -> None:
     """SwitchTaskSpec "Test simple switch workflow"."""
     name, n = _branching(conductor, "SWITCH")
@@ -432,7 +424,6 @@ def _exclusive_join(conductor: Conductor) -> tuple[str, dict[str, str]]:
     return name, n
 
 
-@pytest.mark.xfail(strict=True, reason="issue 12: no EXCLUSIVE_JOIN")
 def test_exclusive_join_takes_the_output_of_the_branch_that_ran(conductor: Conductor) -> None:
     """ExclusiveJoinSpec "Test when the one decision is true ...": the join's output is
     the output of the joined task that ran."""
@@ -450,7 +441,6 @@ def test_exclusive_join_takes_the_output_of_the_branch_that_ran(conductor: Condu
     assert task(run, "exclusiveJoin")["outputData"] == {"taskReferenceName": "task2"}
 
 
-@pytest.mark.xfail(strict=True, reason="issue 12: no EXCLUSIVE_JOIN")
 def test_exclusive_join_falls_back_to_its_default_task(conductor: Conductor) -> None:
     """ExclusiveJoinSpec "Test that the default decision is run"."""
     name, n = _exclusive_join(conductor)
@@ -507,7 +497,6 @@ def test_do_while_runs_its_body_until_the_condition_is_false(conductor: Conducto
     assert loop["outputData"]["2"] == {"body": {"n": 2}}
 
 
-@pytest.mark.xfail(strict=True, reason="issue 12: loopCondition sees only the latest iteration")
 def test_loop_condition_reads_every_iteration(conductor: Conductor) -> None:
     """DoWhile.evaluateCondition binds the loop task's whole output (every iteration)."""
     body, name = unique("counter"), unique("loop_all")
@@ -611,7 +600,6 @@ def test_set_variable_is_visible_while_the_run_is_running(conductor: Conductor) 
     assert _pairs(run)[0] == ("SET_VARIABLE", "COMPLETED")
 
 
-@pytest.mark.xfail(strict=True, reason="issue 12: no LAMBDA, TERMINATE reason")
 def test_terminate_completed_after_a_lambda(conductor: Conductor) -> None:
     """LambdaAndTerminateTaskSpec "Test workflow with a terminate task when the status is
     completed": seq 1 and 2, output from the terminate task, reason naming it."""
@@ -680,7 +668,6 @@ def test_terminate_failed_with_a_reason(conductor: Conductor) -> None:
     assert statuses(run) == ["COMPLETED"]
 
 
-@pytest.mark.xfail(strict=True, reason="issue 12: no NOOP")
 def test_noop_completes_at_once(conductor: Conductor) -> None:
     name = unique("noop_wf")
     conductor.register(workflow(name, [{"name": "noop", "taskReferenceName": "n", "type": "NOOP"}]))
@@ -728,7 +715,6 @@ def test_inline_and_json_jq_transform(conductor: Conductor) -> None:
 # --- START_WORKFLOW, SUB_WORKFLOW, inline definitions ----------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="issue 12: no START_WORKFLOW")
 def test_start_workflow_starts_another_run_and_does_not_wait(conductor: Conductor) -> None:
     """StartWorkflowSpec "start another workflow using ..." (by name)."""
     child_type, child, parent = unique("child_step"), unique("child_wf"), unique("starter")
@@ -758,7 +744,7 @@ def test_start_workflow_starts_another_run_and_does_not_wait(conductor: Conducto
     assert conductor.poll_one(child_type)["inputData"] == {"x": 7}
 
 
-@pytest.mark.xfail(strict=True, reason="issue 12: subWorkflowParam.workflowDefinition ignored")
+@pytest.mark.xfail(strict=True, reason="issue 12: task JSON lacks subWorkflowId")
 def test_sub_workflow_with_an_inline_definition(conductor: Conductor) -> None:
     """simple_workflow_with_sub_workflow_inline_def: the child definition is given in
     ``subWorkflowParam.workflowDefinition`` and is not registered."""
@@ -796,7 +782,6 @@ def test_sub_workflow_with_an_inline_definition(conductor: Conductor) -> None:
     assert task(run, "sub")["subWorkflowId"]
 
 
-@pytest.mark.xfail(strict=True, reason="issue 12: StartWorkflowRequest.workflowDef ignored")
 def test_start_with_an_inline_workflow_definition(conductor: Conductor) -> None:
     """WorkflowAndTaskConfigurationSpec "Test task def template" starts its run with the
     definition in the request (``StartWorkflowInput.workflowDefinition``)."""
@@ -832,7 +817,6 @@ def test_start_with_an_inline_workflow_definition(conductor: Conductor) -> None:
     }
 
 
-@pytest.mark.xfail(strict=True, reason="issue 12: a definition without tasks is refused")
 def test_a_workflow_with_no_tasks_completes(conductor: Conductor) -> None:
     """WorkflowAndTaskConfigurationSpec "Test workflow with no tasks"."""
     name = unique("empty_workflow")
@@ -850,7 +834,6 @@ def echo_url() -> Iterator[str]:
         yield url
 
 
-@pytest.mark.xfail(strict=True, reason="issue 12: HTTP accepts only http_request")
 def test_http_task_in_the_flat_form(conductor: Conductor, echo_url: str) -> None:
     """``uri``/``method``/``headers``/``body`` directly in inputParameters (accepted by
     Conductor's WorkflowTaskTypeConstraint.isHttpTaskValid)."""

@@ -354,14 +354,20 @@ def test_join_without_join_on_uses_last_task_of_each_branch() -> None:
     assert sim.finished is not None
 
 
-def test_join_on_subset_still_waits_for_every_branch() -> None:
+def test_join_on_subset_waits_only_for_the_named_tasks() -> None:
+    """As Conductor's JOIN: only the joinOn tasks gate it; the run still ends only when
+    every task has."""
     d = decider(fork([t("a")], [t("b")]), t("join", "JOIN", joinOn=["a"]), t("after"))
     sim = Sim(d)
-    sim.complete("a")
-    assert sim.status("join") == TaskStatus.IN_PROGRESS
+    sim.complete("a", x=1)
+    assert sim.status("join") == TaskStatus.COMPLETED
+    assert sim.task("join").input == {"joinOn": ["a"]}
+    assert sim.task("join").output == {"a": {"x": 1}}
+    assert sorted(sim.pending) == ["after", "b"]
+    sim.complete("after")
+    assert sim.finished is None
     sim.complete("b")
-    assert sim.task("join").output == {"a": {}}
-    assert sim.pending == ["after"]
+    assert sim.finished is not None and sim.finished.status == RunStatus.COMPLETED
 
 
 def test_branch_failure_fails_the_run_and_cancels_the_join_and_siblings() -> None:
@@ -566,7 +572,9 @@ def test_terminate_completed_with_workflow_output() -> None:
     assert "never" not in sim.state.tasks
 
 
-def test_terminate_failed_without_output_uses_run_output() -> None:
+def test_terminate_without_output_leaves_the_run_output_empty() -> None:
+    """As Conductor: a TERMINATE's output (here none) is the run's; outputParameters are
+    not evaluated, and the reason names the TERMINATE task."""
     d = decider(
         t("a"),
         t("end", "TERMINATE", inputParameters={"terminationStatus": "FAILED"}),
@@ -575,8 +583,25 @@ def test_terminate_failed_without_output_uses_run_output() -> None:
     sim = Sim(d)
     sim.complete("a", x=1)
     assert sim.finished is not None
-    assert sim.finished.status == RunStatus.FAILED and sim.finished.output == {"x": 1}
-    assert sim.finished.failed_task_id == sim.task("end").task_id
+    assert sim.finished.status == RunStatus.FAILED and sim.finished.output == {}
+    end = sim.task("end").task_id
+    assert sim.finished.failed_task_id == end
+    assert sim.finished.reason == f"Workflow is FAILED by TERMINATE task: {end}"
+
+
+def test_terminate_output_is_the_workflow_output_map_or_wraps_a_value() -> None:
+    for value, expected in (({"y": 2}, {"y": 2}), ("done", {"output": "done"})):
+        d = decider(
+            t(
+                "end",
+                "TERMINATE",
+                inputParameters={"terminationStatus": "COMPLETED", "workflowOutput": value},
+            ),
+            outputParameters={"x": 1},
+        )
+        sim = Sim(d)
+        assert sim.finished is not None and sim.finished.status == RunStatus.COMPLETED
+        assert sim.finished.output == expected == sim.task("end").output
 
 
 def test_terminate_inside_fork_cancels_other_branches() -> None:
