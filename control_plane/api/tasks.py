@@ -14,9 +14,11 @@ from fastapi.responses import JSONResponse, PlainTextResponse
 
 from control_plane.api.errors import bad_request, not_found
 from control_plane.auth import Principal, principal, require_role, require_worker
+from control_plane.services.signals import ReturnStrategy
 from control_plane.services.task_handout import TaskHandout
 from control_plane.services.task_results import ResultStatus, TaskResultIn, TaskResults
 from control_plane.services.tasks import TaskService
+from control_plane.services.workflows import WorkflowService
 
 router = APIRouter(prefix="/api/tasks", tags=["tasks"])
 
@@ -164,6 +166,72 @@ def external_storage_location(
     taskType: str | None = None,
 ) -> dict[str, str]:
     return service.storage_location(path, operation, payloadType, taskType, caller)
+
+
+def _signal(
+    request: Request,
+    results: TaskResults,
+    caller: Principal,
+    workflow_id: str,
+    status: ResultStatus,
+    output: dict[str, Any],
+) -> str | None:
+    """Complete (or fail) the WAIT task the run (or a running sub-workflow of it) is
+    blocked on; its task id, None when nothing waits."""
+    workflows: WorkflowService = request.app.state.workflow_service
+    if results.deps.run_store.get_run(workflow_id) is None:
+        raise not_found(f"workflow {workflow_id} not found")
+    row = workflows.waits.blocked_wait_task(workflow_id)
+    if row is None:
+        return None
+    results.update(
+        TaskResultIn(
+            workflow_instance_id=row.workflow_id,
+            task_id=row.task_id,
+            status=status,
+            output_data=output,
+        ),
+        caller,
+    )
+    return row.task_id
+
+
+# before /{workflowId}/{taskRefName}/{status}, which has as many path segments
+@router.post(
+    "/{workflowId}/{status}/signal",
+    summary="Complete the WAIT task the run is blocked on (body = output), asynchronously",
+)
+def signal_async(
+    request: Request,
+    results: Results,
+    caller: Caller,
+    workflowId: str,
+    status: ResultStatus,
+    output: Annotated[dict[str, Any], Body()],
+) -> None:
+    _signal(request, results, caller, workflowId, status, output)
+
+
+@router.post(
+    "/{workflowId}/{status}/signal/sync",
+    summary="Complete the WAIT task the run is blocked on, then wait until it ends or blocks",
+)
+def signal_sync(
+    request: Request,
+    results: Results,
+    caller: Caller,
+    workflowId: str,
+    status: ResultStatus,
+    output: Annotated[dict[str, Any], Body()],
+    returnStrategy: ReturnStrategy = ReturnStrategy.TARGET_WORKFLOW,
+    timeoutMillis: Annotated[int, Query(ge=0, le=600_000)] = 5000,
+) -> Any:
+    if _signal(request, results, caller, workflowId, status, output) is None:
+        raise not_found(f"Found no blocked task in workflow {workflowId} to signal")
+    workflows: WorkflowService = request.app.state.workflow_service
+    return workflows.waits.await_response(
+        workflowId, [], returnStrategy, None, timeoutMillis / 1000
+    )
 
 
 @router.post(

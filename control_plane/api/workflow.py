@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Depends, Query, Request
+from fastapi import APIRouter, Body, Depends, Path, Query, Request
 from fastapi.responses import PlainTextResponse
 
 from control_plane.auth import Principal, principal, require_role
 from control_plane.services.replays import RerunWorkflowRequest, SkipTaskRequest
+from control_plane.services.signals import ReturnStrategy
 from control_plane.services.workflows import (
+    ExecuteWorkflowRequest,
     StartWorkflowRequest,
     WorkflowService,
     WorkflowTestRequest,
@@ -66,6 +68,28 @@ def start(service: Service, caller: Caller, request: StartWorkflowRequest) -> st
 def test(service: Service, caller: Caller, request: WorkflowTestRequest) -> dict[str, Any]:
     require_role(caller, "operator")
     return service.test(request)
+
+
+@router.post(
+    "/execute/{name}/{version}",
+    summary="Start a run and wait until it ends or blocks (at most waitForSeconds)",
+)
+def execute(
+    service: Service,
+    caller: Caller,
+    name: str,
+    version: Annotated[int, Path(ge=0)],
+    request: ExecuteWorkflowRequest,
+    requestId: str | None = None,
+    waitUntilTaskRef: str | None = None,
+    waitForSeconds: Annotated[int, Query(ge=0, le=600)] = 10,
+    returnStrategy: ReturnStrategy = ReturnStrategy.TARGET_WORKFLOW,
+) -> Any:
+    require_role(caller, "operator")
+    started = StartWorkflowRequest.model_validate(
+        {**request.model_dump(), "name": name, "version": version or None}
+    )
+    return service.execute(started, requestId, waitUntilTaskRef, waitForSeconds, returnStrategy)
 
 
 @router.put("/decide/{workflowId}", summary="Decide a run (Stepway decides on every event)")

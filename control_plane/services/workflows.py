@@ -25,6 +25,7 @@ from control_plane.api.errors import ApiError, bad_request, conflict, not_found
 from control_plane.deps import Deps, Settings
 from control_plane.services.metadata import MetadataService
 from control_plane.services.replays import RerunWorkflowRequest, RunReplays, SkipTaskRequest
+from control_plane.services.signals import ReturnStrategy, RunWaits
 from control_plane.services.tasks import TaskService
 from control_plane.services.wire import read_offloaded, run_summary, workflow_json
 from control_plane.services.worker_queues import ensure_worker_queues
@@ -66,6 +67,12 @@ class StartWorkflowRequest(BaseModel):
     workflow_def: dict[str, Any] | None = None
 
 
+class ExecuteWorkflowRequest(StartWorkflowRequest):
+    """The body of a synchronous execute: name and version come from the path."""
+
+    name: str = ""
+
+
 class WorkflowTestRequest(StartWorkflowRequest):
     """Conductor's WorkflowTestRequest: a start whose worker tasks complete with the
     given results (one per attempt, by task reference name) instead of being queued."""
@@ -102,6 +109,7 @@ class WorkflowService:
         self.deps = deps
         self.tasks = tasks
         self.replays = RunReplays(settings, deps, self.settle)
+        self.waits = RunWaits(deps, self.workflow_json, self.tasks.row_json)
 
     def _definition(self, name: str, version: int | None) -> tuple[DefinitionRecord, WorkflowDef]:
         """The registered definition, read and parsed once (the snapshot a run starts
@@ -117,6 +125,23 @@ class WorkflowService:
         mocks; the run as it is once it started."""
         workflow_id = self.start(request, task_mocks=request.task_ref_to_mock_output)
         return self.get(workflow_id, True)
+
+    def execute(
+        self,
+        request: StartWorkflowRequest,
+        request_id: str | None,
+        wait_until_task_ref: str | None,
+        wait_for_seconds: int,
+        strategy: ReturnStrategy = ReturnStrategy.TARGET_WORKFLOW,
+    ) -> dict[str, Any] | None:
+        """Conductor's synchronous execute: start, then answer once the run ended or
+        blocks, or a task of ``wait_until_task_ref`` (comma-separated) ended, at most
+        ``wait_for_seconds`` (0: 10) later (:mod:`control_plane.services.signals`)."""
+        workflow_id = self.start(request)
+        refs = [r.strip() for r in (wait_until_task_ref or "").split(",") if r.strip()]
+        return self.waits.await_response(
+            workflow_id, refs, strategy, request_id, wait_for_seconds or 10
+        )
 
     def start(
         self,

@@ -95,6 +95,7 @@ from engine.decider.state import (
     TaskState,
 )
 from engine.decider.tasks import TaskFailed, TaskStart, handler_for, human_timeout
+from engine.decider.tasks.base import ScheduledTask
 from engine.language.definitions import (
     RunStatus,
     TaskDef,
@@ -430,6 +431,17 @@ class Decider:
             ts.alerts = [k for k in ts.alerts if k != "response"]
         self.touch(state, ts)
         return state
+
+    def on_child_started(
+        self, state: RunState, task_id: str, attempt: int, child_id: str, now_ms: int
+    ) -> RunState:
+        """A SUB_WORKFLOW's child run was created: the task is IN_PROGRESS with
+        ``subWorkflowId`` in its output (as Conductor's SubWorkflow.start)."""
+        ts = self._waiting_task(state, task_id, attempt)
+        if ts is None:
+            return state
+        ts.output = {"subWorkflowId": child_id}
+        return self.on_started(state, task_id, attempt, "", now_ms)
 
     def on_outcome(self, state: RunState, outcome: TaskOutcome, now_ms: int) -> RunState:
         """Apply what happened to a scheduled attempt; call :meth:`decide` next."""
@@ -839,8 +851,16 @@ class Decider:
         delay = float(wt.start_delay)
         action = self._action(ts, node, delay, now_ms)
         ts.scheduled_time = ts.first_scheduled_time = now_ms + int(delay * 1000)
+        self._start_in_progress(ts, delay)
         state.pending[ts.task_id] = ts.ref
         start.actions.append(action)
+
+    @staticmethod
+    def _start_in_progress(ts: TaskState, delay: float) -> None:
+        handler = handler_for(ts.type)
+        if isinstance(handler, ScheduledTask) and handler.starts_in_progress and not delay:
+            ts.status = TaskStatus.IN_PROGRESS
+            ts.start_time = ts.scheduled_time
 
     def _dispatch_retry(
         self, state: RunState, ts: TaskState, now_ms: int, actions: list[ScheduleTask]
@@ -861,6 +881,7 @@ class Decider:
         ts.start_time = ts.end_time = ts.worker_id = None
         ts.output = {}
         ts.alerts = []
+        self._start_in_progress(ts, delay)
         # the input again, with this attempt's id as ${CPEWF_TASK_ID} (Conductor
         # resolves a retry's input anew)
         ctx = self.context(state)

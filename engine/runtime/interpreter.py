@@ -371,6 +371,9 @@ class _Run:
             child = ChildResolution.model_validate(value or {})
             if child.error:
                 return outcome(TaskStatus.FAILED, reason=child.error)
+            self.state = self.decider.on_child_started(
+                self.state, task_id, action.attempt, f"{task_id}-{action.attempt}", self.now()
+            )
             child_input = RunInput(
                 name=child.name,
                 version=child.version,

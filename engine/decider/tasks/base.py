@@ -98,6 +98,9 @@ class ScheduledTask(TaskHandler):
     """A task type that does I/O: it becomes a :class:`ScheduleTask` action."""
 
     scheduled: ClassVar[bool] = True
+    #: the attempt is IN_PROGRESS from when it is scheduled (Conductor's WAIT and HUMAN
+    #: start at once), not SCHEDULED until a worker takes it
+    starts_in_progress: ClassVar[bool] = False
 
     def start(self, decider: Decider, start: TaskStart) -> None:
         decider.schedule(start)

@@ -27,6 +27,8 @@ def human_timeout(task: TaskState, td: TaskDef | None) -> int | None:
 
 
 class HumanTask(ScheduledTask):
+    starts_in_progress = True
+
     def action_fields(
         self, decider: Decider, task: TaskState, node: Node, base_ms: int
     ) -> ActionFields:

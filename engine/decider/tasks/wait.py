@@ -15,6 +15,8 @@ if TYPE_CHECKING:
 
 
 class WaitTask(ScheduledTask):
+    starts_in_progress = True
+
     def action_fields(
         self, decider: Decider, task: TaskState, node: Node, base_ms: int
     ) -> ActionFields:

@@ -526,7 +526,6 @@ def test_loop_condition_reads_every_iteration(conductor: Conductor) -> None:
 # --- WAIT, SET_VARIABLE, TERMINATE, LAMBDA, NOOP, INLINE, JSON_JQ_TRANSFORM ------------
 
 
-@pytest.mark.xfail(strict=True, reason="issue 12: a waiting WAIT shows SCHEDULED")
 def test_a_wait_task_is_in_progress_until_completed(conductor: Conductor) -> None:
     """WaitTaskSpec "Verify that a wait based simple workflow is executed"."""
     after, name = unique("integration_task_1"), unique("test_wait")
@@ -547,7 +546,6 @@ def test_a_wait_task_is_in_progress_until_completed(conductor: Conductor) -> Non
     assert task(run, "wait0")["outputData"] == {"waited": True}
 
 
-@pytest.mark.xfail(strict=True, reason="issue 12: no signal endpoints")
 def test_a_signal_completes_the_blocked_wait_task(conductor: Conductor) -> None:
     """SignalTaskSpec "Signal completes a blocked WAIT task and advances the workflow"."""
     after, name = unique("after_signal"), unique("signal_wf")
