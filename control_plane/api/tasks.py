@@ -180,7 +180,7 @@ def _signal(
     blocked on; its task id, None when nothing waits."""
     workflows: WorkflowService = request.app.state.workflow_service
     if results.deps.run_store.get_run(workflow_id) is None:
-        raise not_found(f"workflow {workflow_id} not found")
+        raise not_found(f"Workflow with id: {workflow_id} not found.")
     row = workflows.waits.blocked_wait_task(workflow_id)
     if row is None:
         return None
@@ -278,5 +278,5 @@ def get_logs(service: Service, caller: Caller, taskId: str) -> list[dict[str, An
 def get_task(service: Service, caller: Caller, taskId: str) -> dict[str, Any]:
     task = service.get_task(taskId, caller)
     if task is None:
-        raise not_found(f"task {taskId} not found")
+        raise not_found(f"Task not found for taskId: {taskId}")
     return task

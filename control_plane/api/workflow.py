@@ -154,10 +154,16 @@ def get(service: Service, caller: Caller, workflowId: str, includeTasks: bool = 
     return service.get(workflowId, includeTasks)
 
 
-@router.get("/{workflowId}/status", summary="Status of a run")
-def status(service: Service, caller: Caller, workflowId: str) -> dict[str, Any]:
+@router.get("/{workflowId}/status", summary="Status of a run (WorkflowStatus)")
+def status(
+    service: Service,
+    caller: Caller,
+    workflowId: str,
+    includeOutput: bool = False,
+    includeVariables: bool = False,
+) -> dict[str, Any]:
     require_role(caller, "reader")
-    return service.status(workflowId)
+    return service.status(workflowId, includeOutput, includeVariables)
 
 
 @router.put("/{workflowId}/pause", summary="Pause (suspend) a run")

@@ -144,7 +144,7 @@ class MetadataService:
     def get_task_def(self, name: str) -> dict[str, Any]:
         record = self.deps.run_store.get_task_def(name)
         if record is None:
-            raise not_found(f"task definition {name!r} not found")
+            raise not_found(f"No such taskType found by name: {name}")
         return record.definition
 
     def list_task_defs(self) -> list[dict[str, Any]]:
@@ -152,7 +152,7 @@ class MetadataService:
 
     def delete_task_def(self, name: str) -> None:
         if self.deps.run_store.get_task_def(name) is None:
-            raise not_found(f"task definition {name!r} not found")
+            raise not_found(f"No such taskType found by name: {name}")
         users = sorted(
             f"{r.name} v{r.version}"
             for r in self.deps.run_store.list_definitions()
@@ -240,8 +240,10 @@ class MetadataService:
     def get_workflow(self, name: str, version: int | None) -> dict[str, Any]:
         record = self.deps.run_store.get_definition(name, version)
         if record is None:
-            which = f" version {version}" if version is not None else ""
-            raise not_found(f"workflow definition {name!r}{which} not found")
+            raise not_found(
+                f"No such workflow found by name: {name}, version: "
+                f"{version if version is not None else 'null'}"
+            )
         return record.definition
 
     def list_workflows(self) -> list[dict[str, Any]]:
@@ -249,4 +251,4 @@ class MetadataService:
 
     def delete_workflow(self, name: str, version: int) -> None:
         if not self.deps.run_store.delete_definition(name, version):
-            raise not_found(f"workflow definition {name!r} version {version} not found")
+            raise not_found(f"No such workflow found by name: {name}, version: {version}")

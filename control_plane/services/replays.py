@@ -152,7 +152,7 @@ class RunReplays:
     def skip(self, workflow_id: str, ref: str, request: SkipTaskRequest) -> None:
         run = self.deps.run_store.get_run(workflow_id)
         if run is None:
-            raise not_found(f"workflow {workflow_id} not found")
+            raise not_found(f"Workflow with id: {workflow_id} not found.")
         if run.status != RunStatus.RUNNING:
             raise conflict(
                 f"The workflow {workflow_id} is not running so the task referenced by "
@@ -186,7 +186,7 @@ class RunReplays:
     def _finished(self, workflow_id: str, what: str) -> RunRecord:
         run = self.deps.run_store.get_run(workflow_id)
         if run is None:
-            raise not_found(f"workflow {workflow_id} not found")
+            raise not_found(f"Workflow with id: {workflow_id} not found.")
         if not run.status.is_terminal:
             raise conflict(
                 f"Workflow: {workflow_id} is not in terminal state ({run.status.value}), "

@@ -387,7 +387,7 @@ class TaskResults(TaskSupport):
             r for r in self.deps.run_store.list_tasks(workflow_id) if r.reference_task_name == ref
         ]
         if self.deps.run_store.get_run(workflow_id) is None:
-            raise not_found(f"workflow {workflow_id} not found")
+            raise not_found(f"Workflow with id: {workflow_id} not found.")
         if not rows:
             raise not_found(f"workflow {workflow_id} has no task {ref!r}")
         pending = [r for r in rows if not r.status.is_terminal]

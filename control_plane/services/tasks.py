@@ -4,10 +4,12 @@ JSON, task logs, signed payload locations."""
 from __future__ import annotations
 
 import uuid
+from functools import cached_property
 from typing import Any
 
 from control_plane.api.errors import bad_request, forbidden, not_found
 from control_plane.auth import Principal
+from control_plane.services.run_definitions import RunDefinition, RunDefinitions
 from control_plane.services.task_support import WORKER, TaskSupport
 from control_plane.services.wire import render_task, task_type_name
 from engine.ports.payload_store import (
@@ -18,6 +20,10 @@ from protocol.payload_keys import UPLOAD_PREFIX, upload_key
 
 
 class TaskService(TaskSupport):
+    @cached_property
+    def definitions(self) -> RunDefinitions:
+        return RunDefinitions(self.deps)
+
     def get_task(self, task_id: str, caller: Principal) -> dict[str, Any] | None:
         row = self.deps.run_store.get_task(task_id)
         if row is None:
@@ -28,10 +34,17 @@ class TaskService(TaskSupport):
         run = self.deps.run_store.get_run(row.workflow_id)
         return self.row_json(row, run)
 
-    def row_json(self, row: TaskRecord, run: RunRecord | None) -> dict[str, Any]:
+    def row_json(
+        self, row: TaskRecord, run: RunRecord | None, definition: RunDefinition | None = None
+    ) -> dict[str, Any]:
         task_type = task_type_name(row)
         td = self.taskdefs.get(task_type) if row.task_type == WORKER else None
-        return render_task(row, run, self.deps.payloads, td)
+        if definition is None and run is not None:
+            definition = self.definitions.of(run)
+        workflow_task = (
+            definition.workflow_task(row.reference_task_name) if definition is not None else None
+        )
+        return render_task(row, run, self.deps.payloads, td, workflow_task)
 
     def check_worker(self, task_id: str, caller: Principal) -> TaskRecord:
         row = self.deps.run_store.get_task(task_id)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from engine.language.definitions import TaskDef
@@ -9,6 +10,35 @@ from engine.ports.payload_store import PayloadError, PayloadStore, resolve
 from engine.ports.run_store import RunRecord, TaskRecord
 
 WORKER = "WORKER"
+
+
+#: kinds whose ``taskDefName`` Conductor sets to the kind (its mappers), not the name
+_KIND_NAMED = frozenset({"FORK", "JOIN", "SWITCH", "DECISION", "EXCLUSIVE_JOIN"})
+
+
+def task_def_name(row: TaskRecord) -> str:
+    """Conductor's ``taskDefName``: a worker task's type; FORK, JOIN, SWITCH, DECISION
+    and EXCLUSIVE_JOIN their kind; the other system tasks their name."""
+    if row.task_type == WORKER or row.task_type not in _KIND_NAMED:
+        return row.task_def_name or row.task_type
+    return row.task_type
+
+
+def _sub_workflow_id(row: TaskRecord, input_data: Any, output: Any) -> str | None:
+    for data in (output, input_data):
+        if isinstance(data, dict) and isinstance(data.get("subWorkflowId"), str):
+            return str(data["subWorkflowId"])
+    return None
+
+
+def _queue_wait_time(row: TaskRecord) -> int:
+    """Conductor's Task.getQueueWaitTime."""
+    if row.start_time and row.scheduled_time:
+        if row.update_time and row.callback_after_seconds > 0:
+            waited = int(time.time() * 1000) - (row.update_time + row.callback_after_seconds * 1000)
+            return max(waited, 0)
+        return row.start_time - row.scheduled_time
+    return 0
 
 
 def task_type_name(row: TaskRecord) -> str:
@@ -29,13 +59,16 @@ def task_json(
     priority: int,
     response_timeout_seconds: int | None = None,
     output_data: Any = None,
+    workflow_task: dict[str, Any] | None = None,
+    task_def: TaskDef | None = None,
 ) -> dict[str, Any]:
-    """Conductor Task JSON (times in epoch ms)."""
+    """Conductor Task JSON (times in epoch ms), field for field as Conductor's Task."""
     output = output_data if output_data is not None else row.output_data
+    start_delay = workflow_task.get("startDelay") if workflow_task else 0
     return {
         "taskId": row.task_id,
         "taskType": task_type,
-        "taskDefName": task_type,
+        "taskDefName": task_def_name(row),
         "status": row.status.value,
         "inputData": input_data if input_data is not None else {},
         "outputData": output if output is not None else {},
@@ -61,11 +94,32 @@ def task_json(
         "externalOutputPayloadStoragePath": row.output_ref,
         "queueName": row.queue_name,
         "iteration": row.iteration,
+        "loopOverTask": row.iteration > 0,
+        "retriedTaskId": row.retried_task_id,
+        "retried": row.retried,
+        "executed": row.status.is_terminal,
+        "callbackFromWorker": True,
+        "startDelayInSeconds": start_delay if isinstance(start_delay, int) else 0,
+        "firstStartTime": row.start_time or 0,
+        "queueWaitTime": _queue_wait_time(row),
+        "rateLimitPerFrequency": (task_def.rate_limit_per_frequency or 0) if task_def else 0,
+        "rateLimitFrequencyInSeconds": (
+            (task_def.rate_limit_frequency_in_seconds or 0) if task_def else 0
+        ),
+        "subWorkflowId": _sub_workflow_id(row, input_data, output),
+        "subworkflowChanged": False,
+        "workflowTask": workflow_task,
+        "isolationGroupId": None,
+        "executionNameSpace": None,
     }
 
 
 def render_task(
-    row: TaskRecord, run: RunRecord | None, payloads: PayloadStore | None, td: TaskDef | None
+    row: TaskRecord,
+    run: RunRecord | None,
+    payloads: PayloadStore | None,
+    td: TaskDef | None,
+    workflow_task: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """A task row as Conductor Task JSON, with its input read back when offloaded (None
     when it cannot be read) and the response timeout of its task definition."""
@@ -83,14 +137,22 @@ def render_task(
         correlation_id=run.correlation_id if run else None,
         priority=run.priority if run else 0,
         response_timeout_seconds=td.response_timeout_seconds if td else None,
+        workflow_task=workflow_task,
+        task_def=td,
     )
 
 
 def workflow_json(
-    run: RunRecord, payloads: PayloadStore | None, tasks: list[dict[str, Any]] | None
+    run: RunRecord,
+    payloads: PayloadStore | None,
+    tasks: list[dict[str, Any]] | None,
+    *,
+    definition: dict[str, Any] | None = None,
+    failed_task_names: list[str] | None = None,
 ) -> dict[str, Any]:
     """A run as Conductor Workflow JSON, with its input and output read back when
-    offloaded (None when they cannot be read), and ``tasks`` when given."""
+    offloaded (None when they cannot be read), ``tasks`` when given, and the definition
+    it executes (``workflowDefinition``)."""
     input_value = read_offloaded(payloads, run.input_ref, run.input)
     output = read_offloaded(payloads, run.output_ref, run.output)
     body: dict[str, Any] = {
@@ -102,12 +164,24 @@ def workflow_json(
         "status": run.status.value,
         "input": input_value or {},
         "output": output or {},
-        "variables": run.variables,
+        "variables": run.variables or {},
         "correlationId": run.correlation_id,
         "priority": run.priority,
         "taskToDomain": run.task_to_domain,
         "reasonForIncompletion": run.reason_for_incompletion,
         "failedReferenceTaskNames": run.failed_reference_task_names,
+        "failedTaskNames": failed_task_names or [],
+        "lastRetriedTime": run.last_retried_time or 0,
+        "workflowDefinition": definition,
+        "idempotencyKey": run.idempotency_key,
+        "rateLimitKey": None,
+        "rateLimited": False,
+        "history": [],
+        "createdBy": None,
+        "updatedBy": None,
+        "ownerApp": None,
+        "event": None,
+        "reRunFromWorkflowId": None,
         "parentWorkflowId": run.parent_workflow_id,
         "parentWorkflowTaskId": run.parent_task_id,
         "createTime": run.create_time,

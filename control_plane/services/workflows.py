@@ -27,7 +27,7 @@ from control_plane.services.metadata import MetadataService
 from control_plane.services.replays import RerunWorkflowRequest, RunReplays, SkipTaskRequest
 from control_plane.services.signals import ReturnStrategy, RunWaits
 from control_plane.services.tasks import TaskService
-from control_plane.services.wire import read_offloaded, run_summary, workflow_json
+from control_plane.services.wire import read_offloaded, run_summary, task_def_name, workflow_json
 from control_plane.services.worker_queues import ensure_worker_queues
 from engine.language.definitions import WorkflowDef, schema_document
 from engine.ports.payload_store import (
@@ -116,8 +116,10 @@ class WorkflowService:
         with is built from it)."""
         record = self.deps.run_store.get_definition(name, version)
         if record is None:
-            which = f" version {version}" if version is not None else ""
-            raise not_found(f"workflow definition {name!r}{which} not found")
+            raise not_found(
+                f"No such workflow found by name: {name}, version: "
+                f"{version if version is not None else 'null'}"
+            )
         return record, WorkflowDef.model_validate(record.definition)
 
     def test(self, request: WorkflowTestRequest) -> dict[str, Any]:
@@ -247,22 +249,29 @@ class WorkflowService:
     def _run(self, workflow_id: str) -> RunRecord:
         run = self.deps.run_store.get_run(workflow_id)
         if run is None:
-            raise not_found(f"workflow {workflow_id} not found")
+            raise not_found(f"Workflow with id: {workflow_id} not found.")
         return run
 
     def _input(self, run: RunRecord) -> Any:
         return read_offloaded(self.deps.payloads, run.input_ref, run.input)
 
     def workflow_json(self, run: RunRecord, include_tasks: bool) -> dict[str, Any]:
-        tasks = (
-            [
-                self.tasks.row_json(row, run)
-                for row in self.deps.run_store.list_tasks(run.workflow_id)
-            ]
-            if include_tasks
-            else None
+        definition = self.tasks.definitions.of(run)
+        rows = (
+            self.deps.run_store.list_tasks(run.workflow_id)
+            if include_tasks or run.failed_reference_task_names
+            else []
         )
-        return workflow_json(run, self.deps.payloads, tasks)
+        failed = set(run.failed_reference_task_names)
+        failed_names = sorted({task_def_name(r) for r in rows if r.reference_task_name in failed})
+        tasks = [self.tasks.row_json(r, run, definition) for r in rows] if include_tasks else None
+        return workflow_json(
+            run,
+            self.deps.payloads,
+            tasks,
+            definition=definition.definition if definition is not None else None,
+            failed_task_names=failed_names,
+        )
 
     def _current(self, workflow_id: str) -> RunRecord:
         """The run, reconciled on read: a row still RUNNING or PAUSED whose orchestration
@@ -290,14 +299,18 @@ class WorkflowService:
     def get(self, workflow_id: str, include_tasks: bool) -> dict[str, Any]:
         return self.workflow_json(self._current(workflow_id), include_tasks)
 
-    def status(self, workflow_id: str) -> dict[str, Any]:
+    def status(
+        self, workflow_id: str, include_output: bool = False, include_variables: bool = False
+    ) -> dict[str, Any]:
+        """Conductor's WorkflowStatus: output and variables only when asked for."""
         run = self._current(workflow_id)
+        output = read_offloaded(self.deps.payloads, run.output_ref, run.output)
         return {
             "workflowId": run.workflow_id,
             "correlationId": run.correlation_id,
+            "output": (output or {}) if include_output else None,
+            "variables": (run.variables or {}) if include_variables else None,
             "status": run.status.value,
-            "output": run.output or {},
-            "variables": run.variables,
         }
 
     def pause(self, workflow_id: str) -> None:

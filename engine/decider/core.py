@@ -1245,6 +1245,11 @@ class Decider:
             retried=ts.retried,
             iteration=_iteration_of(ts),
             optional=node.task.optional,
+            variables=(
+                dict(state.variables)
+                if ts.type == TaskType.SET_VARIABLE and ts.status == TaskStatus.COMPLETED
+                else None
+            ),
         )
 
     def _result(self, state: RunState) -> RunResult:

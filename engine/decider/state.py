@@ -91,6 +91,9 @@ class TaskChange(_TaskRow):
     #: innermost DO_WHILE iteration of this instance (0 outside loops)
     iteration: int = 0
     optional: bool = False
+    #: a SET_VARIABLE that completed: the run's variables since (the run row shows them
+    #: while the run runs, as Conductor's)
+    variables: dict[str, Any] | None = None
 
 
 class Frame(_Model):

@@ -557,6 +557,10 @@ class RunActivities:
     # -- task rows -----------------------------------------------------------------------
 
     def _write_changes(self, workflow_id: str, changes: list[TaskChange], now: int) -> None:
+        variables = [c.variables for c in changes if c.variables is not None]
+        if variables:
+            # a SET_VARIABLE ran: the run row shows the variables while the run runs
+            self.store.update_run(workflow_id, RunUpdate(variables=variables[-1]), now)
         for change in changes:
             row = self._with_instructions(store_row(workflow_id, change))
             existing = self.store.get_task(row.task_id)

@@ -125,13 +125,11 @@ def _finished_run(conductor: Conductor) -> dict[str, Any]:
     return run
 
 
-@pytest.mark.xfail(strict=True, reason="issue 12: run JSON lacks Conductor fields")
 def test_the_run_has_conductors_workflow_fields(conductor: Conductor) -> None:
     run = _finished_run(conductor)
     assert _mismatches(run, WORKFLOW_FIELDS) == []
 
 
-@pytest.mark.xfail(strict=True, reason="issue 12: task JSON lacks Conductor fields")
 def test_each_task_has_conductors_task_fields(conductor: Conductor) -> None:
     run = _finished_run(conductor)
     for found in run["tasks"]:
@@ -146,7 +144,6 @@ def test_seq_numbers_tasks_in_scheduling_order(conductor: Conductor) -> None:
     assert seqs(run) == [1, 2]
 
 
-@pytest.mark.xfail(strict=True, reason="issue 12: status summary shape")
 def test_the_status_summary_includes_output_and_variables_on_request(
     conductor: Conductor,
 ) -> None:
@@ -166,7 +163,6 @@ def test_the_status_summary_includes_output_and_variables_on_request(
     assert full.json()["variables"] == {}
 
 
-@pytest.mark.xfail(strict=True, reason="issue 12: not-found message texts differ")
 def test_not_found_messages_are_conductors(conductor: Conductor) -> None:
     """WorkflowServiceImpl.getExecutionStatus and MetadataServiceImpl.getTaskDef."""
     r = conductor.http.get("/api/workflow/no-such-run")
@@ -175,3 +171,17 @@ def test_not_found_messages_are_conductors(conductor: Conductor) -> None:
     r = conductor.http.get("/api/metadata/taskdefs/no_such_type")
     assert r.status_code == 404
     assert r.json()["message"] == "No such taskType found by name: no_such_type"
+
+
+def test_a_just_scheduled_worker_task_shows_its_type(conductor: Conductor) -> None:
+    """Read straight after the start: the worker task is listed, under its worker type
+    (never the kind ``WORKER``), with its definition's workflowTask."""
+    a, name = unique("json_first"), unique("json_first_wf")
+    conductor.register(workflow(name, [simple(a, "first")]))
+    workflow_id = conductor.start(name)
+    run = conductor.http.get(f"/api/workflow/{workflow_id}").json()
+    (first,) = run["tasks"]
+    assert (first["taskType"], first["taskDefName"], first["status"]) == (a, a, "SCHEDULED")
+    assert first["workflowTask"]["name"] == a
+    assert run["workflowDefinition"]["name"] == name
+    conductor.http.delete(f"/api/workflow/{workflow_id}")

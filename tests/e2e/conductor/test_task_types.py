@@ -570,7 +570,6 @@ def test_a_signal_completes_the_blocked_wait_task(conductor: Conductor) -> None:
     assert r.status_code == 404, r.text
 
 
-@pytest.mark.xfail(strict=True, reason="issue 12: variables stay {} until the run ends")
 def test_set_variable_is_visible_while_the_run_is_running(conductor: Conductor) -> None:
     """SetVariableTaskSpec "Test workflow with set variable task", read before the end."""
     after, name = unique("after_set"), unique("set_variable_wf")
@@ -742,7 +741,6 @@ def test_start_workflow_starts_another_run_and_does_not_wait(conductor: Conducto
     assert conductor.poll_one(child_type)["inputData"] == {"x": 7}
 
 
-@pytest.mark.xfail(strict=True, reason="issue 12: task JSON lacks subWorkflowId")
 def test_sub_workflow_with_an_inline_definition(conductor: Conductor) -> None:
     """simple_workflow_with_sub_workflow_inline_def: the child definition is given in
     ``subWorkflowParam.workflowDefinition`` and is not registered."""

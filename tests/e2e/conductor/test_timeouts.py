@@ -56,7 +56,6 @@ def test_a_dead_workers_task_goes_to_another_worker_after_the_response_timeout(
     assert first["retryCount"] == 0
 
 
-@pytest.mark.xfail(strict=True, reason="issue 12: task JSON lacks retriedTaskId")
 def test_a_response_timeout_times_out_the_attempt_and_schedules_a_new_task(
     conductor: Conductor,
 ) -> None:
@@ -152,7 +151,6 @@ def test_the_workflow_timeout_times_the_run_out_and_cancels_its_task(
     assert statuses(run) == ["CANCELED"]
 
 
-@pytest.mark.xfail(strict=True, reason="issue 12: run JSON lacks lastRetriedTime")
 def test_retrying_a_run_that_timed_out_schedules_its_canceled_task_again(
     conductor: Conductor,
 ) -> None:

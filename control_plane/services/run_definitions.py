@@ -1,0 +1,79 @@
+"""The definition a run executes, for its Conductor JSON: ``workflowDefinition`` of the
+run and ``workflowTask`` of each task.
+
+A run started with a snapshot (``engine.runtime.snapshots``) reads it from the payload
+store; snapshots are immutable, so they are kept (a bounded number, least recently used
+first out). A run without one reads its registration.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any
+
+from control_plane.deps import Deps
+from control_plane.services.wire import read_offloaded
+from engine.language.definitions import WorkflowDef
+from engine.ports.run_store import RunRecord
+
+__all__ = ["RunDefinition", "RunDefinitions"]
+
+_ITERATION = re.compile(r"(__\d+)+$")
+
+
+@dataclass
+class RunDefinition:
+    definition: dict[str, Any]
+    #: the WorkflowTask JSON of each reference name of the definition
+    tasks: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def workflow_task(self, ref: str) -> dict[str, Any] | None:
+        """The WorkflowTask of a task instance (``x__2``, iteration 2 of ``x``, is ``x``)."""
+        found = self.tasks.get(ref)
+        if found is None:
+            found = self.tasks.get(_ITERATION.sub("", ref))
+        return found
+
+
+def _index(definition_json: dict[str, Any]) -> RunDefinition:
+    found = RunDefinition(definition_json)
+    try:
+        parsed = WorkflowDef.model_validate(definition_json)
+    except ValueError:
+        return found
+    for location in parsed.walk():
+        task = location.task
+        found.tasks[task.task_reference_name] = task.model_dump(
+            mode="json", by_alias=True, exclude_none=True
+        )
+    return found
+
+
+class RunDefinitions:
+    def __init__(self, deps: Deps, size: int = 256) -> None:
+        self.deps = deps
+        self.size = size
+        self._cache: OrderedDict[str, RunDefinition] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def of(self, run: RunRecord) -> RunDefinition | None:
+        ref = run.definition_ref
+        if ref:
+            with self._lock:
+                found = self._cache.get(ref)
+                if found is not None:
+                    self._cache.move_to_end(ref)
+                    return found
+            snapshot = read_offloaded(self.deps.payloads, ref, None)
+            if isinstance(snapshot, dict) and isinstance(snapshot.get("definition"), dict):
+                found = _index(snapshot["definition"])
+                with self._lock:
+                    self._cache[ref] = found
+                    while len(self._cache) > self.size:
+                        self._cache.popitem(last=False)
+                return found
+        record = self.deps.run_store.get_definition(run.name, run.version)
+        return _index(record.definition) if record is not None else None
