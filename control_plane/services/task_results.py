@@ -1,10 +1,11 @@
 """Task results: a worker (or an operator, for HUMAN tasks) posts the outcome of a task.
 
-Accepted only from the holder of the current attempt's lease (or, for a SCHEDULED task,
-from any worker of the type that never polled it: the Azure Functions worker shape). A
-result without ``workerId`` (optional in Conductor's TaskResult) is taken as the lease
-holder's; such a worker is then told apart from a later holder of the same task only by
-the ``attempt`` extension or by its lease having expired. The row write is the point of
+Accepted while the current attempt's lease is live, whatever ``workerId`` the result
+names (Conductor's updateTask does not compare it with the poller's), or, for a
+SCHEDULED task, from any worker of the type that never polled it (the Azure Functions
+worker shape). A result without ``workerId`` (optional in Conductor's TaskResult) is
+taken as the lease holder's. A worker whose attempt timed out posts to a finished row
+(each retry is a new task id) and is refused. The row write is the point of
 acceptance; it is monotonic, so of two identical posts only one raises the result event.
 """
 
@@ -118,12 +119,9 @@ class TaskResults(TaskSupport):
                 return repeated
             raise conflict(f"task {row.task_id} is already {row.status.value}")
 
-        holds = (
-            lease is not None
-            and lease.worker_id == worker_id
-            and not lease.released
-            and lease.expires_at > now
-        )
+        # a live lease takes the result whatever workerId it names (Conductor's updateTask
+        # does not compare it with the poller's; a worker's threads may name themselves)
+        holds = lease is not None and not lease.released and lease.expires_at > now
         if not holds:
             if (
                 result.status == "IN_PROGRESS"
@@ -186,7 +184,7 @@ class TaskResults(TaskSupport):
             # nothing is left to decide: the message is done (a failed attempt's message
             # is the engine's to complete for a retry or dead-letter)
             MessageSettlement(store, self.deps.queue).settle(lease)
-        store.release_lease(row.task_id, row.attempt, worker_id)
+        store.release_lease(row.task_id, row.attempt, lease.worker_id)
         event = TaskResultEvent(
             attempt=row.attempt,
             status=result.status,
@@ -256,17 +254,17 @@ class TaskResults(TaskSupport):
         if result.callback_after_seconds > 0:
             if lease.sequence_number is not None:
                 store.release_concurrency(task_type)
-            store.release_lease(row.task_id, row.attempt, worker_id)
+            store.release_lease(row.task_id, row.attempt, lease.worker_id)
             self._requeue(row, lease, task_type, result.callback_after_seconds)
             return
         if result.extend_lease:
             td = self.taskdefs.get(task_type)
             rto = td.response_timeout_seconds if td is not None else 3600
-            store.release_lease(row.task_id, row.attempt, worker_id)
+            store.release_lease(row.task_id, row.attempt, lease.worker_id)
             store.acquire_lease(
                 row.task_id,
                 row.attempt,
-                worker_id,
+                lease.worker_id,
                 expires_at=now + rto * 1000,
                 now=now,
                 sequence_number=lease.sequence_number,

@@ -33,12 +33,24 @@ def test_a_result_without_worker_id_is_the_lease_holders(srv: Server) -> None:
     assert len(srv.signals.events(task_id)) == 1
 
 
-def test_a_result_naming_another_worker_is_still_refused(srv: Server) -> None:
+def test_a_result_naming_another_worker_is_accepted_while_the_lease_is_live(
+    srv: Server,
+) -> None:
+    """Conductor's updateTask does not compare workerId with the poller's."""
     srv.register(taskdef("named"))
     task_id = srv.dispatch("named")
     poll(srv, "named", worker="host-1")
     r = srv.client.post(
         "/api/tasks", json={"taskId": task_id, "status": "COMPLETED", "workerId": "host-2"}
+    )
+    assert r.status_code == 200, r.text
+    row = srv.deps.run_store.get_task(task_id)
+    assert row is not None and row.status == "COMPLETED" and row.worker_id == "host-2"
+    lease = srv.deps.run_store.get_lease(task_id, 1)
+    assert lease is not None and lease.released
+    # a finished task takes no other result
+    r = srv.client.post(
+        "/api/tasks", json={"taskId": task_id, "status": "FAILED", "workerId": "host-3"}
     )
     assert_error(r, 409)
 
