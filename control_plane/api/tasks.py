@@ -19,6 +19,7 @@ from control_plane.services.task_handout import TaskHandout
 from control_plane.services.task_results import ResultStatus, TaskResultIn, TaskResults
 from control_plane.services.tasks import TaskService
 from control_plane.services.workflows import WorkflowService
+from engine.ports.queue import QueueError
 
 router = APIRouter(prefix="/api/tasks", tags=["tasks"])
 
@@ -155,6 +156,18 @@ def queue_sizes(
     return handout.queue_sizes(types)
 
 
+@router.get("/queue/size", summary="Pending tasks of a type (of a domain, when given)")
+def queue_size(handout: Handout, caller: Caller, taskType: str, domain: str | None = None) -> int:
+    require_role(caller, "reader")
+    if not domain:
+        return handout.queue_sizes([taskType]).get(taskType, 0)
+    try:
+        depth = handout.deps.queue.depth(f"{domain}-{taskType}")
+    except QueueError:
+        return 0
+    return depth.active + depth.scheduled
+
+
 @router.get("/external-storage-location", summary="Signed URL to read or write a payload")
 @router.get("/externalstoragelocation", include_in_schema=False)
 def external_storage_location(
@@ -249,6 +262,41 @@ def update_by_ref(
     workerid: str | None = None,
 ) -> str:
     return results.update_by_ref(workflowId, taskRefName, status, output, workerid, caller)
+
+
+@router.post(
+    "/{workflowId}/{taskRefName}/{status}/sync",
+    summary="Complete or fail a task by reference name, then answer with the run",
+)
+def update_by_ref_sync(
+    request: Request,
+    results: Results,
+    caller: Caller,
+    workflowId: str,
+    taskRefName: str,
+    status: ResultStatus,
+    output: Annotated[dict[str, Any], Body()],
+    workerid: str | None = None,
+) -> Any:
+    rows = [
+        r
+        for r in results.deps.run_store.list_tasks(workflowId)
+        if r.reference_task_name == taskRefName and not r.status.is_terminal
+    ]
+    if not rows:
+        raise not_found(f"Found no running task {taskRefName} of workflow {workflowId} to update")
+    task_id = results.update_by_ref(workflowId, taskRefName, status, output, workerid, caller)
+    workflows: WorkflowService = request.app.state.workflow_service
+    if status != "IN_PROGRESS":
+        # answer once the run shows the result (Conductor decides before it answers)
+        workflows.settle(
+            workflowId,
+            lambda run, tasks: (
+                run.status.is_terminal
+                or any(t.task_id == task_id and t.status.is_terminal for t in tasks)
+            ),
+        )
+    return workflows.get(workflowId, True)
 
 
 @router.post("/{taskId}/log", summary="Append a log line to a task")

@@ -148,10 +148,36 @@ def start_by_name(
     )
 
 
+@router.get("/running/{name}", summary="Ids of the RUNNING runs of a workflow version")
+def running(
+    service: Service,
+    caller: Caller,
+    name: str,
+    version: Annotated[int, Query(ge=1)] = 1,
+    startTime: int | None = None,
+    endTime: int | None = None,
+) -> list[str]:
+    require_role(caller, "reader")
+    return service.running(name, version, startTime, endTime)
+
+
 @router.get("/{workflowId}", summary="A run, with its tasks by default")
 def get(service: Service, caller: Caller, workflowId: str, includeTasks: bool = True) -> Any:
     require_role(caller, "reader")
     return service.get(workflowId, includeTasks)
+
+
+@router.get("/{workflowId}/tasks", summary="A page of a run's tasks (SearchResult)")
+def tasks(
+    service: Service,
+    caller: Caller,
+    workflowId: str,
+    start: Annotated[int, Query(ge=0)] = 0,
+    count: Annotated[int, Query(ge=0, le=1000)] = 15,
+    status: Annotated[list[str] | None, Query()] = None,
+) -> dict[str, Any]:
+    require_role(caller, "reader")
+    return service.task_page(workflowId, start, count, status or [])
 
 
 @router.get("/{workflowId}/status", summary="Status of a run (WorkflowStatus)")
@@ -236,6 +262,14 @@ def skip_task(
 ) -> None:
     require_role(caller, "operator")
     service.skip(workflowId, taskReferenceName, request or SkipTaskRequest())
+
+
+@router.delete("/{workflowId}/terminate-remove", summary="Terminate a run, then delete it")
+def terminate_remove(
+    service: Service, caller: Caller, workflowId: str, reason: str | None = None
+) -> None:
+    require_role(caller, "operator")
+    service.terminate_remove(workflowId, reason)
 
 
 @router.delete("/{workflowId}/remove", summary="Delete a run and its tasks")

@@ -370,6 +370,55 @@ class WorkflowService:
             self.terminate(workflow_id, "removed through the API")
         self.deps.run_store.delete_run(workflow_id)
 
+    def terminate_remove(self, workflow_id: str, reason: str | None) -> None:
+        """Conductor's ``terminate-remove``: terminate a run still going, then delete it."""
+        run = self._run(workflow_id)
+        if not run.status.is_terminal:
+            self.terminate(workflow_id, reason)
+        self.deps.run_store.delete_run(workflow_id)
+
+    def task_page(
+        self, workflow_id: str, start: int, count: int, statuses: list[str]
+    ) -> dict[str, Any]:
+        """Conductor's ``GET /workflow/{id}/tasks``: a page of the run's tasks, optionally
+        of the given statuses, as a SearchResult."""
+        run = self._current(workflow_id)
+        wanted = {s.upper() for s in statuses}
+        rows = [
+            r
+            for r in self.deps.run_store.list_tasks(workflow_id)
+            if not wanted or r.status.value in wanted
+        ]
+        definition = self.tasks.definitions.of(run)
+        page = rows[start : start + count]
+        return {
+            "totalHits": len(rows),
+            "results": [self.tasks.row_json(r, run, definition) for r in page],
+        }
+
+    def running(
+        self, name: str, version: int, start_time: int | None, end_time: int | None
+    ) -> list[str]:
+        """Conductor's ``GET /workflow/running/{name}``: ids of the RUNNING runs of a
+        version (created in [startTime, endTime) when both are given)."""
+        ids: list[str] = []
+        start = 0
+        while True:
+            page = self.deps.run_store.search_runs(
+                RunQuery(
+                    name=name,
+                    statuses=[RunStatus.RUNNING],
+                    create_time_from=start_time if end_time is not None else None,
+                    create_time_to=end_time if start_time is not None else None,
+                    start=start,
+                    size=1000,
+                )
+            )
+            ids += [r.workflow_id for r in page.results if r.version == version]
+            start += len(page.results)
+            if not page.results or start >= page.total_hits:
+                return ids
+
     def decide(self, workflow_id: str) -> None:
         """Conductor's ``decide``: the engine decides a run on every event it gets, so
         there is nothing to do beyond finding the run."""

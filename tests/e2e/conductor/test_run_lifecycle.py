@@ -344,3 +344,45 @@ def test_workflow_test_runs_a_definition_with_mocked_task_outputs(
         (t2, "SCHEDULED"),
     ]
     assert task(run, "task1")["outputData"] == {"key": "value"}
+
+
+def test_running_ids_task_pages_and_terminate_remove(conductor: Conductor) -> None:
+    """WorkflowResource ``GET /running/{name}``, ``GET /{id}/tasks`` and
+    ``DELETE /{id}/terminate-remove``."""
+    a, name = unique("paged"), unique("paged_wf")
+    conductor.register(workflow(name, [simple(a, "a")]))
+    first, second = conductor.start(name), conductor.start(name)
+    running = conductor.http.get(f"/api/workflow/running/{name}", params={"version": 1}).json()
+    assert sorted(running) == sorted([first, second])
+    assert conductor.http.get(f"/api/workflow/running/{name}", params={"version": 2}).json() == []
+
+    page = conductor.http.get(f"/api/workflow/{first}/tasks", params={"count": 1}).json()
+    assert page["totalHits"] == 1 and page["results"][0]["referenceTaskName"] == "a"
+    none = conductor.http.get(f"/api/workflow/{first}/tasks", params={"status": "COMPLETED"})
+    assert none.json() == {"totalHits": 0, "results": []}
+
+    for workflow_id in (first, second):
+        r = conductor.http.delete(f"/api/workflow/{workflow_id}/terminate-remove")
+        assert r.status_code == 200, r.text
+        assert conductor.http.get(f"/api/workflow/{workflow_id}").status_code == 404
+    assert conductor.http.get(f"/api/workflow/running/{name}").json() == []
+
+
+def test_a_human_task_completed_by_reference_synchronously(conductor: Conductor) -> None:
+    """TaskResource ``POST /{workflowId}/{taskRefName}/{status}/sync``: answers with the
+    run, which shows the result; 404 when no such task is running."""
+    name = unique("human_sync_wf")
+    conductor.register(
+        workflow(name, [{"name": "approve", "taskReferenceName": "approve", "type": "HUMAN"}])
+    )
+    workflow_id = conductor.start(name)
+    r = conductor.http.post(f"/api/tasks/{workflow_id}/approve/COMPLETED/sync", json={"ok": 1})
+    assert r.status_code == 200, r.text
+    run = r.json()
+    assert task(run, "approve")["status"] == "COMPLETED"
+    assert task(run, "approve")["outputData"] == {"ok": 1}
+    r = conductor.http.post(f"/api/tasks/{workflow_id}/approve/COMPLETED/sync", json={})
+    assert r.status_code == 404
+    assert r.json()["message"] == (
+        f"Found no running task approve of workflow {workflow_id} to update"
+    )

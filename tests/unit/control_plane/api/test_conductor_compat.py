@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine.ports.queue_provisioning import ensure_queues_exist
 from tests.unit.control_plane.conftest import Server, assert_error, taskdef
 
 
@@ -111,3 +112,16 @@ def test_workflow_registration_honours_orkes_overwrite(srv: Server) -> None:
     assert_error(c.put("/api/metadata/workflow", params={"overwrite": "false"}, json=[wf()]), 409)
     assert c.get("/api/metadata/workflow/ow").json()["description"] == "x"
     assert c.put("/api/metadata/workflow", json=[wf()]).status_code == 200
+
+
+def test_queue_size_of_a_type_and_of_a_domain(srv: Server) -> None:
+    srv.register(taskdef("sized"))
+    ensure_queues_exist(srv.deps.provisioner, "sized", ["blue"])
+    srv.dispatch("sized")
+    srv.dispatch("sized", domain="blue")
+    r = srv.client.get("/api/tasks/queue/size", params={"taskType": "sized"})
+    assert r.status_code == 200 and r.json() == 1
+    r = srv.client.get("/api/tasks/queue/size", params={"taskType": "sized", "domain": "blue"})
+    assert r.json() == 1
+    r = srv.client.get("/api/tasks/queue/size", params={"taskType": "sized", "domain": "red"})
+    assert r.json() == 0
