@@ -95,7 +95,12 @@ def run(
             return
         announced: set[str] = set()
         while True:
-            status = check(c.get(f"/api/workflow/{workflow_id}/status")).json()
+            status = check(
+                c.get(
+                    f"/api/workflow/{workflow_id}/status",
+                    params={"includeOutput": "true", "includeVariables": "true"},
+                )
+            ).json()
             if status["status"] in TERMINAL:
                 typer.echo(json.dumps(status, indent=2))
                 if status["status"] != "COMPLETED":

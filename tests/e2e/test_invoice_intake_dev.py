@@ -193,8 +193,9 @@ def test_invoice_intake_through_the_cli(tmp_path: Path, tax_authority: FakeTaxAu
                 ).json()
                 for r in found["results"]:
                     wf = http.get(f"/api/workflow/{r['workflowId']}").json()
+                    # a HUMAN task is IN_PROGRESS from the start (as Conductor's)
                     if any(
-                        t["referenceTaskName"] == "approval" and t["status"] == "SCHEDULED"
+                        t["referenceTaskName"] == "approval" and t["status"] == "IN_PROGRESS"
                         for t in wf["tasks"]
                     ):
                         return str(r["workflowId"])
