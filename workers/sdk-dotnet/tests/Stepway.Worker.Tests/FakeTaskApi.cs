@@ -19,6 +19,8 @@ namespace Stepway.Worker.Tests
         public string WorkerId;
         public string Domain;
         public int Returned;
+        /// <summary>Tasks handed out to this worker and not answered yet when the poll came.</summary>
+        public int HeldAtPoll;
         public DateTime Started;
         public DateTime Answered;
     }
@@ -252,6 +254,7 @@ namespace Stepway.Worker.Tests
             var handed = new JArray();
             lock (Gate)
             {
+                record.HeldAtPoll = Leases.Values.Count(w => w == record.WorkerId);
                 var queue = Queue(record.Domain == null ? taskType : record.Domain + "-" + taskType);
                 var deadline = record.Started.AddMilliseconds(record.TimeoutMs);
                 while (queue.Count == 0 && DateTime.UtcNow < deadline)
