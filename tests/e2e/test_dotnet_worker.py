@@ -19,7 +19,6 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -30,14 +29,22 @@ from typing import Any
 
 import httpx
 import pytest
-from stepway_worker import InProgress, Registry, TaskContext, TerminalError, Worker, worker_task
-from stepway_worker.settings import WorkerSettings
+from stepway_worker import (
+    InProgress,
+    Registry,
+    TaskContext,
+    TerminalError,
+    Worker,
+    WorkerSettings,
+    worker_task,
+)
 
 from tests.dotnet_build import build_dotnet, require_mono
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 REPO = Path(__file__).resolve().parents[2]
+#: the CLI installed with the project (next to the interpreter running the tests)
 STEPWAY = Path(sys.executable).with_name("stepway")
 #: `stepway dev` on a loaded machine takes a while to come up
 START_SECONDS = 180
@@ -178,11 +185,12 @@ def _task(name: str, ref: str, inputs: dict[str, Any]) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dev]:
     require_mono()
+    assert STEPWAY.exists(), f"no stepway CLI at {STEPWAY}: run the tests with uv run pytest"
     build = build_dotnet(tmp_path_factory.mktemp("dotnet"))
     logs = tmp_path_factory.mktemp("logs")
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
-    data_dir = Path(tempfile.mkdtemp(prefix="stepway-dotnet-"))
+    data_dir = tmp_path_factory.mktemp("data")
     platform = _spawn(
         [str(STEPWAY), "dev", "--port", str(port), "--data-dir", str(data_dir)],
         logs / "stepway-dev.log",
