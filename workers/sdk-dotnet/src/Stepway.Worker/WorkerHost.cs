@@ -26,6 +26,8 @@ namespace Stepway.Worker
         private readonly TaskClient givenClient;
         private List<TypeRunner> runners;
         private bool started;
+        private bool stopCalled;
+        private bool stopResult;
 
         /// <summary>A host with <see cref="WorkerOptions.FromEnvironment"/>.</summary>
         public WorkerHost() : this(null) { }
@@ -135,11 +137,20 @@ namespace Stepway.Worker
         /// everything finished and every result was settled.</summary>
         public bool Stop(TimeSpan? grace = null)
         {
+            var limit = grace ?? Options.ShutdownGrace;
+            bool first;
             lock (gate)
             {
-                if (!started || stopped.IsSet) return true;
+                if (!started) return true;
+                first = !stopCalled;
+                stopCalled = true;
             }
-            var limit = grace ?? Options.ShutdownGrace;
+            if (!first)
+            {
+                // another thread is stopping the host (RunAsync and a Dispose, say)
+                stopped.Wait(limit + TimeSpan.FromSeconds(5));
+                return stopResult;
+            }
             var deadline = DateTime.UtcNow + limit;
             Stopping.Set();
             foreach (var runner in runners) runner.JoinPoller(deadline);
@@ -152,8 +163,9 @@ namespace Stepway.Worker
             if (!drained) Log.Error("shutdown: " + Outbox.Count + " results could not be posted");
             Outbox.Stop();
             if (givenClient == null) Client.Dispose();
+            stopResult = finished && drained;
             stopped.Set();
-            return finished && drained;
+            return stopResult;
         }
 
         /// <summary>Polls until SIGTERM or Ctrl-C (or <see cref="RequestStop"/>), then stops
