@@ -35,7 +35,9 @@ def check_stage(previous: Any, current: str, allow_downgrade: bool) -> str:
 
 
 def own_stack_name() -> str:
-    return f"{pulumi.get_organization()}/{pulumi.get_project()}/{pulumi.get_stack()}"
+    # The DIY (file, blob) backends have the single organization "organization".
+    organization = pulumi.get_organization() or "organization"
+    return f"{organization}/{pulumi.get_project()}/{pulumi.get_stack()}"
 
 
 def guard_stage(config: StackConfig) -> pulumi.Output[str]:
