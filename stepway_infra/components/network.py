@@ -170,7 +170,8 @@ class Network(pulumi.ComponentResource):
             private_endpoint_name=f"pe-{ctx.base}-{key}",
             resource_group_name=ctx.resource_group_name,
             location=ctx.config.location,
-            subnet=network.SubnetArgs(id=self.private_endpoints_subnet.id),
+            # A reference by id only (SubnetArgs would add its policy defaults).
+            subnet={"id": self.private_endpoints_subnet.id},
             private_link_service_connections=[
                 network.PrivateLinkServiceConnectionArgs(
                     name=f"{key}-{group}",

@@ -87,7 +87,7 @@ def test_prod_blob_key_vault_and_service_bus_are_behind_private_endpoints(prod_s
     groups = {r.name: r.inputs for r in prod_stack.of_type(f"{T}network:PrivateDnsZoneGroup")}
     for name, (token, group, zone) in targets.items():
         inputs = endpoints[name].inputs
-        assert inputs["subnet"]["id"] == subnet
+        assert inputs["subnet"] == {"id": subnet}
         (connection,) = inputs["privateLinkServiceConnections"]
         assert connection["privateLinkServiceId"] == prod_stack.one(token).id
         assert connection["groupIds"] == [group]
