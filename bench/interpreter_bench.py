@@ -31,19 +31,13 @@ from typing import Any
 from durabletask import task as dt
 from durabletask.client import OrchestrationStatus
 
-from engine.backend.config import BackendConfig
-from engine.backend.connect import make_worker, register, start_worker, stop_worker
-from engine.backend.embedded import EmbeddedBackend
-from engine.host import (
-    ACTIVITIES,
-    ORCHESTRATORS,
-    LocalSettings,
-    build_local_services,
-    install,
-    make_engine_client,
-)
-from engine.interpreter import ORCHESTRATOR_NAME, RunInput
+from engine.adapters.backend.config import BackendConfig
+from engine.adapters.backend.connect import make_worker, register, start_worker, stop_worker
+from engine.adapters.backend.embedded import EmbeddedBackend
+from engine.app.host import LocalSettings, build_local_services, make_engine_client
 from engine.ports.run_store import NewRun
+from engine.runtime.registry import activities, orchestrators
+from protocol.runs import ORCHESTRATOR_NAME, RunInput
 
 
 class _Empty(BaseHTTPRequestHandler):
@@ -90,13 +84,12 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp, EmbeddedBackend() as backend:
         config = BackendConfig.embedded(backend.address)
         services = build_local_services(LocalSettings(data_dir=Path(tmp)), config)
-        install(services)
         worker = make_worker(config)
         register(
             worker,
             "all",
-            {**ORCHESTRATORS, "bench_sequence": bench_sequence},
-            {**ACTIVITIES, "bench_get": bench_get},
+            {**orchestrators(services), "bench_sequence": bench_sequence},
+            {**activities(services), "bench_get": bench_get},
         )
         start_worker(worker)
         client = make_engine_client(config)
@@ -128,7 +121,7 @@ def main() -> None:
                 )  # fmt: skip
                 client.schedule_new_orchestration(
                     ORCHESTRATOR_NAME,
-                    input=RunInput(name=name, version=1).model_dump(mode="json", by_alias=True),
+                    input=RunInput(name=name, version=1).wire(),
                     instance_id=workflow_id,
                 )
                 _wait(client, workflow_id)
@@ -148,7 +141,6 @@ def main() -> None:
         finally:
             stop_worker(worker)
             client.close()
-            install(None)
             server.shutdown()
 
 

@@ -1,6 +1,6 @@
 """Authentication and authorization of control plane callers.
 
-Roles (ARCHITECTURE.md, "Security model"): ``admin`` registers definitions and task
+Roles (docs/architecture.md, "Security model"): ``admin`` registers definitions and task
 definitions, ``operator`` starts, pauses, resumes, terminates and retries runs and
 completes HUMAN tasks, ``reader`` reads, ``worker`` polls, updates, logs and fetches
 storage locations for its own task types only. ``admin`` and ``operator`` may also
@@ -33,8 +33,8 @@ from typing import Any, Protocol
 import yaml
 from fastapi import Request
 
+from control_plane.api.errors import ApiError
 from control_plane.deps import Settings
-from control_plane.problems import ApiError
 
 log = logging.getLogger(__name__)
 

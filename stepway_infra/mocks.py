@@ -1,6 +1,6 @@
 """Run the platform program under Pulumi mocks: no CLI, no Azure account.
 
-Used by tests/infra, tests/config and the policy pack's tests.
+Used by tests/unit/stepway_infra and the policy pack's tests.
 
 Two mocks:
 

@@ -52,7 +52,7 @@ REQUIRED_TAGS = ("stepway-environment", "stepway-production", "managed-by")
 COMPONENT_TAG = "stepway-component"
 
 #: The resource types the program creates that accept tags.
-#: tests/infra/test_policies.py checks this against the azure-native classes.
+#: tests/unit/stepway_infra/test_policies.py checks this against the azure-native classes.
 TAGGED_TYPES = frozenset(
     f"{T}{token}"
     for token in (

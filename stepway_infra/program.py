@@ -9,7 +9,7 @@ worker code area is a catalog change: the program derives the area's component
 
 Every security setting is written out explicitly (even where it equals the Azure
 default) so that the policy pack (``stepway_infra/policy_rules.py``) and
-tests/infra can assert on it. Every value Azure computes (endpoints, host names,
+tests/unit/stepway_infra can assert on it. Every value Azure computes (endpoints, host names,
 addresses) stays an Output and is composed with ``Output.concat``/``apply``, so the
 program also runs where those values are unknown (a first preview).
 """

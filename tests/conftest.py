@@ -17,9 +17,17 @@ REPO = Path(__file__).resolve().parent.parent
 @pytest.fixture
 def backend_address() -> Iterator[str]:
     """The embedded durable backend in a process of its own (``python -m
-    engine.backend.embedded``), for tests that kill and restart engine processes."""
+    engine.adapters.backend.embedded``), for tests that kill and restart engine processes."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "engine.backend.embedded", "--port", "0", "--log-level", "WARNING"],
+        [
+            sys.executable,
+            "-m",
+            "engine.adapters.backend.embedded",
+            "--port",
+            "0",
+            "--log-level",
+            "WARNING",
+        ],
         cwd=REPO,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,

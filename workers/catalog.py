@@ -1,12 +1,14 @@
 """The worker catalog: one ``workers/<area>/worker.yaml`` per code area.
 
-A code area is a group of task types served by one worker app (seed page 9).
+A code area is a group of task types served by one worker app (docs/architecture.md,
+"Worker code areas").
 The catalog is read by the Pulumi program (one Container App or Job per area,
 scaled on the area's queues) and by ``stepway validate`` (every WORKER type a
 definition uses must have a worker here).
 
-This module imports only pydantic, PyYAML and the standard library: the Pulumi
-program and the workers must not import the engine.
+This module imports only pydantic, PyYAML, the standard library and :mod:`protocol`
+(queue names and their limits): the Pulumi program and the workers must not import the
+engine.
 """
 
 from __future__ import annotations
@@ -26,6 +28,15 @@ from pydantic import (
     model_validator,
 )
 
+from protocol.queues import (
+    HIGH_PRIORITY_SUFFIX,
+    MAX_DOMAIN_LENGTH,
+    MAX_QUEUE_NAME_LENGTH,
+    MAX_TASK_TYPE_LENGTH,
+    is_queue_name_part,
+    queue_names,
+)
+
 __all__ = [
     "HIGH_PRIORITY_SUFFIX",
     "MAX_DOMAIN_LENGTH",
@@ -39,17 +50,6 @@ __all__ = [
     "queue_names",
 ]
 
-#: Service Bus allows queue names of 1-260 characters.
-MAX_QUEUE_NAME_LENGTH = 260
-#: Suffix of the high-priority queue of a task type.
-HIGH_PRIORITY_SUFFIX = "-high"
-#: Task type names are kept short enough that ``<domain>-<type>`` and
-#: ``<type>-high`` always fit in a queue name.
-MAX_TASK_TYPE_LENGTH = 200
-MAX_DOMAIN_LENGTH = MAX_QUEUE_NAME_LENGTH - MAX_TASK_TYPE_LENGTH - 1 - len(HIGH_PRIORITY_SUFFIX)
-
-# Letters, digits, '.', '-', '_'; starts and ends with a letter or digit.
-_QUEUE_PART = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?$")
 # A code area name becomes part of Container App and identity names:
 # lowercase letters, digits, '_' and '-', starting with a letter.
 _AREA_NAME = re.compile(r"^[a-z](?:[a-z0-9_-]{0,18}[a-z0-9])?$")
@@ -80,7 +80,7 @@ def check_memory(value: str) -> str:
 def _queue_part(value: str, what: str, max_length: int) -> str:
     if not 1 <= len(value) <= max_length:
         raise ValueError(f"{what} {value!r} must be 1-{max_length} characters long")
-    if not _QUEUE_PART.match(value):
+    if not is_queue_name_part(value):
         raise ValueError(
             f"{what} {value!r} is not a valid Service Bus queue name part: use letters, "
             "digits, '.', '-' and '_', starting and ending with a letter or digit"
@@ -234,15 +234,6 @@ class WorkerCatalogEntry(BaseModel):
     def queue_names(self) -> list[str]:
         """All queues this area serves, see :func:`entry_queues`."""
         return entry_queues(self)
-
-
-def queue_names(task_type: str, domains: list[str] | tuple[str, ...] = ()) -> list[str]:
-    """Queues of one task type: ``<type>``, ``<type>-high``, then ``<domain>-<type>``."""
-    return [
-        task_type,
-        f"{task_type}{HIGH_PRIORITY_SUFFIX}",
-        *(f"{domain}-{task_type}" for domain in domains),
-    ]
 
 
 def entry_queues(entry: WorkerCatalogEntry) -> list[str]:

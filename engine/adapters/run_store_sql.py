@@ -2,7 +2,7 @@
 
 ``SqlRunStore(url)`` accepts ``sqlite:///path/to/file.db`` and
 ``postgresql+psycopg://...``. Opening it applies the Alembic migrations in
-``engine/migrations`` (``upgrade head``), the same history for both databases.
+``engine/adapters/run_store_migrations`` (``upgrade head``), the same history for both databases.
 
 Concurrency
 -----------
@@ -37,7 +37,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import RowMapping, make_url
 
-from engine.definitions import RunStatus, TaskStatus
+from engine.language.definitions import RunStatus, TaskStatus
 from engine.ports.run_store import (
     RUN_ACTIVE,
     RUN_TERMINAL,
@@ -58,10 +58,10 @@ from engine.ports.run_store import (
     TaskUpdate,
 )
 
-MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "migrations"
+MIGRATIONS_DIR = Path(__file__).resolve().parent / "run_store_migrations"
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 
-# --- table metadata (must match engine/migrations; the contract suite checks it) ---
+# --- table metadata (must match run_store_migrations/; the contract suite checks it) ---
 
 
 def _json() -> sa.types.TypeEngine[Any]:
@@ -105,6 +105,7 @@ tasks = sa.Table(
     sa.Column("workflow_id", _ID, nullable=False),
     sa.Column("reference_task_name", _ID, nullable=False),
     sa.Column("task_type", _ID, nullable=False),
+    sa.Column("task_def_name", _ID),
     sa.Column("status", sa.String(32), nullable=False),
     sa.Column("attempt", sa.Integer, nullable=False),
     sa.Column("retry_count", sa.Integer, nullable=False),

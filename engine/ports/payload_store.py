@@ -5,7 +5,7 @@ A payload is stored under a *reference*, a relative path such as
 (the caller chooses it, normally with ``payload_key``) and returns it. Workers
 may read or write a payload directly with a signed URL.
 
-Size rules (seed page 7): a JSON value above the threshold of its kind (default
+Size rules (docs/architecture.md, "Payloads"): a JSON value above the threshold of its kind (default
 10 KB each) is offloaded; above the hard maximum (default 10 MB) it is refused
 with ``PayloadTooLarge``. Sizes are the UTF-8 byte length of the compact JSON.
 """

@@ -1,9 +1,8 @@
 """The task-queue port: Service Bus queue semantics behind a small sync interface.
 
 Each WORKER task type has queues ``<type>``, ``<type>-high`` and ``<domain>-<type>``
-(see :mod:`engine.ports.queue_provisioning`). The dispatch activity sends
-``{taskId, workflowId, taskRef, input, attempt}`` with message id
-``<taskId>:<attempt>``; the Task API receives with a peek-lock, defers the message
+(:mod:`protocol.queues`). The dispatch activity sends the task message
+(:mod:`protocol.messages`) with message id ``<taskId>:<attempt>``; the Task API receives with a peek-lock, defers the message
 at once (so no lock has to outlive the call), and later fetches it by sequence
 number - from any replica - to complete or dead-letter it.
 

@@ -17,6 +17,7 @@ from enum import StrEnum
 from typing import Any, Protocol, runtime_checkable
 
 from engine.ports.queue import MAX_DELIVERY_COUNT_LIMIT, MAX_LOCK_SECONDS, QueueSettings
+from protocol import queues
 
 #: Settings that Service Bus fixes when the queue is created.
 IMMUTABLE_SETTINGS: frozenset[str] = frozenset({"requires_duplicate_detection", "requires_session"})
@@ -31,7 +32,6 @@ MIN_LOCK_SECONDS = 5.0
 #: :func:`queue_settings_for_taskdef`.
 DELIVERY_HEADROOM = 9
 DEFAULT_DUPLICATE_DETECTION_WINDOW_SECONDS = 600
-HIGH_PRIORITY_SUFFIX = "-high"
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._\-/]{0,258}[A-Za-z0-9])?$")
 
@@ -106,13 +106,9 @@ def validate_queue_name(name: str) -> str:
 
 
 def queue_names(task_type: str, domains: Iterable[str] = ()) -> list[str]:
-    """The queues of a task type: ``<type>``, ``<type>-high``, then ``<domain>-<type>``
-    for each domain (in the order given, duplicates dropped)."""
-    names = [task_type, task_type + HIGH_PRIORITY_SUFFIX]
-    for domain in domains:
-        name = f"{domain}-{task_type}"
-        if name not in names:
-            names.append(name)
+    """The queues to provision for a task type (:func:`protocol.queues.queue_names`,
+    duplicates dropped), each checked to be a valid Service Bus queue name."""
+    names = list(dict.fromkeys(queues.queue_names(task_type, domains)))
     return [validate_queue_name(n) for n in names]
 
 

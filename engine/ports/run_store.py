@@ -39,8 +39,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 # The status enums live with the definition models; re-exported here for callers of the port.
-from engine.definitions import RunStatus as RunStatus
-from engine.definitions import TaskStatus as TaskStatus
+from engine.language.definitions import RunStatus as RunStatus
+from engine.language.definitions import TaskStatus as TaskStatus
 
 RUN_TERMINAL: frozenset[RunStatus] = frozenset(
     {RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.TIMED_OUT, RunStatus.TERMINATED}
@@ -136,7 +136,11 @@ class TaskRecord(_Record):
     task_id: str
     workflow_id: str
     reference_task_name: str
+    #: the task's kind (``WORKER``, ``HUMAN``, ``HTTP`` ...)
     task_type: str
+    #: Conductor's ``taskDefName``: for a WORKER task its worker task type (the queue is
+    #: derived from it), else the task's ``name`` in the definition
+    task_def_name: str | None = None
     status: TaskStatus = TaskStatus.SCHEDULED
     attempt: int = 1
     """1-based attempt number; the lease key is (task_id, attempt)."""

@@ -17,12 +17,14 @@ from typing import Any, TypeVar
 
 import pytest
 import sqlalchemy as sa
+from alembic import command
 from alembic.autogenerate import compare_metadata
+from alembic.config import Config
 from alembic.migration import MigrationContext
 from pydantic import ValidationError
 from sqlalchemy.engine import make_url
 
-from engine.adapters.run_store_sql import SqlRunStore, metadata
+from engine.adapters.run_store_sql import MIGRATIONS_DIR, SqlRunStore, metadata
 from engine.ports.run_store import (
     NewRun,
     RunQuery,
@@ -124,6 +126,39 @@ def race(n: int, fn: Callable[[int], T]) -> list[T]:
 # --- schema / migrations -------------------------------------------------------
 
 
+def test_upgrade_gives_worker_rows_their_task_type_from_the_queue(store_url: str) -> None:
+    """Revision 0002 adds ``task_def_name``; rows written before it get the worker task
+    type back from their queue name, once, in the migration."""
+    engine = sa.create_engine(store_url)
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
+    with engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, "0001")
+        for task_id, queue, domain in [
+            ("t1", "parse_pdf", None),
+            ("t2", "parse_pdf-high", None),
+            ("t3", "eu-parse_pdf", "eu"),
+        ]:
+            conn.execute(
+                sa.text(
+                    "INSERT INTO tasks (task_id, workflow_id, reference_task_name, task_type, "
+                    "status, attempt, retry_count, seq, poll_count, callback_after_seconds, "
+                    "iteration, queue_name, domain) VALUES (:id, 'w1', 'p', 'WORKER', "
+                    "'SCHEDULED', 1, 0, 0, 0, 0, 0, :queue, :domain)"
+                ),
+                {"id": task_id, "queue": queue, "domain": domain},
+            )
+    engine.dispose()
+    upgraded = SqlRunStore(store_url)
+    try:
+        for task_id in ("t1", "t2", "t3"):
+            row = upgraded.get_task(task_id)
+            assert row is not None and row.task_def_name == "parse_pdf"
+    finally:
+        upgraded.close()
+
+
 def test_adapter_satisfies_port(store: SqlRunStore) -> None:
     assert isinstance(store, RunStore)
 
@@ -132,7 +167,7 @@ def test_migration_creates_schema_matching_adapter_tables(store: SqlRunStore) ->
     with store.engine.connect() as conn:
         version = conn.execute(sa.text("SELECT version_num FROM alembic_version")).scalar()
         diffs = compare_metadata(MigrationContext.configure(conn), metadata)
-    assert version == "0001"
+    assert version == "0002"
     structural = [
         d
         for d in diffs

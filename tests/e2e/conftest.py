@@ -8,7 +8,6 @@ the way the Task API hands it out (lease, started event, result event).
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -18,17 +17,30 @@ from typing import Any
 import pytest
 from durabletask.client import OrchestrationStatus
 
+from engine.adapters.backend.config import BackendConfig
+from engine.adapters.backend.connect import start_worker, stop_worker
+from engine.adapters.backend.embedded import EmbeddedBackend
 from engine.adapters.queue_provisioning_sqlite import SqliteQueueProvisioner
-from engine.backend.config import BackendConfig
-from engine.backend.connect import start_worker, stop_worker
-from engine.backend.embedded import EmbeddedBackend
-from engine.definitions import TaskDef, TaskStatus, WorkflowDef
-from engine.host import LocalSettings, build_local_services, make_engine_client, make_engine_worker
-from engine.interpreter import ORCHESTRATOR_NAME, STARTED_SUFFIX, TERMINATE_EVENT, RunInput
-from engine.ports.queue import MessageNotFound, QueueError
+from engine.app.host import (
+    LocalSettings,
+    build_local_services,
+    make_engine_client,
+    make_engine_worker,
+)
+from engine.language.definitions import TaskDef, TaskStatus, WorkflowDef
 from engine.ports.queue_provisioning import queue_names, queue_settings_for_taskdef
 from engine.ports.run_store import NewRun, RunRecord, TaskRecord, TaskUpdate
-from engine.services import EngineServices, install
+from engine.runtime.services import EngineServices
+from engine.runtime.settlement import MessageSettlement
+from protocol.events import (
+    TERMINATE_EVENT,
+    TaskResultEvent,
+    TaskStartedEvent,
+    TerminateEvent,
+    result_event,
+    started_event,
+)
+from protocol.runs import ORCHESTRATOR_NAME, RunInput
 
 
 def now_ms() -> int:
@@ -127,12 +139,10 @@ class Platform:
                 self.services.queue.defer(queue, message)
                 self.client.raise_orchestration_event(
                     body["workflowId"],
-                    body["taskId"] + STARTED_SUFFIX,
-                    data={
-                        "attempt": body["attempt"],
-                        "workerId": "test-worker",
-                        "startTime": now_ms(),
-                    },
+                    started_event(body["taskId"]),
+                    data=TaskStartedEvent(
+                        attempt=body["attempt"], worker_id="test-worker", start_time=now_ms()
+                    ).payload(),
                 )
                 return body
         raise AssertionError(f"no task arrived on queue {queue!r} within {timeout} s")
@@ -159,24 +169,21 @@ class Platform:
             ),
             now,
         )
-        lease = store.get_lease(body["taskId"], body["attempt"])
-        if status == "COMPLETED" and lease is not None and lease.sequence_number is not None:
-            with contextlib.suppress(MessageNotFound, QueueError):
-                for message in self.services.queue.receive_deferred(
-                    lease.queue_name or "", [lease.sequence_number]
-                ):
-                    self.services.queue.complete(lease.queue_name or "", message)
+        if status == "COMPLETED":
+            MessageSettlement(store, self.services.queue).settle_attempt(
+                body["taskId"], body["attempt"]
+            )
         store.release_lease(body["taskId"], body["attempt"], "test-worker")
         self.client.raise_orchestration_event(
             body["workflowId"],
-            body["taskId"],
-            data={
-                "attempt": body["attempt"],
-                "status": status,
-                "output": output or {},
-                "reason": reason,
-                "workerId": "test-worker",
-            },
+            result_event(body["taskId"]),
+            data=TaskResultEvent(
+                attempt=body["attempt"],
+                status=status,
+                output=output or {},
+                reason=reason,
+                worker_id="test-worker",
+            ).payload(),
         )
 
     def work(self, queue: str, handler: Callable[[dict[str, Any]], dict[str, Any]]) -> None:
@@ -193,15 +200,19 @@ class Platform:
             if row is not None and not row.status.is_terminal:
                 self.client.raise_orchestration_event(
                     workflow_id,
-                    row.task_id,
-                    data={"attempt": row.attempt, "status": "COMPLETED", "output": output},
+                    result_event(row.task_id),
+                    data=TaskResultEvent(
+                        attempt=row.attempt, status="COMPLETED", output=output
+                    ).payload(),
                 )
                 return
             time.sleep(0.05)
         raise AssertionError(f"task {ref!r} of {workflow_id} never became pending")
 
     def terminate(self, workflow_id: str, reason: str) -> None:
-        self.client.raise_orchestration_event(workflow_id, TERMINATE_EVENT, data={"reason": reason})
+        self.client.raise_orchestration_event(
+            workflow_id, TERMINATE_EVENT, data=TerminateEvent(reason=reason).payload()
+        )
 
 
 @pytest.fixture(scope="module")
@@ -214,12 +225,10 @@ def backend() -> Iterator[EmbeddedBackend]:
 def platform(backend: EmbeddedBackend, tmp_path: Path) -> Iterator[Platform]:
     config = BackendConfig.embedded(backend.address)
     services = build_local_services(LocalSettings(data_dir=tmp_path), config)
-    install(services)
-    worker = make_engine_worker(config)
+    worker = make_engine_worker(config, services)
     start_worker(worker)
     client = make_engine_client(config)
     try:
         yield Platform(services, client, SqliteQueueProvisioner(tmp_path / "queues.db"))
     finally:
         stop_worker(worker)
-        install(None)

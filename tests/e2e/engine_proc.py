@@ -13,16 +13,16 @@ import sys
 import threading
 from pathlib import Path
 
-from engine.backend.config import BackendConfig
-from engine.backend.connect import start_worker, stop_worker
-from engine.host import LocalSettings, build_local_services, install, make_engine_worker
+from engine.adapters.backend.config import BackendConfig
+from engine.adapters.backend.connect import start_worker, stop_worker
+from engine.app.host import LocalSettings, build_local_services, make_engine_worker
 
 
 def main() -> None:
     address, data_dir, secret = sys.argv[1], Path(sys.argv[2]), sys.argv[3]
     config = BackendConfig.embedded(address)
-    install(build_local_services(LocalSettings(data_dir=data_dir, payload_secret=secret), config))
-    worker = make_engine_worker(config)
+    services = build_local_services(LocalSettings(data_dir=data_dir, payload_secret=secret), config)
+    worker = make_engine_worker(config, services)
     start_worker(worker)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.definitions import RunStatus, TaskStatus
+from engine.language.definitions import RunStatus, TaskStatus
 
 
 def _worker(ref: str, name: str | None = None, **params: Any) -> dict[str, Any]:

@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 from durabletask import history
 
-from engine.activities import ActivityDeps, OutboundSettings
-from engine.activities.testing import FakeDocumentIntelligence, LocalServer, Reply, Request
-from engine.definitions import RunStatus, TaskStatus
+from engine.language.definitions import RunStatus, TaskStatus
+from engine.runtime.builtins import ActivityDeps, OutboundSettings
+from engine.runtime.builtins.testing import FakeDocumentIntelligence, LocalServer, Reply, Request
 
 ACTION_SCOPE = "api://stepway-actions/.default"
 LOGIC_SCOPE = "https://logic.azure.com/.default"

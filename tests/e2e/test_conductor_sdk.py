@@ -38,7 +38,7 @@ from conductor.client.worker.worker import Worker
 from conductor.client.workflow.conductor_workflow import ConductorWorkflow
 from conductor.client.workflow.task.simple_task import SimpleTask
 
-from control_plane.dev import DevPlatform
+from control_plane.cli.dev import DevPlatform
 from tests.e2e import conductor_sdk_workers as workers
 
 pytestmark = [

@@ -14,8 +14,8 @@ import httpx
 import pytest
 import uvicorn
 
-from control_plane.dev import LOST_REASON, DevPlatform
-from engine.definitions import RunStatus
+from control_plane.cli.dev import LOST_REASON, DevPlatform
+from engine.language.definitions import RunStatus
 from engine.ports.run_store import NewRun, RunQuery
 
 REPO = Path(__file__).resolve().parents[2]

@@ -1,6 +1,6 @@
 """The engine process is killed (SIGKILL) mid-run and a new one finishes the run.
 
-Three processes, as in production: the backend (``python -m engine.backend.embedded``),
+Three processes, as in production: the backend (``python -m engine.adapters.backend.embedded``),
 the engine (``tests/e2e/engine_proc.py``) and this test, which plays the control plane and
 the worker on the same SQLite run store and queues."""
 
@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
+from engine.adapters.backend.config import BackendConfig
 from engine.adapters.queue_provisioning_sqlite import SqliteQueueProvisioner
-from engine.backend.config import BackendConfig
-from engine.definitions import RunStatus, TaskStatus
-from engine.host import LocalSettings, build_local_services, make_engine_client
+from engine.app.host import LocalSettings, build_local_services, make_engine_client
+from engine.language.definitions import RunStatus, TaskStatus
 
 from .conftest import Platform
 

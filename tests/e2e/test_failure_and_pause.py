@@ -7,7 +7,7 @@ from typing import Any
 
 from durabletask.client import OrchestrationStatus
 
-from engine.definitions import RunStatus, TaskStatus
+from engine.language.definitions import RunStatus, TaskStatus
 
 
 def test_failed_run_starts_its_failure_workflow(platform: Any) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.definitions import RunStatus, TaskStatus
+from engine.language.definitions import RunStatus, TaskStatus
 
 
 def test_inline_steps_and_a_worker_task(platform: Any) -> None:

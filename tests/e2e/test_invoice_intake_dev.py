@@ -29,7 +29,7 @@ import httpx
 import pytest
 from typer.testing import CliRunner
 
-from control_plane.cli import app as cli_app
+from control_plane.cli.main import app as cli_app
 
 REPO = Path(__file__).resolve().parents[2]
 CLI = [sys.executable, "-m", "control_plane.cli"]

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from engine.backend.embedded import EmbeddedBackend
-from engine.definitions import RunStatus, TaskStatus
-from engine.interpreter import STEPS_PER_EXECUTION
+from engine.adapters.backend.embedded import EmbeddedBackend
+from engine.language.definitions import RunStatus, TaskStatus
+from engine.runtime.interpreter import STEPS_PER_EXECUTION
 
 
 class _Empty(BaseHTTPRequestHandler):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from engine.definitions import RunStatus
+from engine.language.definitions import RunStatus
 
 
 def test_expressions_resolve_an_offloaded_worker_output(platform: Any) -> None:

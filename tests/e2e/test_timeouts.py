@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from engine.definitions import RunStatus, TaskStatus
+from engine.language.definitions import RunStatus, TaskStatus
 
 
 def _one_worker(name: str, **extra: Any) -> dict[str, Any]:

@@ -1,5 +1,6 @@
 """Connector worker handlers: calls to systems whose credential only this worker
-holds (seed page 9: "The credential must stay in its own service").
+holds (docs/architecture.md, "Worker code areas": the credential stays in its own
+service).
 
 * ``fetch_bank_feed``: ``GET {CONNECTOR_BANK_URL}/feeds?period=&accountId=``
 * ``lodge_return``: ``POST {CONNECTOR_TAX_URL}/returns`` with an ``Idempotency-Key``

@@ -1,4 +1,5 @@
-"""Data platform worker (seed page 9): reconcile_ledger, bulk_export. Runs for minutes.
+"""Data platform worker (docs/architecture.md, "Worker code areas"): reconcile_ledger,
+bulk_export. Runs for minutes.
 
 Importing the package registers the handlers: ``python -m stepway_worker --app
 workers.data_platform``."""

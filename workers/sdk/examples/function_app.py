@@ -1,4 +1,5 @@
-"""The Azure Functions worker shape (seed page 9): a Service Bus trigger per task type
+"""The Azure Functions worker shape (docs/architecture.md, "Worker code
+areas"): a Service Bus trigger per task type
 queue runs the registered handler and posts the result with the same contract as the
 polling worker. Not imported by the tests; deploy with the Azure Functions Python v2
 programming model (``pip install azure-functions stepway-worker[azure]``).

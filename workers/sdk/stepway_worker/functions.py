@@ -1,6 +1,7 @@
 """The Azure Functions worker shape: a Service Bus trigger receives the queue message
 and this helper runs the registered handler and posts the result with the same
-contract as the polling worker (seed page 9)."""
+contract as the polling worker (docs/architecture.md,
+"The worker-task protocol")."""
 
 from __future__ import annotations
 

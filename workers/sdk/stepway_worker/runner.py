@@ -1,4 +1,4 @@
-"""The worker loop of seed page 9, per task type:
+"""The worker loop (docs/architecture.md, "The worker-task protocol"), per task type:
 
 forever:
     tasks = GET /api/tasks/poll/batch/{type}?count={free slots}&timeout={long poll}

@@ -1,4 +1,4 @@
-"""The SDK against the real control plane (``control_plane.app.create_app``) served by
+"""The SDK against the real control plane (``control_plane.api.app.create_app``) served by
 uvicorn over real HTTP, with token auth, the SQLite queue and run store and the local
 payload store. The test plays the engine's part: it writes the task row SCHEDULED and
 sends the queue message, as the dispatch activity does."""
@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
-pytest.importorskip("control_plane.app")
+pytest.importorskip("control_plane.api.app")
 pytest.importorskip("uvicorn")
 
 import uvicorn
@@ -32,11 +32,12 @@ from stepway_worker import (
     worker_task,
 )
 
-from control_plane.app import create_app
-from control_plane.deps import Deps, RecordingRunSignals, Settings
+from control_plane.api.app import create_app
+from control_plane.deps import Deps, Settings
 from engine.adapters.payload_local import LocalPayloadStore
 from engine.adapters.queue_provisioning_sqlite import SqliteQueueProvisioner
 from engine.adapters.queue_sqlite import SqliteTaskQueue
+from engine.adapters.run_signals_recording import RecordingRunSignals
 from engine.adapters.run_store_sql import SqlRunStore
 from engine.ports.payload_store import PayloadLimits
 from engine.ports.run_store import NewRun, TaskRecord, TaskStatus
@@ -119,7 +120,7 @@ class ControlPlane:
         )
 
     def dispatch(self, task_type: str, input_data: dict[str, Any]) -> str:
-        """Write the row SCHEDULED and send the message (engine.run_activities.dispatch)."""
+        """Write the row SCHEDULED and send the message (as the engine's dispatch activity does)."""
         assert self.deps is not None
         workflow_id, task_id = str(uuid.uuid4()), str(uuid.uuid4())
         now = int(time.time() * 1000)
@@ -132,6 +133,7 @@ class ControlPlane:
                 workflow_id=workflow_id,
                 reference_task_name="t1",
                 task_type="WORKER",
+                task_def_name=task_type,
                 status=TaskStatus.SCHEDULED,
                 attempt=1,
                 retry_count=0,

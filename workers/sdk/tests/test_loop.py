@@ -1,4 +1,5 @@
-"""The worker loop of seed page 9 over real HTTP against the fake Task API."""
+"""The worker loop (docs/architecture.md, "The worker-task protocol") over real HTTP
+against the fake Task API."""
 
 from __future__ import annotations
 

@@ -1,0 +1,110 @@
+"""The control plane FastAPI app: metadata API, Task API, workflow API, payload URLs.
+
+``create_app(settings, deps)`` builds the app on the given adapters. OpenAPI is at
+``/openapi.json``, the interactive docs at ``/docs``.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import anyio
+from fastapi import FastAPI, Query, Request, Response
+
+from control_plane.api import metadata as api_metadata
+from control_plane.api import tasks as api_tasks
+from control_plane.api import workflow as api_workflow
+from control_plane.api.error_handlers import BodySizeLimit, install_error_handlers
+from control_plane.api.errors import ApiError
+from control_plane.auth import build_authenticator
+from control_plane.deps import Deps, Settings
+from control_plane.services.metadata import MetadataService
+from control_plane.services.task_handout import TaskHandout
+from control_plane.services.task_results import TaskResults
+from control_plane.services.task_support import TaskDefCache
+from control_plane.services.tasks import TaskService
+from control_plane.services.workflows import WorkflowService
+from engine.ports.payload_store import InvalidReference, PayloadNotFound
+
+__all__ = ["create_app"]
+
+
+def _payload_routes(app: FastAPI) -> None:
+    """Serve the local payload store's signed URLs (``/api/payloads/<ref>?exp=&sig=``).
+
+    The signature is the authorization: it names the payload, the operation and the
+    expiry, so no bearer token is needed (like a SAS URL)."""
+
+    def _verify(request: Request, reference: str, operation: str, exp: str, sig: str) -> None:
+        store = request.app.state.deps.payloads
+        verify = getattr(store, "verify_signature", None)
+        if verify is None:
+            raise ApiError(404, "this payload store does not serve signed URLs here")
+        if not verify(reference, operation, exp, sig):
+            raise ApiError(403, "invalid or expired payload signature")
+
+    @app.get("/api/payloads/{reference:path}", tags=["payloads"], summary="Read a payload")
+    def read_payload(
+        request: Request,
+        reference: str,
+        exp: Annotated[str, Query()],
+        sig: Annotated[str, Query()],
+    ) -> Response:
+        _verify(request, reference, "read", exp, sig)
+        try:
+            data = request.app.state.deps.payloads.get(reference)
+        except (PayloadNotFound, InvalidReference):
+            raise ApiError(404, f"payload {reference} not found") from None
+        return Response(data, media_type="application/json")
+
+    @app.put("/api/payloads/{reference:path}", tags=["payloads"], summary="Write a payload")
+    async def write_payload(
+        request: Request,
+        reference: str,
+        exp: Annotated[str, Query()],
+        sig: Annotated[str, Query()],
+    ) -> Response:
+        _verify(request, reference, "write", exp, sig)
+        store = request.app.state.deps.payloads
+        data = await request.body()
+        if len(data) > store.limits.max_size:
+            raise ApiError(
+                413, f"payload is {len(data)} bytes, above the maximum {store.limits.max_size}"
+            )
+        await anyio.to_thread.run_sync(store.put, reference, data)
+        return Response(status_code=201)
+
+
+def create_app(settings: Settings | None = None, deps: Deps | None = None) -> FastAPI:
+    if deps is None:
+        raise ValueError("create_app needs deps (run store, queue, provisioner, signals ...)")
+    settings = settings or Settings()
+    app = FastAPI(
+        title="Stepway control plane",
+        version="0.1.0",
+        description="Conductor-compatible metadata, task and workflow APIs.",
+    )
+    app.state.settings = settings
+    app.state.deps = deps
+    app.state.authenticator = build_authenticator(settings)
+    app.state.poll_limiter = anyio.CapacityLimiter(settings.max_concurrent_polls)
+    taskdefs = TaskDefCache(settings, deps)
+    tasks = TaskService(settings, deps, taskdefs)
+    app.state.task_defs = taskdefs
+    app.state.task_service = tasks
+    app.state.task_handout = TaskHandout(settings, deps, taskdefs)
+    app.state.task_results = TaskResults(settings, deps, taskdefs)
+    app.state.metadata_service = MetadataService(settings, deps)
+    app.state.workflow_service = WorkflowService(settings, deps, tasks)
+    install_error_handlers(app)
+    app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
+    app.include_router(api_metadata.router)
+    app.include_router(api_tasks.router)
+    app.include_router(api_workflow.router)
+    _payload_routes(app)
+
+    @app.get("/health", tags=["health"], summary="Liveness")
+    def health() -> dict[str, str]:
+        return {"status": "ok"}
+
+    return app

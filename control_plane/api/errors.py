@@ -1,0 +1,40 @@
+"""Errors the service layer raises; ``control_plane.api.error_handlers`` turns them into
+Conductor error bodies. No FastAPI here, so services stay framework-free."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+class ApiError(Exception):
+    """An error the API reports to the caller with a Conductor error body."""
+
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        validation_errors: Sequence[tuple[str, str]] = (),
+        retryable: bool = False,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.validation_errors = list(validation_errors)
+        self.retryable = retryable
+
+
+def bad_request(message: str, path: str | None = None) -> ApiError:
+    return ApiError(400, message, validation_errors=[(path, message)] if path else [])
+
+
+def not_found(message: str) -> ApiError:
+    return ApiError(404, message)
+
+
+def conflict(message: str) -> ApiError:
+    return ApiError(409, message)
+
+
+def forbidden(message: str) -> ApiError:
+    return ApiError(403, message)

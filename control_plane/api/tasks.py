@@ -1,0 +1,212 @@
+"""Task API (workers), Conductor-compatible. Thin: the logic is in
+:mod:`control_plane.services.task_handout`, :mod:`~control_plane.services.task_results`
+and :mod:`~control_plane.services.tasks`."""
+
+from __future__ import annotations
+
+import json
+from functools import partial
+from typing import Annotated, Any
+
+import anyio.to_thread
+from fastapi import APIRouter, Body, Depends, Query, Request, Response
+from fastapi.responses import JSONResponse, PlainTextResponse
+
+from control_plane.api.errors import bad_request, not_found
+from control_plane.auth import Principal, principal, require_role, require_worker
+from control_plane.services.task_handout import TaskHandout
+from control_plane.services.task_results import ResultStatus, TaskResultIn, TaskResults
+from control_plane.services.tasks import TaskService
+
+router = APIRouter(prefix="/api/tasks", tags=["tasks"])
+
+Caller = Annotated[Principal, Depends(principal)]
+
+
+def _service(request: Request) -> TaskService:
+    service: TaskService = request.app.state.task_service
+    return service
+
+
+def _handout(request: Request) -> TaskHandout:
+    handout: TaskHandout = request.app.state.task_handout
+    return handout
+
+
+def _results(request: Request) -> TaskResults:
+    results: TaskResults = request.app.state.task_results
+    return results
+
+
+Service = Annotated[TaskService, Depends(_service)]
+Handout = Annotated[TaskHandout, Depends(_handout)]
+Results = Annotated[TaskResults, Depends(_results)]
+
+
+async def _poll(
+    request: Request,
+    service: TaskHandout,
+    caller: Principal,
+    task_type: str,
+    worker_id: str | None,
+    domain: str | None,
+    count: int,
+    timeout: int,
+) -> list[dict[str, Any]]:
+    require_worker(caller, task_type)
+    settings = service.settings
+    if count > settings.max_poll_count:
+        raise bad_request(f"count must be at most {settings.max_poll_count}", "count")
+    if timeout > settings.max_poll_timeout_ms:
+        raise bad_request(f"timeout must be at most {settings.max_poll_timeout_ms} ms", "timeout")
+    call = partial(
+        service.poll, task_type, worker_id or caller.name, domain or None, count, timeout
+    )
+    result: list[dict[str, Any]] = await anyio.to_thread.run_sync(
+        call, limiter=request.app.state.poll_limiter
+    )
+    return result
+
+
+@router.get("/poll/batch/{tasktype}", summary="Long-poll up to `count` tasks of a type")
+async def batch_poll(
+    request: Request,
+    handout: Handout,
+    caller: Caller,
+    tasktype: str,
+    workerid: str | None = None,
+    domain: str | None = None,
+    count: Annotated[int, Query(ge=1, le=100)] = 1,
+    timeout: Annotated[int, Query(ge=0, le=5000, description="milliseconds")] = 100,
+) -> list[dict[str, Any]]:
+    return await _poll(request, handout, caller, tasktype, workerid, domain, count, timeout)
+
+
+@router.get("/poll/{tasktype}", summary="Poll one task of a type (204 when none)")
+async def poll(
+    request: Request,
+    handout: Handout,
+    caller: Caller,
+    tasktype: str,
+    workerid: str | None = None,
+    domain: str | None = None,
+) -> Response:
+    tasks = await _poll(request, handout, caller, tasktype, workerid, domain, 1, 100)
+    if not tasks:
+        return Response(status_code=204)
+    return JSONResponse(tasks[0])
+
+
+@router.post("", response_class=PlainTextResponse, summary="Post a task result")
+def update_task(results: Results, caller: Caller, result: TaskResultIn) -> str:
+    return results.update(result, caller).task_id
+
+
+@router.post(
+    "/update-v2",
+    summary="Post a task result; returns the next task of the same type for this worker, or 204",
+)
+def update_task_v2(
+    results: Results, handout: Handout, caller: Caller, result: TaskResultIn
+) -> Response:
+    outcome = results.update(result, caller)
+    worker_id = outcome.worker_id or result.worker_id or caller.name
+    if not caller.serves(outcome.task_type) or handout.taskdefs.get(outcome.task_type) is None:
+        return Response(status_code=204)
+    tasks = handout.poll(outcome.task_type, worker_id, outcome.domain, 1, 0)
+    if not tasks:
+        return Response(status_code=204)
+    return JSONResponse(tasks[0])
+
+
+@router.get("/queue/polldata", summary="Last poll per worker of a task type")
+def poll_data(service: Service, caller: Caller, taskType: str) -> list[dict[str, Any]]:
+    require_role(caller, "reader")
+    return [_poll_json(p) for p in service.deps.run_store.get_poll_data(taskType)]
+
+
+@router.get("/queue/polldata/all", summary="Last poll per worker of every task type")
+def all_poll_data(service: Service, caller: Caller) -> list[dict[str, Any]]:
+    require_role(caller, "reader")
+    return [_poll_json(p) for p in service.deps.run_store.get_all_poll_data()]
+
+
+def _poll_json(p: Any) -> dict[str, Any]:
+    return {
+        "queueName": p.task_type,
+        "domain": p.domain,
+        "workerId": p.worker_id,
+        "lastPollTime": p.last_poll_time,
+    }
+
+
+@router.get("/queue/sizes", summary="Pending tasks per type (all of a type's queues)")
+def queue_sizes(
+    handout: Handout,
+    caller: Caller,
+    taskType: Annotated[list[str] | None, Query()] = None,
+) -> dict[str, int]:
+    require_role(caller, "reader")
+    types = taskType or [r.name for r in handout.deps.run_store.list_task_defs()]
+    return handout.queue_sizes(types)
+
+
+@router.get("/external-storage-location", summary="Signed URL to read or write a payload")
+@router.get("/externalstoragelocation", include_in_schema=False)
+def external_storage_location(
+    service: Service,
+    caller: Caller,
+    operation: str,
+    payloadType: str,
+    path: str | None = None,
+    taskType: str | None = None,
+) -> dict[str, str]:
+    return service.storage_location(path, operation, payloadType, taskType, caller)
+
+
+@router.post(
+    "/{workflowId}/{taskRefName}/{status}",
+    response_class=PlainTextResponse,
+    summary="Complete or fail a task by reference name (HUMAN tasks; body = output)",
+)
+def update_by_ref(
+    results: Results,
+    caller: Caller,
+    workflowId: str,
+    taskRefName: str,
+    status: ResultStatus,
+    output: Annotated[dict[str, Any], Body()],
+    workerid: str | None = None,
+) -> str:
+    return results.update_by_ref(workflowId, taskRefName, status, output, workerid, caller)
+
+
+@router.post("/{taskId}/log", summary="Append a log line to a task")
+async def add_log(request: Request, service: Service, caller: Caller, taskId: str) -> Response:
+    raw = await request.body()
+    text = raw.decode("utf-8", errors="replace")
+    if "json" in request.headers.get("content-type", ""):
+        try:
+            value = json.loads(text)
+        except ValueError:
+            value = text
+        text = value if isinstance(value, str) else json.dumps(value)
+    await anyio.to_thread.run_sync(service.add_log, taskId, text, caller)
+    return Response(status_code=200)
+
+
+@router.get("/{taskId}/log", summary="Log lines of a task")
+def get_logs(service: Service, caller: Caller, taskId: str) -> list[dict[str, Any]]:
+    service.check_worker(taskId, caller) if not caller.can_read() else None
+    return [
+        {"taskId": entry.task_id, "log": entry.log, "createdTime": entry.created_time}
+        for entry in service.logs(taskId)
+    ]
+
+
+@router.get("/{taskId}", summary="A task by id")
+def get_task(service: Service, caller: Caller, taskId: str) -> dict[str, Any]:
+    task = service.get_task(taskId, caller)
+    if task is None:
+        raise not_found(f"task {taskId} not found")
+    return task

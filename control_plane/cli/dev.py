@@ -1,0 +1,239 @@
+"""``stepway dev``: the whole platform on one machine.
+
+The embedded durable backend, one engine process hosting the interpreter and its
+activities, and the control plane, in this process, over the embedded adapters (SQLite
+run store and queues, local payload directory) under ``--data-dir``. With
+``--with-workers`` the example code-area workers run as child processes and poll the Task
+API over HTTP like any remote worker.
+
+The embedded backend keeps orchestration state in memory: runs in flight do not survive a
+restart of ``stepway dev``. Their records are not left RUNNING: at start, runs the
+previous session left RUNNING or PAUSED are marked FAILED with that reason.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import uvicorn
+
+from control_plane.api.app import create_app
+from control_plane.deps import Deps, Settings
+from control_plane.services.metadata import MetadataService
+from engine.adapters.backend.config import BackendConfig
+from engine.adapters.backend.connect import start_worker, stop_worker
+from engine.adapters.backend.embedded import EmbeddedBackend
+from engine.adapters.queue_provisioning_sqlite import SqliteQueueProvisioner
+from engine.adapters.run_signals_durable import DurableRunSignals
+from engine.app.host import (
+    LocalSettings,
+    build_local_services,
+    make_engine_client,
+    make_engine_worker,
+)
+from engine.language.definitions import RunStatus
+from engine.language.loading import load_paths
+from engine.ports.run_store import RunQuery, RunUpdate
+from engine.runtime.services import EngineServices
+from workers.catalog import load_catalog
+
+LOST_REASON = (
+    "stepway dev was restarted while this run was in flight; the embedded backend keeps "
+    "orchestration state in memory, so the run cannot resume"
+)
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _payload_secret(data_dir: Path) -> str:
+    path = data_dir / "payload-secret"
+    if path.exists():
+        return path.read_text().strip()
+    value = secrets.token_hex(32)
+    path.touch(mode=0o600)
+    path.write_text(value)
+    return value
+
+
+def fail_lost_runs(services: EngineServices) -> int:
+    """Mark runs left RUNNING/PAUSED by a previous session FAILED. Returns how many."""
+    store = services.run_store
+    count = 0
+    while True:
+        found = store.search_runs(
+            RunQuery(statuses=[RunStatus.RUNNING, RunStatus.PAUSED], size=500)
+        )
+        if not found.results:
+            return count
+        now = _now_ms()
+        for run in found.results:
+            store.update_run(
+                run.workflow_id,
+                RunUpdate(
+                    status=RunStatus.FAILED, reason_for_incompletion=LOST_REASON, end_time=now
+                ),
+                now,
+            )
+            count += 1
+
+
+@dataclass
+class DevPlatform:
+    """The embedded platform, started and stopped as one."""
+
+    data_dir: Path
+    host: str = "127.0.0.1"
+    port: int = 8080
+    repo_root: Path = field(default_factory=Path.cwd)
+    backend: EmbeddedBackend = field(default_factory=EmbeddedBackend)
+    workers: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    registered: dict[str, list[str]] = field(default_factory=dict)
+
+    def start(self) -> Any:
+        """Start backend and engine; return the control plane ASGI app."""
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        address = self.backend.start()
+        config = BackendConfig.embedded(address)
+        self.services = build_local_services(
+            LocalSettings(
+                data_dir=self.data_dir,
+                payload_secret=_payload_secret(self.data_dir),
+                public_url=f"http://{self.host}:{self.port}",
+            ),
+            config,
+        )
+        self.lost_runs = fail_lost_runs(self.services)
+        self.engine = make_engine_worker(config, self.services)
+        start_worker(self.engine)
+        self.client = make_engine_client(config)
+        catalog_dir = self.repo_root / "workers"
+        catalog = load_catalog(catalog_dir) if catalog_dir.is_dir() else []
+        domains: dict[str, list[str]] = {}
+        for entry in catalog:
+            for task_type in entry.task_types:
+                domains.setdefault(task_type, []).extend(entry.domains)
+        settings = Settings(task_domains=domains)
+        deps = Deps(
+            run_store=self.services.run_store,
+            queue=self.services.queue,
+            provisioner=SqliteQueueProvisioner(self.data_dir / "queues.db"),
+            payloads=self.services.payloads,
+            signals=DurableRunSignals(self.client),
+        )
+        self.metadata = MetadataService(settings, deps)
+        self.catalog = catalog
+        return create_app(settings, deps)
+
+    def register_examples(self) -> None:
+        """Register the example task definitions, workflows and instruction texts."""
+        paths = [
+            p for p in (self.repo_root / "workers", self.repo_root / "definitions") if p.is_dir()
+        ]
+        if not paths:
+            return
+        loaded = load_paths(paths)
+        taskdefs = [i.data for i in loaded.items if i.kind == "taskdef"]
+        workflows = [i.data for i in loaded.items if i.kind == "workflow"]
+        if taskdefs:
+            self.metadata.register_task_defs(taskdefs)
+        if workflows:
+            self.metadata.register_workflows(workflows, single=False, create_only=False)
+        instructions = self.repo_root / "definitions" / "instructions"
+        if instructions.is_dir():
+            for text_file in sorted(instructions.glob("*.md")):
+                self.services.run_store.put_instruction(
+                    text_file.stem, 1, text_file.read_text(), _now_ms()
+                )
+        self.registered = {
+            "taskdefs": sorted(str(t["name"]) for t in taskdefs),
+            "workflows": sorted(str(w["name"]) for w in workflows),
+        }
+
+    def start_workers(self) -> None:
+        env = {
+            "STEPWAY_LOG_LEVEL": "WARNING",
+            **os.environ,
+            "STEPWAY_SERVER_URL": f"http://{self.host}:{self.port}",
+        }
+        for entry in self.catalog:
+            self.workers.append(
+                subprocess.Popen(
+                    [sys.executable, "-m", "stepway_worker", "--app", f"workers.{entry.name}"],
+                    env=env,
+                    cwd=self.repo_root,
+                )
+            )
+
+    def stop(self) -> None:
+        for proc in self.workers:
+            proc.terminate()
+        for proc in self.workers:
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        if hasattr(self, "engine"):
+            stop_worker(self.engine)
+        self.backend.stop()
+
+    def banner(self) -> str:
+        url = f"http://{self.host}:{self.port}"
+        lines = [
+            "Stepway is running (embedded: no cloud account).",
+            f"  control plane   {url}   (API docs: {url}/docs)",
+            f"  durable backend {self.backend.address} (in memory)",
+            f"  data            {self.data_dir}",
+        ]
+        if self.registered.get("workflows"):
+            lines.append("  workflows       " + ", ".join(self.registered["workflows"]))
+        if self.workers:
+            lines.append(f"  workers         {len(self.workers)} code-area worker processes")
+        if self.lost_runs:
+            lines.append(
+                f"  note            {self.lost_runs} run(s) of the previous session "
+                "were in flight and are now marked FAILED"
+            )
+        lines += [
+            "Runs in flight do not survive a restart of stepway dev.",
+            "Start an example run:",
+            "  uv run stepway run invoice_intake --input @docs/samples/invoice.json --wait",
+            "Press Ctrl-C to stop.",
+        ]
+        return "\n".join(lines)
+
+
+def serve(data_dir: Path, host: str, port: int, with_workers: bool) -> None:
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
+    for name in ("durabletask-worker", "durabletask-client", "durabletask"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+    from control_plane.cli.serve import is_loopback
+
+    if not is_loopback(host) and os.environ.get("STEPWAY_ALLOW_ANONYMOUS", "").lower() != "true":
+        # stepway dev has no authentication: every caller is admin, operator and worker
+        raise SystemExit(
+            f"stepway dev: refusing to listen on {host}: the embedded platform has no "
+            "authentication, so anyone who can reach it could run and change workflows. "
+            "Use 127.0.0.1, or set STEPWAY_ALLOW_ANONYMOUS=true if that is really intended."
+        )
+    platform = DevPlatform(data_dir=data_dir.resolve(), host=host, port=port)
+    try:
+        app = platform.start()
+        platform.register_examples()
+        server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning"))
+        if with_workers:
+            platform.start_workers()
+        print(platform.banner(), flush=True)
+        server.run()
+    finally:
+        platform.stop()
+        print("Stepway stopped.", flush=True)

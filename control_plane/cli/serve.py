@@ -1,0 +1,331 @@
+"""``stepway serve``: the control plane of a deployed environment, configured from
+environment variables (see docs/configuration.md).
+
+It builds :func:`control_plane.api.app.create_app` on the adapters the engine uses
+(:mod:`engine.app.azure_services`), the queue provisioner (Service Bus through ARM, or the
+SQLite queue file), the durable client as :class:`~control_plane.deps.DurableRunSignals`,
+and serves it with uvicorn on ``STEPWAY_HOST``:``STEPWAY_PORT``. uvicorn stops on SIGTERM
+and SIGINT after the requests in progress have finished.
+
+Authentication (``STEPWAY_AUTH_MODE``) defaults to ``entra``; ``none`` is refused unless
+the server listens on a loopback address or ``STEPWAY_ALLOW_ANONYMOUS=true`` says that
+anonymous admin access is intended.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+from typing import Any, Literal, cast
+
+from azure.core.credentials import TokenCredential
+from fastapi import FastAPI
+from pydantic import BaseModel, ConfigDict
+
+from control_plane.api.app import create_app
+from control_plane.deps import AuthMode, Deps, Settings
+from engine.adapters.backend.config import BackendConfig
+from engine.adapters.backend.connect import make_client
+from engine.adapters.queue_provisioning_azure import AzureQueueProvisioner
+from engine.adapters.queue_provisioning_sqlite import SqliteQueueProvisioner
+from engine.adapters.run_signals_durable import DurableRunSignals
+from engine.app.azure_services import (
+    build_credential,
+    build_payload_store,
+    build_queue,
+    build_run_store,
+)
+from engine.app.config import DataConfig, EnvReader, backend_from_env
+from engine.ports.queue_provisioning import QueueProvisioner
+
+__all__ = ["ServeConfig", "ServiceBusTarget", "build_control_plane", "is_loopback", "run"]
+
+log = logging.getLogger(__name__)
+
+_NAMESPACE_ID = re.compile(
+    r"^/subscriptions/(?P<subscription>[^/]+)/resourceGroups/(?P<group>[^/]+)/providers/"
+    r"Microsoft\.ServiceBus/namespaces/(?P<namespace>[^/]+)$",
+    re.IGNORECASE,
+)
+
+
+class ServiceBusTarget(BaseModel):
+    """Where the queue provisioner creates queues (ARM coordinates of the namespace)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    subscription_id: str
+    resource_group: str
+    namespace: str
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+class ServeConfig(BaseModel):
+    """Everything ``stepway serve`` is configured with."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    host: str = "0.0.0.0"
+    port: int = 8080
+    data: DataConfig
+    backend: BackendConfig
+    settings: Settings
+    #: Service Bus queues: where to create them; None with the SQLite queue
+    service_bus: ServiceBusTarget | None = None
+    log_level: str = "info"
+
+    @classmethod
+    def from_env(
+        cls,
+        environ: Mapping[str, str] | None = None,
+        *,
+        host: str | None = None,
+        port: int | None = None,
+    ) -> ServeConfig:
+        """Reads the control plane's variables; ``host``/``port`` (command line options)
+        override ``STEPWAY_HOST``/``STEPWAY_PORT``. Raises :class:`ConfigError` naming
+        every bad variable."""
+        env = EnvReader(environ)
+        host_value = host or env.text("STEPWAY_HOST", "0.0.0.0") or "0.0.0.0"
+        port_value = port if port is not None else env.integer("STEPWAY_PORT", 8080, minimum=1)
+        if port_value > 65535:
+            env.error("STEPWAY_PORT", f"not a TCP port: {port_value}")
+        data = DataConfig.read(env, default_port=port_value)
+        client_id = env.text("AZURE_CLIENT_ID")
+        backend = backend_from_env(env, client_id)
+        settings = _read_settings(env, host_value)
+        service_bus = None
+        if data is not None and data.queue is not None and data.queue.kind == "servicebus":
+            service_bus = _read_service_bus_target(env, data.queue.namespace_name or "")
+        log_level = env.choice("STEPWAY_LOG_LEVEL", ("debug", "info", "warning", "error"), "info")
+        env.raise_if_errors()
+        assert data is not None and backend is not None and settings is not None
+        return cls(
+            host=host_value,
+            port=port_value,
+            data=data,
+            backend=backend,
+            settings=settings,
+            service_bus=service_bus,
+            log_level=log_level or "info",
+        )
+
+
+def _read_settings(env: EnvReader, host: str) -> Settings | None:
+    mode = cast(AuthMode, env.choice("STEPWAY_AUTH_MODE", ("entra", "tokens", "none"), "entra"))
+    values: dict[str, Any] = {"auth_mode": mode}
+    if mode == "none":
+        anonymous_ok = env.flag("STEPWAY_ALLOW_ANONYMOUS", False)
+        if not is_loopback(host) and not anonymous_ok:
+            env.error(
+                "STEPWAY_AUTH_MODE",
+                f"'none' gives every caller admin rights; refused on {host} (not a loopback "
+                "address). Use entra or tokens, listen on 127.0.0.1 (STEPWAY_HOST), or set "
+                "STEPWAY_ALLOW_ANONYMOUS=true if that is really intended",
+            )
+    elif mode == "tokens":
+        raw = env.text("STEPWAY_TOKENS_FILE")
+        if raw is None:
+            env.error("STEPWAY_TOKENS_FILE", "required with STEPWAY_AUTH_MODE=tokens")
+        elif not Path(raw).is_file():
+            env.error("STEPWAY_TOKENS_FILE", f"no such file: {raw}")
+        else:
+            values["tokens_file"] = Path(raw)
+    elif mode == "entra":
+        tenant = env.text("STEPWAY_TENANT_ID")
+        issuer = env.https_url("STEPWAY_TOKEN_ISSUER", allow_loopback_http=False)
+        audience = env.items("STEPWAY_TOKEN_AUDIENCE")
+        if not tenant and not issuer:
+            env.error("STEPWAY_TENANT_ID", "required with STEPWAY_AUTH_MODE=entra")
+        if not audience:
+            env.error(
+                "STEPWAY_TOKEN_AUDIENCE",
+                "required with STEPWAY_AUTH_MODE=entra (the API's application id URI or "
+                "client id; several separated by commas)",
+            )
+        values.update(entra_tenant_id=tenant, entra_issuer=issuer, entra_audience=audience)
+        jwks_url = env.https_url("STEPWAY_JWKS_URL", allow_loopback_http=False)
+        if jwks_url:
+            values["entra_jwks_url"] = jwks_url
+        role_map = _string_map(env, "STEPWAY_ROLE_MAP")
+        if role_map is not None:
+            values["entra_role_map"] = role_map
+        workers = _list_map(env, "STEPWAY_WORKER_IDENTITIES")
+        if workers is not None:
+            values["entra_worker_task_types"] = workers
+    domains = _list_map(env, "STEPWAY_TASK_DOMAINS")
+    if domains is not None:
+        values["task_domains"] = domains
+    for var, key in (
+        ("STEPWAY_MAX_BODY_BYTES", "max_body_bytes"),
+        ("STEPWAY_SIGNED_URL_SECONDS", "signed_url_seconds"),
+        ("STEPWAY_MAX_CONCURRENT_POLLS", "max_concurrent_polls"),
+        ("STEPWAY_NO_WORKER_WARNING_MS", "no_worker_after_ms"),
+    ):
+        if env.has(var):
+            values[key] = env.integer(var, 1, minimum=1)
+    try:
+        return Settings(**values)
+    except ValueError as exc:  # pragma: no cover - shapes are checked above
+        env.error("STEPWAY_AUTH_MODE", str(exc))
+        return None
+
+
+def _string_map(env: EnvReader, name: str) -> dict[str, str] | None:
+    value = env.json_value(name)
+    if value is None:
+        return None
+    if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+        env.error(name, 'expected a JSON object of strings, e.g. {"Stepway.Admin": "admin"}')
+        return None
+    return {str(k): v for k, v in value.items()}
+
+
+def _list_map(env: EnvReader, name: str) -> dict[str, list[str]] | None:
+    value = env.json_value(name)
+    if value is None:
+        return None
+    if not isinstance(value, dict) or not all(
+        isinstance(v, list) and all(isinstance(i, str) for i in v) for v in value.values()
+    ):
+        env.error(name, 'expected a JSON object of string lists, e.g. {"<id>": ["type_a"]}')
+        return None
+    return {str(k): list(v) for k, v in value.items()}
+
+
+def _read_service_bus_target(env: EnvReader, namespace: str) -> ServiceBusTarget | None:
+    resource_id = env.text("STEPWAY_SERVICEBUS_RESOURCE_ID")
+    if resource_id is not None:
+        match = _NAMESPACE_ID.match(resource_id)
+        if match is None:
+            env.error(
+                "STEPWAY_SERVICEBUS_RESOURCE_ID",
+                "expected /subscriptions/<id>/resourceGroups/<group>/providers/"
+                "Microsoft.ServiceBus/namespaces/<namespace>",
+            )
+            return None
+        if match["namespace"].lower() != namespace.lower():
+            env.error(
+                "STEPWAY_SERVICEBUS_RESOURCE_ID",
+                f"names namespace {match['namespace']!r} but STEPWAY_QUEUE is {namespace!r}",
+            )
+            return None
+        return ServiceBusTarget(
+            subscription_id=match["subscription"],
+            resource_group=match["group"],
+            namespace=match["namespace"],
+        )
+    subscription = env.text("STEPWAY_SUBSCRIPTION_ID")
+    group = env.text("STEPWAY_RESOURCE_GROUP")
+    if not subscription or not group:
+        env.error(
+            "STEPWAY_SERVICEBUS_RESOURCE_ID",
+            "required with a Service Bus queue (to create queues when task definitions are "
+            "registered); or set STEPWAY_SUBSCRIPTION_ID and STEPWAY_RESOURCE_GROUP",
+        )
+        return None
+    return ServiceBusTarget(subscription_id=subscription, resource_group=group, namespace=namespace)
+
+
+@dataclass
+class ControlPlane:
+    """The app and what must be closed when it stops."""
+
+    app: FastAPI
+    deps: Deps
+    client: Any
+
+    def close(self) -> None:
+        close = getattr(self.client, "close", None)
+        if callable(close):
+            close()
+        store_close = getattr(self.deps.run_store, "close", None)
+        if callable(store_close):
+            store_close()
+
+
+def build_provisioner(config: ServeConfig, credential: TokenCredential) -> QueueProvisioner:
+    queue = config.data.queue
+    assert queue is not None
+    if queue.kind == "sqlite":
+        assert queue.path is not None
+        return SqliteQueueProvisioner(queue.path)
+    target = config.service_bus
+    assert target is not None
+    return AzureQueueProvisioner(
+        credential, target.subscription_id, target.resource_group, target.namespace
+    )
+
+
+def build_control_plane(
+    config: ServeConfig,
+    *,
+    credential: TokenCredential | None = None,
+    client: Any = None,
+) -> ControlPlane:
+    """The control plane app on the configured adapters (``credential``/``client``
+    override the configured ones: tests)."""
+    data = config.data
+    if credential is None:
+        credential = build_credential(data)
+    store = build_run_store(data.run_store, credential)
+    queue = build_queue(data, credential)
+    assert queue is not None
+    if client is None:
+        client = make_client(config.backend)
+    deps = Deps(
+        run_store=store,
+        queue=queue,
+        provisioner=build_provisioner(config, credential),
+        payloads=build_payload_store(data, credential),
+        signals=DurableRunSignals(client),
+    )
+    return ControlPlane(app=create_app(config.settings, deps), deps=deps, client=client)
+
+
+def run(config: ServeConfig) -> None:
+    """Serve until SIGTERM/SIGINT, then finish the requests in progress and return (the
+    process exits 0: uvicorn would re-raise the signal after its graceful shutdown)."""
+    import uvicorn
+
+    class _Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+            super().handle_exit(sig, frame)
+            captured = getattr(self, "_captured_signals", None)
+            if isinstance(captured, list):
+                captured.clear()
+
+    plane = build_control_plane(config)
+    log.warning(
+        "stepway control plane on %s:%d (auth %s, backend %s, run store %s)",
+        config.host,
+        config.port,
+        config.settings.auth_mode,
+        config.backend.kind,
+        config.data.run_store.redacted(),
+    )
+    level = cast(Literal["debug", "info", "warning", "error"], config.log_level)
+    try:
+        _Server(
+            uvicorn.Config(
+                plane.app,
+                host=config.host,
+                port=config.port,
+                log_level=level,
+            )
+        ).run()
+    finally:
+        plane.close()

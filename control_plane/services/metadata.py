@@ -1,0 +1,247 @@
+"""Registering task definitions (with their queues) and workflow definitions.
+
+Everything is validated first and reported at once (400 with a path per problem);
+then the queues are provisioned; then the definitions are stored. A dry run computes
+the same plan (what would be created, updated or left unchanged, queues included)
+and writes nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import ValidationError
+
+from control_plane.api.errors import ApiError, conflict, not_found
+from control_plane.deps import Deps, Settings
+from engine.language.definitions import TaskDef, TaskType, WorkflowDef
+from engine.language.validation import ValidationIssue, validate_task_def, validate_workflow
+from engine.ports.queue_provisioning import (
+    ProvisionOutcome,
+    plan_update,
+    queue_names,
+    queue_settings_for_taskdef,
+)
+
+Action = Literal["create", "update", "unchanged"]
+
+
+def _issues_at(prefix: str, issues: list[ValidationIssue]) -> list[tuple[str, str]]:
+    out: list[tuple[str, str]] = []
+    for issue in issues:
+        path = issue.path
+        full = prefix + path[1:] if path.startswith("$") else f"{prefix}.{path}"
+        out.append((full, issue.message))
+    return out
+
+
+def _invalid(what: str, issues: list[tuple[str, str]]) -> ApiError:
+    summary = "; ".join(f"{p}: {m}" for p, m in issues[:3])
+    more = f" (and {len(issues) - 3} more)" if len(issues) > 3 else ""
+    return ApiError(400, f"invalid {what}: {summary}{more}", validation_errors=issues)
+
+
+class MetadataService:
+    def __init__(self, settings: Settings, deps: Deps) -> None:
+        self.settings = settings
+        self.deps = deps
+
+    # --- task definitions -------------------------------------------------------------
+
+    def _parse_task_defs(self, items: list[Any], single: bool) -> list[TaskDef]:
+        issues: list[tuple[str, str]] = []
+        parsed: list[TaskDef] = []
+        seen: dict[str, int] = {}
+        for i, item in enumerate(items):
+            prefix = "$" if single else f"$[{i}]"
+            if not isinstance(item, dict):
+                issues.append((prefix, "a task definition must be a JSON object"))
+                continue
+            problems = validate_task_def(item)
+            if problems:
+                issues += _issues_at(prefix, problems)
+                continue
+            td = TaskDef.model_validate(item)
+            if td.name.lower() in seen:
+                issues.append(
+                    (
+                        f"{prefix}.name",
+                        f"task definition {td.name!r} is also at $[{seen[td.name.lower()]}]",
+                    )
+                )
+                continue
+            seen[td.name.lower()] = i
+            parsed.append(td)
+        if issues:
+            raise _invalid("task definition" if single else "task definitions", issues)
+        return parsed
+
+    def _queue_plan(self, td: TaskDef) -> list[dict[str, Any]]:
+        desired = queue_settings_for_taskdef(td)
+        plan: list[dict[str, Any]] = []
+        for name in queue_names(td.name, self.settings.task_domains.get(td.name, [])):
+            current = self.deps.provisioner.get_queue(name)
+            if current is None:
+                plan.append({"name": name, "action": "create"})
+                continue
+            _, changed, frozen = plan_update(current, desired)
+            entry: dict[str, Any] = {"name": name, "action": "update" if changed else "unchanged"}
+            if changed:
+                entry["changed"] = list(changed)
+            if frozen:
+                entry["notChangeable"] = list(frozen)
+            plan.append(entry)
+        return plan
+
+    def register_task_defs(
+        self, items: list[Any], *, single: bool = False, dry_run: bool = False
+    ) -> dict[str, Any]:
+        parsed = self._parse_task_defs(items, single)
+        report: list[dict[str, Any]] = []
+        for td in parsed:
+            data = td.to_json_dict()
+            existing = self.deps.run_store.get_task_def(td.name)
+            action: Action = (
+                "create"
+                if existing is None
+                else "unchanged"
+                if existing.definition == data
+                else "update"
+            )
+            report.append({"name": td.name, "action": action, "queues": self._queue_plan(td)})
+        if dry_run:
+            return {"dryRun": True, "taskDefs": report}
+        # queues first: a stored task definition always has its queues
+        for td, entry in zip(parsed, report, strict=True):
+            desired = queue_settings_for_taskdef(td)
+            queues = []
+            for name in queue_names(td.name, self.settings.task_domains.get(td.name, [])):
+                result = self.deps.provisioner.ensure_queue(name, desired)
+                queues.append(
+                    {
+                        "name": name,
+                        "action": {
+                            ProvisionOutcome.CREATED: "create",
+                            ProvisionOutcome.UPDATED: "update",
+                            ProvisionOutcome.UNCHANGED: "unchanged",
+                        }[result.outcome],
+                        **({"changed": list(result.changed)} if result.changed else {}),
+                        **(
+                            {"notChangeable": list(result.not_changeable)}
+                            if result.not_changeable
+                            else {}
+                        ),
+                    }
+                )
+            entry["queues"] = queues
+        now = self.deps.clock()
+        for td, entry in zip(parsed, report, strict=True):
+            if entry["action"] != "unchanged":
+                self.deps.run_store.put_task_def(td.name, td.to_json_dict(), now)
+        return {"dryRun": False, "taskDefs": report}
+
+    def get_task_def(self, name: str) -> dict[str, Any]:
+        record = self.deps.run_store.get_task_def(name)
+        if record is None:
+            raise not_found(f"task definition {name!r} not found")
+        return record.definition
+
+    def list_task_defs(self) -> list[dict[str, Any]]:
+        return [r.definition for r in self.deps.run_store.list_task_defs()]
+
+    def delete_task_def(self, name: str) -> None:
+        if self.deps.run_store.get_task_def(name) is None:
+            raise not_found(f"task definition {name!r} not found")
+        users = sorted(
+            f"{r.name} v{r.version}"
+            for r in self.deps.run_store.list_definitions()
+            if name in self._worker_types(r.definition)
+        )
+        if users:
+            raise conflict(
+                f"task definition {name!r} is used by {', '.join(users[:5])}; delete or "
+                "update those definitions first"
+            )
+        self.deps.run_store.delete_task_def(name)
+
+    @staticmethod
+    def _worker_types(definition: dict[str, Any]) -> set[str]:
+        try:
+            wf = WorkflowDef.model_validate(definition)
+        except ValidationError:
+            return set()
+        return {loc.task.name for loc in wf.walk() if loc.task.type == TaskType.WORKER}
+
+    # --- workflow definitions ---------------------------------------------------------
+
+    def _registered_task_defs(self) -> dict[str, TaskDef]:
+        return {
+            r.name: TaskDef.model_validate(r.definition)
+            for r in self.deps.run_store.list_task_defs()
+        }
+
+    def parse_workflows(self, items: list[Any], single: bool) -> list[WorkflowDef]:
+        task_defs = self._registered_task_defs()
+        issues: list[tuple[str, str]] = []
+        parsed: list[WorkflowDef] = []
+        seen: dict[tuple[str, int], int] = {}
+        for i, item in enumerate(items):
+            prefix = "$" if single else f"$[{i}]"
+            if not isinstance(item, dict):
+                issues.append((prefix, "a workflow definition must be a JSON object"))
+                continue
+            problems = validate_workflow(item, task_defs)
+            if problems:
+                issues += _issues_at(prefix, problems)
+                continue
+            wf = WorkflowDef.model_validate(item)
+            key = (wf.name, wf.version)
+            if key in seen:
+                issues.append(
+                    (f"{prefix}.version", f"{wf.name} v{wf.version} is also at $[{seen[key]}]")
+                )
+                continue
+            seen[key] = i
+            parsed.append(wf)
+        if issues:
+            raise _invalid("workflow definition" if single else "workflow definitions", issues)
+        return parsed
+
+    def register_workflows(
+        self, items: list[Any], *, single: bool, create_only: bool, dry_run: bool = False
+    ) -> dict[str, Any]:
+        parsed = self.parse_workflows(items, single)
+        report: list[dict[str, Any]] = []
+        for wf in parsed:
+            data = wf.to_json_dict()
+            existing = self.deps.run_store.get_definition(wf.name, wf.version)
+            if existing is not None and create_only:
+                raise conflict(f"workflow {wf.name!r} version {wf.version} already exists")
+            action: Action = (
+                "create"
+                if existing is None
+                else "unchanged"
+                if existing.definition == data
+                else "update"
+            )
+            report.append({"name": wf.name, "version": wf.version, "action": action})
+        if not dry_run:
+            now = self.deps.clock()
+            for wf, entry in zip(parsed, report, strict=True):
+                if entry["action"] != "unchanged":
+                    self.deps.run_store.put_definition(wf.name, wf.version, wf.to_json_dict(), now)
+        return {"dryRun": dry_run, "workflows": report}
+
+    def get_workflow(self, name: str, version: int | None) -> dict[str, Any]:
+        record = self.deps.run_store.get_definition(name, version)
+        if record is None:
+            which = f" version {version}" if version is not None else ""
+            raise not_found(f"workflow definition {name!r}{which} not found")
+        return record.definition
+
+    def list_workflows(self) -> list[dict[str, Any]]:
+        return [r.definition for r in self.deps.run_store.list_definitions()]
+
+    def delete_workflow(self, name: str, version: int) -> None:
+        if not self.deps.run_store.delete_definition(name, version):
+            raise not_found(f"workflow definition {name!r} version {version} not found")

@@ -1,0 +1,164 @@
+"""Task hand-out: a worker's long poll takes messages from the type's queues.
+
+Receive from ``<type>-high`` then ``<type>`` (or only ``<domain>-<type>``), drop stale
+messages (row missing, terminal or at another attempt), take a concurrency slot and a
+rate token (at a limit the message is requeued with a delay), take the lease and move the
+row to IN_PROGRESS in one transaction (``start_task``), raise ``<taskId>.started`` on the
+run, defer the message, and return Conductor Task JSON. The protocol is
+docs/architecture.md, "The worker-task protocol".
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from control_plane.api.errors import ApiError, bad_request
+from control_plane.services.task_support import TaskSupport
+from control_plane.services.wire import task_json
+from engine.language.definitions import TaskDef
+from engine.ports.queue import (
+    MessageLockLost,
+    QueueError,
+    QueueMessage,
+    QueueNotFound,
+)
+from engine.ports.queue_provisioning import queue_names
+from protocol.events import TaskStartedEvent, started_event
+from protocol.messages import TaskMessage
+from protocol.queues import poll_queues
+
+log = logging.getLogger(__name__)
+
+
+class TaskHandout(TaskSupport):
+    def poll(
+        self,
+        task_type: str,
+        worker_id: str,
+        domain: str | None,
+        count: int,
+        timeout_ms: int,
+    ) -> list[dict[str, Any]]:
+        td = self.taskdefs.registered(task_type)
+        self.deps.run_store.record_poll(task_type, domain, worker_id, self.deps.clock())
+        queues = poll_queues(task_type, domain)
+        deadline = time.monotonic() + timeout_ms / 1000
+        limit = td.concurrent_exec_limit or 0
+        handed: list[dict[str, Any]] = []
+        first = True
+        while True:
+            remaining = deadline - time.monotonic()
+            want = count - len(handed)
+            if limit > 0:
+                want = min(want, limit - self.deps.run_store.concurrency_in_use(task_type))
+            if want <= 0:
+                # every slot is taken: wait for one to free instead of receiving messages
+                # only to requeue them
+                if handed or remaining <= 0:
+                    break
+                time.sleep(min(0.1, remaining))
+                first = False
+                continue
+            for i, queue in enumerate(queues):
+                last = i == len(queues) - 1
+                wait = 0.0 if (first or not last) else max(0.0, min(remaining, 0.5))
+                try:
+                    messages = self.deps.queue.receive(
+                        queue, max_messages=want, max_wait_seconds=wait, lock_seconds=60.0
+                    )
+                except QueueNotFound:
+                    if domain:
+                        raise bad_request(
+                            f"no queue {queue!r}: domain {domain!r} is not declared for "
+                            f"task type {task_type!r}",
+                            "domain",
+                        ) from None
+                    raise ApiError(
+                        503,
+                        f"queue {queue!r} does not exist; re-register the task definition",
+                        retryable=True,
+                    ) from None
+                for message in messages:
+                    task = self._hand_out(td, task_type, worker_id, queue, message)
+                    if task is not None:
+                        handed.append(task)
+                want = count - len(handed)
+                if want <= 0:
+                    break
+            first = False
+            if handed or time.monotonic() >= deadline:
+                break
+        return handed
+
+    def _hand_out(
+        self, td: TaskDef, task_type: str, worker_id: str, queue: str, message: QueueMessage
+    ) -> dict[str, Any] | None:
+        store, q = self.deps.run_store, self.deps.queue
+        try:
+            body = TaskMessage.model_validate(message.json())
+        except (ValueError, TypeError):
+            log.warning("dead-lettering malformed message %s on %s", message.message_id, queue)
+            q.dead_letter(queue, message, "MalformedMessage", "not a task message")
+            return None
+        task_id, attempt = body.task_id, body.attempt
+        row = store.get_task(task_id)
+        if row is None or row.attempt != attempt or row.status.is_terminal:
+            q.complete(queue, message)  # stale: the task no longer waits for this attempt
+            return None
+        now = self.deps.clock()
+        if not store.try_acquire_concurrency(task_type, td.concurrent_exec_limit or 0):
+            q.requeue(queue, message, self.settings.limit_requeue_delay_seconds)
+            return None
+        per, freq = td.rate_limit_per_frequency or 0, td.rate_limit_frequency_in_seconds or 0
+        if per > 0 and freq > 0 and not store.try_acquire_rate(task_type, per, freq, now):
+            store.release_concurrency(task_type)
+            q.requeue(queue, message, self.settings.limit_requeue_delay_seconds)
+            return None
+        started = store.start_task(
+            task_id,
+            attempt,
+            worker_id,
+            lease_expires_at=now + td.response_timeout_seconds * 1000,
+            now=now,
+            sequence_number=message.sequence_number,
+            queue_name=queue,
+        )
+        if started is None:  # stale after all, or a duplicate of a task handed out already
+            store.release_concurrency(task_type)
+            q.complete(queue, message)
+            return None
+        self._signal(
+            started.workflow_id,
+            started_event(task_id),
+            TaskStartedEvent(attempt=attempt, worker_id=worker_id, start_time=now).payload(),
+        )
+        try:
+            q.defer(queue, message)
+        except MessageLockLost:
+            log.warning("lost the lock of %s before deferring it", message.message_id)
+        return task_json(
+            started,
+            task_type=task_type,
+            input_data=self._input_of(started),
+            workflow_type=body.workflow_type,
+            correlation_id=body.correlation_id,
+            priority=body.priority,
+            response_timeout_seconds=td.response_timeout_seconds,
+        )
+
+    # --- update -----------------------------------------------------------------------
+
+    def queue_sizes(self, task_types: list[str]) -> dict[str, int]:
+        sizes: dict[str, int] = {}
+        for task_type in task_types:
+            total = 0
+            for queue in queue_names(task_type, self.settings.task_domains.get(task_type, [])):
+                try:
+                    depth = self.deps.queue.depth(queue)
+                except QueueError:
+                    continue
+                total += depth.active + depth.scheduled
+            sizes[task_type] = total
+        return sizes

@@ -1,0 +1,405 @@
+"""Task results: a worker (or an operator, for HUMAN tasks) posts the outcome of a task.
+
+Accepted only from the holder of the current attempt's lease (or, for a SCHEDULED task,
+from any worker of the type that never polled it: the Azure Functions worker shape). A
+result without ``workerId`` (optional in Conductor's TaskResult) is taken as the lease
+holder's; such a worker is then told apart from a later holder of the same task only by
+the ``attempt`` extension or by its lease having expired. The row write is the point of
+acceptance; it is monotonic, so of two identical posts only one raises the result event.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+from control_plane.api.errors import ApiError, bad_request, conflict, forbidden, not_found
+from control_plane.auth import Principal
+from control_plane.services.task_support import WORKER, TaskSupport
+from control_plane.services.wire import task_type_name
+from engine.ports.payload_store import (
+    PayloadError,
+    PayloadKind,
+    PayloadTooLarge,
+    check_size,
+    offload_if_large,
+    validate_reference,
+)
+from engine.ports.queue import (
+    MessageNotFound,
+    QueueError,
+)
+from engine.ports.run_store import Lease, TaskRecord, TaskStatus, TaskUpdate
+from engine.runtime.settlement import MessageSettlement
+from protocol.events import TaskResultEvent, TaskStartedEvent, result_event, started_event
+from protocol.messages import TaskMessage, callback_message_id
+from protocol.payload_keys import OUTPUT_REF, UPLOAD_PREFIX, task_output_key
+
+log = logging.getLogger(__name__)
+
+ResultStatus = Literal["COMPLETED", "FAILED", "FAILED_WITH_TERMINAL_ERROR", "IN_PROGRESS"]
+TERMINAL_RESULTS = ("COMPLETED", "FAILED", "FAILED_WITH_TERMINAL_ERROR")
+
+
+class _Wire(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
+
+
+class TaskExecLogIn(_Wire):
+    log: str
+    task_id: str | None = None
+    created_time: int | None = None
+
+
+class TaskResultIn(_Wire):
+    """Conductor's TaskResult (the fields Stepway reads)."""
+
+    workflow_instance_id: str | None = None
+    task_id: str = Field(min_length=1)
+    status: ResultStatus
+    output_data: dict[str, Any] | None = None
+    reason_for_incompletion: str | None = None
+    callback_after_seconds: int = Field(default=0, ge=0)
+    extend_lease: bool = False
+    logs: list[TaskExecLogIn | str] = Field(default_factory=list)
+    external_output_payload_storage_path: str | None = None
+    worker_id: str | None = None
+    #: Stepway extension: the attempt the result is for (from the message body); a
+    #: result for another attempt than the task's current one is refused.
+    attempt: int | None = Field(default=None, ge=1)
+
+
+@dataclass(frozen=True)
+class UpdateOutcome:
+    task_id: str
+    task_type: str
+    domain: str | None
+    #: False for a repeated identical post (nothing written, no event)
+    applied: bool
+    #: the worker the result was accepted from (its ``workerId``, else the lease holder)
+    worker_id: str | None = None
+
+
+class TaskResults(TaskSupport):
+    def update(self, result: TaskResultIn, caller: Principal) -> UpdateOutcome:
+        store = self.deps.run_store
+        row = store.get_task(result.task_id)
+        if row is None:
+            raise not_found(f"task {result.task_id} not found")
+        if result.workflow_instance_id and result.workflow_instance_id != row.workflow_id:
+            raise bad_request(
+                f"task {row.task_id} belongs to workflow {row.workflow_id}, not "
+                f"{result.workflow_instance_id}",
+                "$.workflowInstanceId",
+            )
+        task_type = task_type_name(row)
+        if row.task_type != WORKER:
+            return self._complete_non_worker(row, result, caller)
+        if not caller.serves(task_type):
+            raise forbidden(f"{caller.name} is not a worker of task type {task_type!r}")
+        lease = store.get_lease(row.task_id, row.attempt)
+        # workerId is optional in Conductor's TaskResult (the official SDKs leave it out
+        # of a TaskResult the worker function builds itself): such a result is the
+        # lease holder's, whoever polled this attempt with whatever workerid.
+        worker_id = result.worker_id or (lease.worker_id if lease is not None else caller.name)
+        now = self.deps.clock()
+        outcome = UpdateOutcome(row.task_id, task_type, row.domain, True, worker_id)
+        repeated = UpdateOutcome(row.task_id, task_type, row.domain, False, worker_id)
+
+        if result.attempt is not None and result.attempt != row.attempt:
+            raise conflict(f"task {row.task_id} is at attempt {row.attempt}, not {result.attempt}")
+        if row.status.is_terminal:
+            if self._same_result(row, result, worker_id):
+                return repeated
+            raise conflict(f"task {row.task_id} is already {row.status.value}")
+
+        holds = (
+            lease is not None
+            and lease.worker_id == worker_id
+            and not lease.released
+            and lease.expires_at > now
+        )
+        if not holds:
+            if (
+                result.status == "IN_PROGRESS"
+                and row.status == TaskStatus.IN_PROGRESS
+                and lease is not None
+                and lease.released
+                and lease.worker_id == worker_id
+                and row.callback_after_seconds == result.callback_after_seconds
+            ):
+                return repeated  # the same callback posted again
+            if self._held_earlier_attempt(row, worker_id):
+                raise conflict(
+                    f"{worker_id} held an earlier attempt of task {row.task_id}; it is now at "
+                    f"attempt {row.attempt}"
+                )
+            if row.status == TaskStatus.SCHEDULED and (
+                lease is None or lease.released or lease.expires_at <= now
+            ):
+                lease = self._start_unpolled(row, task_type, worker_id, now)
+            else:
+                why = (
+                    "its lease expired"
+                    if lease and lease.worker_id == worker_id
+                    else ("another worker holds it" if lease else "it was not handed out to it")
+                )
+                raise conflict(
+                    f"{worker_id} may not update task {row.task_id} attempt {row.attempt}: {why}"
+                )
+        assert lease is not None
+        for entry in result.logs:
+            text = entry if isinstance(entry, str) else entry.log
+            store.append_task_log(row.task_id, text, now)
+
+        if result.status == "IN_PROGRESS":
+            self._in_progress(row, result, lease, task_type, worker_id, now)
+            return outcome
+
+        output, output_ref = self._store_output(row, result, task_type, caller)
+        applied = store.update_task(
+            row.task_id,
+            row.attempt,
+            TaskUpdate(
+                status=TaskStatus(result.status),
+                output_data=output,
+                output_ref=output_ref,
+                reason_for_incompletion=result.reason_for_incompletion,
+                worker_id=worker_id,
+                end_time=now,
+            ),
+            now,
+        )
+        if not applied:
+            current = store.get_task(row.task_id)
+            if current is not None and self._same_result(current, result, worker_id):
+                return repeated
+            raise conflict(f"task {row.task_id} attempt {row.attempt} changed meanwhile")
+        if lease.sequence_number is not None:
+            store.release_concurrency(task_type)
+        if result.status == "COMPLETED":
+            # nothing is left to decide: the message is done (a failed attempt's message
+            # is the engine's to complete for a retry or dead-letter)
+            MessageSettlement(store, self.deps.queue).settle(lease)
+        store.release_lease(row.task_id, row.attempt, worker_id)
+        event = TaskResultEvent(
+            attempt=row.attempt,
+            status=result.status,
+            output=output if output_ref is None else {OUTPUT_REF: output_ref},
+            reason=result.reason_for_incompletion,
+            worker_id=worker_id,
+            output_ref=output_ref,
+        )
+        if not self._signal(row.workflow_id, result_event(row.task_id), event.payload()):
+            raise ApiError(
+                503,
+                f"the result of task {row.task_id} was recorded but the run could not be signalled",
+                retryable=False,
+            )
+        return outcome
+
+    def _held_earlier_attempt(self, row: TaskRecord, worker_id: str) -> bool:
+        for attempt in range(row.attempt - 1, 0, -1):
+            earlier = self.deps.run_store.get_lease(row.task_id, attempt)
+            if earlier is not None and earlier.worker_id == worker_id:
+                return True
+        return False
+
+    @staticmethod
+    def _same_result(row: TaskRecord, result: TaskResultIn, worker_id: str) -> bool:
+        if row.status.value != result.status or row.worker_id != worker_id:
+            return False
+        if row.output_ref is not None:
+            return True
+        return bool((row.output_data or {}) == (result.output_data or {}))
+
+    def _start_unpolled(self, row: TaskRecord, task_type: str, worker_id: str, now: int) -> Lease:
+        """A worker that got the task another way (a Service Bus trigger) posts first."""
+        td = self.taskdefs.get(task_type)
+        rto = td.response_timeout_seconds if td is not None else 3600
+        started = self.deps.run_store.start_task(
+            row.task_id, row.attempt, worker_id, lease_expires_at=now + rto * 1000, now=now
+        )
+        lease = self.deps.run_store.get_lease(row.task_id, row.attempt)
+        if started is None or lease is None:
+            raise conflict(f"task {row.task_id} attempt {row.attempt} was handed out meanwhile")
+        self._signal(
+            row.workflow_id,
+            started_event(row.task_id),
+            TaskStartedEvent(attempt=row.attempt, worker_id=worker_id, start_time=now).payload(),
+        )
+        return lease
+
+    def _in_progress(
+        self,
+        row: TaskRecord,
+        result: TaskResultIn,
+        lease: Lease,
+        task_type: str,
+        worker_id: str,
+        now: int,
+    ) -> None:
+        store = self.deps.run_store
+        update = TaskUpdate(
+            status=TaskStatus.IN_PROGRESS,
+            callback_after_seconds=result.callback_after_seconds,
+        )
+        if result.output_data is not None:
+            update.output_data = result.output_data
+        if not store.update_task(row.task_id, row.attempt, update, now):
+            raise conflict(f"task {row.task_id} attempt {row.attempt} changed meanwhile")
+        if result.callback_after_seconds > 0:
+            if lease.sequence_number is not None:
+                store.release_concurrency(task_type)
+            store.release_lease(row.task_id, row.attempt, worker_id)
+            self._requeue(row, lease, task_type, result.callback_after_seconds)
+            return
+        if result.extend_lease:
+            td = self.taskdefs.get(task_type)
+            rto = td.response_timeout_seconds if td is not None else 3600
+            store.release_lease(row.task_id, row.attempt, worker_id)
+            store.acquire_lease(
+                row.task_id,
+                row.attempt,
+                worker_id,
+                expires_at=now + rto * 1000,
+                now=now,
+                sequence_number=lease.sequence_number,
+                queue_name=lease.queue_name,
+            )
+            # a new startTime re-arms the run's response timeout
+            self._signal(
+                row.workflow_id,
+                started_event(row.task_id),
+                TaskStartedEvent(
+                    attempt=row.attempt, worker_id=worker_id, start_time=now
+                ).payload(),
+            )
+
+    def _requeue(self, row: TaskRecord, lease: Lease, task_type: str, delay: int) -> None:
+        q = self.deps.queue
+        if lease.sequence_number is not None and lease.queue_name:
+            try:
+                for message in q.receive_deferred(lease.queue_name, [lease.sequence_number]):
+                    q.requeue(lease.queue_name, message, float(delay))
+                return
+            except (MessageNotFound, QueueError):
+                log.info("deferred message of %s is gone; sending a new one", row.task_id)
+        queue = row.queue_name or task_type
+        run = self.deps.run_store.get_run(row.workflow_id)
+        resent = TaskMessage(
+            task_id=row.task_id,
+            workflow_id=row.workflow_id,
+            workflow_type=run.name if run else None,
+            correlation_id=run.correlation_id if run else None,
+            task_ref=row.reference_task_name,
+            task_type=task_type,
+            attempt=row.attempt,
+            priority=run.priority if run else 0,
+            domain=row.domain,
+            input=row.input_data if row.input_ref is None else None,
+            input_ref=row.input_ref,
+        )
+        q.send(
+            queue,
+            resent.body(),
+            message_id=callback_message_id(row.task_id, row.attempt),
+            scheduled_enqueue_time=datetime.now(UTC) + timedelta(seconds=delay),
+        )
+
+    def _store_output(
+        self, row: TaskRecord, result: TaskResultIn, task_type: str, caller: Principal
+    ) -> tuple[Any, str | None]:
+        path = result.external_output_payload_storage_path
+        if path:
+            try:
+                validate_reference(path)
+            except ValueError:
+                raise bad_request(
+                    f"invalid payload path {path!r}", "$.externalOutputPayloadStoragePath"
+                ) from None
+            if not caller.all_types and not path.startswith(f"{UPLOAD_PREFIX}/{task_type}/"):
+                raise forbidden(
+                    f"{caller.name} may only reference payloads under {UPLOAD_PREFIX}/{task_type}/"
+                )
+            store = self._payloads()
+            try:
+                size = len(store.get(path))
+                check_size(f"output of task {row.task_id}", size, store.limits)
+            except PayloadTooLarge as exc:
+                raise ApiError(413, str(exc)) from None
+            except PayloadError:
+                raise bad_request(
+                    f"no payload at {path!r}", "$.externalOutputPayloadStoragePath"
+                ) from None
+            return None, path
+        output = result.output_data or {}
+        if self.deps.payloads is None:
+            return output, None
+        try:
+            return offload_if_large(
+                self.deps.payloads,
+                PayloadKind.TASK_OUTPUT,
+                task_output_key(row.workflow_id, row.task_id, row.attempt),
+                output,
+            )
+        except PayloadTooLarge as exc:
+            raise ApiError(413, str(exc), validation_errors=[("$.outputData", str(exc))]) from None
+
+    def _complete_non_worker(
+        self, row: TaskRecord, result: TaskResultIn, caller: Principal
+    ) -> UpdateOutcome:
+        """HUMAN/WAIT and other engine tasks completed from outside: operator only.
+        The interpreter records the row when it applies the event."""
+        if not caller.has_role("operator"):
+            raise forbidden(f"{caller.name} lacks the 'operator' role to complete {row.task_type}")
+        if row.status.is_terminal:
+            raise conflict(f"task {row.task_id} is already {row.status.value}")
+        if result.status == "IN_PROGRESS":
+            raise bad_request(f"a {row.task_type} task can only be completed or failed", "$.status")
+        worker_id = result.worker_id or caller.name
+        event = TaskResultEvent(
+            attempt=row.attempt,
+            status=result.status,
+            output=result.output_data or {},
+            reason=result.reason_for_incompletion,
+            worker_id=worker_id,
+        )
+        if not self._signal(row.workflow_id, result_event(row.task_id), event.payload()):
+            raise ApiError(503, "the run could not be signalled", retryable=True)
+        return UpdateOutcome(row.task_id, row.task_type, row.domain, True)
+
+    def update_by_ref(
+        self,
+        workflow_id: str,
+        ref: str,
+        status: ResultStatus,
+        output: dict[str, Any],
+        worker_id: str | None,
+        caller: Principal,
+    ) -> str:
+        rows = [
+            r for r in self.deps.run_store.list_tasks(workflow_id) if r.reference_task_name == ref
+        ]
+        if self.deps.run_store.get_run(workflow_id) is None:
+            raise not_found(f"workflow {workflow_id} not found")
+        if not rows:
+            raise not_found(f"workflow {workflow_id} has no task {ref!r}")
+        pending = [r for r in rows if not r.status.is_terminal]
+        row = pending[-1] if pending else rows[-1]
+        self.update(
+            TaskResultIn(
+                workflow_instance_id=workflow_id,
+                task_id=row.task_id,
+                status=status,
+                output_data=output,
+                worker_id=worker_id,
+            ),
+            caller,
+        )
+        return row.task_id

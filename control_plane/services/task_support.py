@@ -1,0 +1,86 @@
+"""What the task services share: the task definition cache, reading a task's input
+and raising events on a run."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any
+
+from control_plane.api.errors import ApiError
+from control_plane.deps import Deps, Settings
+from engine.language.definitions import TaskDef
+from engine.ports.payload_store import PayloadError, PayloadStore, resolve
+from engine.ports.run_store import TaskRecord
+
+log = logging.getLogger(__name__)
+
+WORKER = "WORKER"
+
+
+class TaskDefCache:
+    """Task definitions by type, re-read at most every ``taskdef_cache_seconds``."""
+
+    def __init__(self, settings: Settings, deps: Deps) -> None:
+        self.settings = settings
+        self.deps = deps
+        self._taskdefs: dict[str, tuple[float, TaskDef | None]] = {}
+        self._lock = threading.Lock()
+
+    def get(self, task_type: str) -> TaskDef | None:
+        now = time.monotonic()
+        with self._lock:
+            cached = self._taskdefs.get(task_type)
+        if cached is not None and now - cached[0] < self.settings.taskdef_cache_seconds:
+            return cached[1]
+        record = self.deps.run_store.get_task_def(task_type)
+        td = TaskDef.model_validate(record.definition) if record is not None else None
+        with self._lock:
+            self._taskdefs[task_type] = (now, td)
+        return td
+
+    def forget(self, task_type: str) -> None:
+        with self._lock:
+            self._taskdefs.pop(task_type, None)
+
+    def registered(self, task_type: str) -> TaskDef:
+        """The task definition of ``task_type``; 404 when there is none."""
+        td = self.get(task_type)
+        if td is None:
+            raise ApiError(
+                404,
+                f"task type {task_type!r} has no registered task definition",
+                validation_errors=[("taskType", f"unknown task type {task_type!r}")],
+            )
+        return td
+
+
+class TaskSupport:
+    """The base of the task services."""
+
+    def __init__(self, settings: Settings, deps: Deps, taskdefs: TaskDefCache) -> None:
+        self.settings = settings
+        self.deps = deps
+        self.taskdefs = taskdefs
+
+    def _payloads(self) -> PayloadStore:
+        if self.deps.payloads is None:
+            raise ApiError(501, "no payload store is configured")
+        return self.deps.payloads
+
+    def _input_of(self, row: TaskRecord) -> Any:
+        if row.input_ref is None:
+            return row.input_data
+        try:
+            return resolve(self._payloads(), None, row.input_ref)
+        except PayloadError as exc:
+            raise ApiError(502, f"cannot read the input of task {row.task_id}: {exc}") from exc
+
+    def _signal(self, workflow_id: str, name: str, data: Any) -> bool:
+        try:
+            self.deps.signals.raise_event(workflow_id, name, data)
+            return True
+        except Exception:
+            log.exception("could not raise %s on run %s", name, workflow_id)
+            return False

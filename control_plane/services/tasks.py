@@ -1,0 +1,95 @@
+"""Task reads and the worker-side helpers of the Task API: a task as Conductor Task
+JSON, task logs, signed payload locations."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from control_plane.api.errors import bad_request, forbidden, not_found
+from control_plane.auth import Principal
+from control_plane.services.task_support import WORKER, TaskSupport
+from control_plane.services.wire import render_task, task_type_name
+from engine.ports.payload_store import (
+    validate_reference,
+)
+from engine.ports.run_store import RunRecord, TaskLog, TaskRecord
+from protocol.payload_keys import UPLOAD_PREFIX, upload_key
+
+
+class TaskService(TaskSupport):
+    def get_task(self, task_id: str, caller: Principal) -> dict[str, Any] | None:
+        row = self.deps.run_store.get_task(task_id)
+        if row is None:
+            return None
+        task_type = task_type_name(row)
+        if not caller.can_read() and not caller.serves(task_type):
+            raise forbidden(f"{caller.name} may not read tasks of type {task_type!r}")
+        run = self.deps.run_store.get_run(row.workflow_id)
+        return self.row_json(row, run)
+
+    def row_json(self, row: TaskRecord, run: RunRecord | None) -> dict[str, Any]:
+        task_type = task_type_name(row)
+        td = self.taskdefs.get(task_type) if row.task_type == WORKER else None
+        return render_task(row, run, self.deps.payloads, td)
+
+    def check_worker(self, task_id: str, caller: Principal) -> TaskRecord:
+        row = self.deps.run_store.get_task(task_id)
+        if row is None:
+            raise not_found(f"task {task_id} not found")
+        task_type = task_type_name(row)
+        if not caller.serves(task_type) and not caller.has_role("operator"):
+            raise forbidden(f"{caller.name} is not a worker of task type {task_type!r}")
+        return row
+
+    def add_log(self, task_id: str, text: str, caller: Principal) -> None:
+        self.check_worker(task_id, caller)
+        self.deps.run_store.append_task_log(task_id, text, self.deps.clock())
+
+    def logs(self, task_id: str) -> list[TaskLog]:
+        return self.deps.run_store.list_task_logs(task_id)
+
+    def storage_location(
+        self,
+        path: str | None,
+        operation: str,
+        payload_type: str,
+        task_type: str | None,
+        caller: Principal,
+    ) -> dict[str, str]:
+        op = operation.upper()
+        if op not in ("READ", "WRITE"):
+            raise bad_request(f"operation must be READ or WRITE, not {operation!r}", "operation")
+        kinds = ("WORKFLOW_INPUT", "WORKFLOW_OUTPUT", "TASK_INPUT", "TASK_OUTPUT")
+        if payload_type.upper() not in kinds:
+            raise bad_request(
+                f"payloadType must be one of {', '.join(kinds)}, not {payload_type!r}",
+                "payloadType",
+            )
+        store = self._payloads()
+        if task_type is None and caller.task_types is not None and len(caller.task_types) == 1:
+            task_type = next(iter(caller.task_types))
+        if task_type is not None and not caller.serves(task_type):
+            raise forbidden(f"{caller.name} is not a worker of task type {task_type!r}")
+        if op == "WRITE":
+            if task_type is None and not caller.all_types:
+                raise bad_request("taskType is required for this worker", "taskType")
+            ref = upload_key(task_type, payload_type, uuid.uuid4().hex)
+        else:
+            if not path:
+                raise bad_request("path is required to read a payload", "path")
+            try:
+                ref = validate_reference(path)
+            except ValueError:
+                raise bad_request(f"invalid payload path {path!r}", "path") from None
+            allowed = (
+                caller.can_read()
+                or caller.all_types
+                or (task_type is not None and ref.startswith(f"{UPLOAD_PREFIX}/{task_type}/"))
+            )
+            if not allowed:
+                raise forbidden(f"{caller.name} may not read {ref!r}")
+        url = store.signed_url(
+            ref, "write" if op == "WRITE" else "read", self.settings.signed_url_seconds
+        )
+        return {"uri": url, "path": ref}

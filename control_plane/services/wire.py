@@ -1,0 +1,150 @@
+"""Conductor wire JSON of Stepway's records: Task and Workflow bodies, run summaries."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from engine.language.definitions import TaskDef
+from engine.ports.payload_store import PayloadError, PayloadStore, resolve
+from engine.ports.run_store import RunRecord, TaskRecord
+
+WORKER = "WORKER"
+
+
+def task_type_name(row: TaskRecord) -> str:
+    """The task type a row is served as: for a WORKER task its worker task type (stored
+    on the row), for the others their kind (HUMAN, WAIT, ...)."""
+    if row.task_type == WORKER and row.task_def_name:
+        return row.task_def_name
+    return row.task_type
+
+
+def task_json(
+    row: TaskRecord,
+    *,
+    task_type: str,
+    input_data: Any,
+    workflow_type: str | None,
+    correlation_id: str | None,
+    priority: int,
+    response_timeout_seconds: int | None = None,
+    output_data: Any = None,
+) -> dict[str, Any]:
+    """Conductor Task JSON (times in epoch ms)."""
+    output = output_data if output_data is not None else row.output_data
+    return {
+        "taskId": row.task_id,
+        "taskType": task_type,
+        "taskDefName": task_type,
+        "status": row.status.value,
+        "inputData": input_data if input_data is not None else {},
+        "outputData": output if output is not None else {},
+        "referenceTaskName": row.reference_task_name,
+        "retryCount": row.retry_count,
+        "attempt": row.attempt,
+        "seq": row.seq,
+        "pollCount": row.poll_count,
+        "workflowInstanceId": row.workflow_id,
+        "workflowType": workflow_type,
+        "correlationId": correlation_id,
+        "scheduledTime": row.scheduled_time or 0,
+        "startTime": row.start_time or 0,
+        "endTime": row.end_time or 0,
+        "updateTime": row.update_time or 0,
+        "responseTimeoutSeconds": response_timeout_seconds or 0,
+        "callbackAfterSeconds": row.callback_after_seconds,
+        "workerId": row.worker_id,
+        "domain": row.domain,
+        "workflowPriority": priority,
+        "reasonForIncompletion": row.reason_for_incompletion,
+        "externalInputPayloadStoragePath": row.input_ref,
+        "externalOutputPayloadStoragePath": row.output_ref,
+        "queueName": row.queue_name,
+        "iteration": row.iteration,
+    }
+
+
+def render_task(
+    row: TaskRecord, run: RunRecord | None, payloads: PayloadStore | None, td: TaskDef | None
+) -> dict[str, Any]:
+    """A task row as Conductor Task JSON, with its input read back when offloaded (None
+    when it cannot be read) and the response timeout of its task definition."""
+    input_data: Any = row.input_data
+    if row.input_ref is not None and payloads is not None:
+        try:
+            input_data = resolve(payloads, None, row.input_ref)
+        except PayloadError:
+            input_data = None
+    return task_json(
+        row,
+        task_type=task_type_name(row),
+        input_data=input_data,
+        workflow_type=run.name if run else None,
+        correlation_id=run.correlation_id if run else None,
+        priority=run.priority if run else 0,
+        response_timeout_seconds=td.response_timeout_seconds if td else None,
+    )
+
+
+def workflow_json(
+    run: RunRecord, payloads: PayloadStore | None, tasks: list[dict[str, Any]] | None
+) -> dict[str, Any]:
+    """A run as Conductor Workflow JSON, with its input and output read back when
+    offloaded (None when they cannot be read), and ``tasks`` when given."""
+    input_value = read_offloaded(payloads, run.input_ref, run.input)
+    output = read_offloaded(payloads, run.output_ref, run.output)
+    body: dict[str, Any] = {
+        "workflowId": run.workflow_id,
+        "workflowName": run.name,
+        "workflowType": run.name,
+        "workflowVersion": run.version,
+        "version": run.version,
+        "status": run.status.value,
+        "input": input_value or {},
+        "output": output or {},
+        "variables": run.variables,
+        "correlationId": run.correlation_id,
+        "priority": run.priority,
+        "taskToDomain": run.task_to_domain,
+        "reasonForIncompletion": run.reason_for_incompletion,
+        "failedReferenceTaskNames": run.failed_reference_task_names,
+        "parentWorkflowId": run.parent_workflow_id,
+        "parentWorkflowTaskId": run.parent_task_id,
+        "createTime": run.create_time,
+        "startTime": run.create_time,
+        "updateTime": run.update_time,
+        "endTime": run.end_time or 0,
+        "externalInputPayloadStoragePath": run.input_ref,
+        "externalOutputPayloadStoragePath": run.output_ref,
+    }
+    if tasks is not None:
+        body["tasks"] = tasks
+    return body
+
+
+def read_offloaded(payloads: PayloadStore | None, ref: str | None, inline: Any) -> Any:
+    """The value of a record field: read from the payload store when it is offloaded
+    (None when it cannot be read), else the inline value."""
+    if ref and payloads is not None:
+        try:
+            return resolve(payloads, None, ref)
+        except PayloadError:
+            return None
+    return inline
+
+
+def run_summary(run: RunRecord) -> dict[str, Any]:
+    return {
+        "workflowId": run.workflow_id,
+        "workflowType": run.name,
+        "version": run.version,
+        "correlationId": run.correlation_id,
+        "status": run.status.value,
+        "priority": run.priority,
+        "startTime": run.create_time,
+        "updateTime": run.update_time,
+        "endTime": run.end_time or 0,
+        "executionTime": (run.end_time - run.create_time) if run.end_time else 0,
+        "reasonForIncompletion": run.reason_for_incompletion,
+        "failedReferenceTaskNames": ",".join(run.failed_reference_task_names),
+    }

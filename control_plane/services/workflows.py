@@ -1,0 +1,351 @@
+"""Starting, reading and steering runs.
+
+A start writes the run row RUNNING first (``create_run``; a repeated idempotency key
+returns the existing run's id and starts nothing), then starts the orchestration; if
+that fails the row is deleted again, so nothing is left half-started. Pause, resume,
+terminate, restart and retry signal the orchestration through ``RunSignals``.
+
+Retry restarts the run from the beginning with the same input (like restart): the
+interpreter has no resume-from-failed-task entry point yet.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import uuid
+from typing import Any
+
+import jsonschema
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+from control_plane.api.errors import ApiError, bad_request, conflict, not_found
+from control_plane.deps import Deps, Settings
+from control_plane.services.tasks import TaskService
+from control_plane.services.wire import read_offloaded, run_summary, workflow_json
+from engine.language.definitions import WorkflowDef
+from engine.ports.payload_store import (
+    PayloadKind,
+    PayloadTooLarge,
+    offload_if_large,
+)
+from engine.ports.run_store import (
+    DefinitionRecord,
+    NewRun,
+    RunQuery,
+    RunRecord,
+    RunStatus,
+    RunUpdate,
+)
+from engine.runtime.snapshots import publish_snapshot
+from protocol.events import TERMINATE_EVENT, TerminateEvent
+from protocol.payload_keys import INPUT_REF, workflow_input_key
+from protocol.runs import RunInput
+
+log = logging.getLogger(__name__)
+
+
+class StartWorkflowRequest(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
+
+    name: str = Field(min_length=1)
+    version: int | None = Field(default=None, ge=1)
+    input: dict[str, Any] = Field(default_factory=dict)
+    correlation_id: str | None = None
+    priority: int = Field(default=0, ge=0, le=99)
+    task_to_domain: dict[str, str] = Field(default_factory=dict)
+    idempotency_key: str | None = None
+
+
+def run_input(
+    run: NewRun, input_value: dict[str, Any], definition_ref: str | None = None
+) -> dict[str, Any]:
+    """The orchestration input of ``run``. An offloaded workflow input travels as
+    ``{"inputRef": ref}`` (the engine reads it from the payload store), so a large input
+    never enters the durable history."""
+    return RunInput(
+        name=run.name,
+        version=run.version,
+        input={INPUT_REF: run.input_ref} if run.input_ref else input_value,
+        correlation_id=run.correlation_id,
+        priority=run.priority,
+        task_to_domain=run.task_to_domain,
+        parent_workflow_id=run.parent_workflow_id,
+        parent_task_id=run.parent_task_id,
+        definition_ref=definition_ref,
+    ).wire()
+
+
+class WorkflowService:
+    def __init__(self, settings: Settings, deps: Deps, tasks: TaskService) -> None:
+        self.settings = settings
+        self.deps = deps
+        self.tasks = tasks
+
+    def _definition(self, name: str, version: int | None) -> tuple[DefinitionRecord, WorkflowDef]:
+        """The registered definition, read and parsed once (the snapshot a run starts
+        with is built from it)."""
+        record = self.deps.run_store.get_definition(name, version)
+        if record is None:
+            which = f" version {version}" if version is not None else ""
+            raise not_found(f"workflow definition {name!r}{which} not found")
+        return record, WorkflowDef.model_validate(record.definition)
+
+    def start(self, request: StartWorkflowRequest) -> str:
+        record, wf = self._definition(request.name, request.version)
+        if wf.input_schema:
+            validator = jsonschema.Draft202012Validator(wf.input_schema)
+            errors = sorted(validator.iter_errors(request.input), key=lambda e: list(e.path))
+            if errors:
+                issues = [
+                    (
+                        "$.input"
+                        + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in e.path),
+                        e.message,
+                    )
+                    for e in errors
+                ]
+                raise ApiError(
+                    400,
+                    f"input does not match the inputSchema of {wf.name} v{wf.version}: "
+                    + "; ".join(f"{p}: {m}" for p, m in issues[:3]),
+                    validation_errors=issues,
+                )
+        workflow_id = str(uuid.uuid4())
+        now = self.deps.clock()
+        inline, input_ref = self._offload_input(workflow_id, request.input)
+        run = NewRun(
+            workflow_id=workflow_id,
+            name=wf.name,
+            version=wf.version,
+            input=inline,
+            input_ref=input_ref,
+            correlation_id=request.correlation_id,
+            priority=request.priority,
+            task_to_domain=request.task_to_domain,
+            idempotency_key=request.idempotency_key,
+            create_time=now,
+        )
+        created = self.deps.run_store.create_run(run)
+        if not created.created:
+            return created.workflow_id
+        try:
+            snapshot = publish_snapshot(self.deps.run_store, self.deps.payloads, record, wf)
+            self.deps.signals.start_run(workflow_id, run_input(run, request.input, snapshot))
+        except Exception as exc:
+            log.exception("could not start run %s", workflow_id)
+            self.deps.run_store.delete_run(workflow_id)
+            raise ApiError(503, f"could not start the run: {exc}", retryable=True) from exc
+        return workflow_id
+
+    def _offload_input(self, workflow_id: str, value: dict[str, Any]) -> tuple[Any, str | None]:
+        """Keep a workflow input above the threshold in the payload store (413 above the
+        maximum, naming the payload and its size; nothing is written)."""
+        if self.deps.payloads is None:
+            return value, None
+        try:
+            return offload_if_large(
+                self.deps.payloads,
+                PayloadKind.WORKFLOW_INPUT,
+                workflow_input_key(workflow_id),
+                value,
+            )
+        except PayloadTooLarge as exc:
+            raise ApiError(413, str(exc), validation_errors=[("$.input", str(exc))]) from None
+
+    def _run(self, workflow_id: str) -> RunRecord:
+        run = self.deps.run_store.get_run(workflow_id)
+        if run is None:
+            raise not_found(f"workflow {workflow_id} not found")
+        return run
+
+    def _input(self, run: RunRecord) -> Any:
+        return read_offloaded(self.deps.payloads, run.input_ref, run.input)
+
+    def workflow_json(self, run: RunRecord, include_tasks: bool) -> dict[str, Any]:
+        tasks = (
+            [
+                self.tasks.row_json(row, run)
+                for row in self.deps.run_store.list_tasks(run.workflow_id)
+            ]
+            if include_tasks
+            else None
+        )
+        return workflow_json(run, self.deps.payloads, tasks)
+
+    def _current(self, workflow_id: str) -> RunRecord:
+        """The run, reconciled on read: a row still RUNNING or PAUSED whose orchestration
+        ended in the backend without the interpreter recording it (a history limit, a
+        backend-side terminate) is recorded FAILED with that reason, so no run shows
+        RUNNING forever. No sweeper: the read that notices it repairs it."""
+        run = self._run(workflow_id)
+        if run.status.is_terminal:
+            return run
+        try:
+            reason = self.deps.signals.ended_outside(workflow_id)
+        except Exception:  # the backend is unreachable: report what the store says
+            log.warning("could not read the orchestration state of %s", workflow_id)
+            return run
+        if reason is None:
+            return run
+        now = self.deps.clock()
+        self.deps.run_store.update_run(
+            workflow_id,
+            RunUpdate(status=RunStatus.FAILED, reason_for_incompletion=reason, end_time=now),
+            now,
+        )
+        return self._run(workflow_id)
+
+    def get(self, workflow_id: str, include_tasks: bool) -> dict[str, Any]:
+        return self.workflow_json(self._current(workflow_id), include_tasks)
+
+    def status(self, workflow_id: str) -> dict[str, Any]:
+        run = self._current(workflow_id)
+        return {
+            "workflowId": run.workflow_id,
+            "correlationId": run.correlation_id,
+            "status": run.status.value,
+            "output": run.output or {},
+            "variables": run.variables,
+        }
+
+    def pause(self, workflow_id: str) -> None:
+        run = self._run(workflow_id)
+        if run.status.is_terminal:
+            raise conflict(f"workflow {workflow_id} is {run.status.value}")
+        if run.status == RunStatus.PAUSED:
+            return
+        self.deps.signals.suspend(workflow_id, "paused through the API")
+        self.deps.run_store.update_run(
+            workflow_id, RunUpdate(status=RunStatus.PAUSED), self.deps.clock()
+        )
+
+    def resume(self, workflow_id: str) -> None:
+        run = self._run(workflow_id)
+        if run.status.is_terminal:
+            raise conflict(f"workflow {workflow_id} is {run.status.value}")
+        if run.status == RunStatus.RUNNING:
+            return
+        self.deps.signals.resume(workflow_id, "resumed through the API")
+        self.deps.run_store.update_run(
+            workflow_id, RunUpdate(status=RunStatus.RUNNING), self.deps.clock()
+        )
+
+    def terminate(self, workflow_id: str, reason: str | None) -> None:
+        run = self._run(workflow_id)
+        if run.status.is_terminal:
+            raise conflict(f"workflow {workflow_id} is already {run.status.value}")
+        if run.status == RunStatus.PAUSED:
+            self.resume(workflow_id)
+        self.deps.signals.raise_event(
+            workflow_id,
+            TERMINATE_EVENT,
+            TerminateEvent(reason=reason or "terminated through the API").payload(),
+        )
+
+    def restart(self, workflow_id: str) -> None:
+        run = self._run(workflow_id)
+        if not run.status.is_terminal:
+            raise conflict(
+                f"workflow {workflow_id} is {run.status.value}; only a finished run restarts"
+            )
+        record, wf = self._definition(run.name, run.version)
+        input_value = self._input(run) or {}
+        if not self.deps.run_store.reopen_run(workflow_id, self.deps.clock()):
+            raise conflict(f"workflow {workflow_id} could not be reopened")
+        try:
+            snapshot = publish_snapshot(self.deps.run_store, self.deps.payloads, record, wf)
+            self.deps.signals.start_run(workflow_id, run_input(run, input_value, snapshot))
+        except Exception as exc:
+            self.deps.run_store.update_run(
+                workflow_id,
+                RunUpdate(
+                    status=run.status,
+                    reason_for_incompletion=f"restart failed: {exc}",
+                ),
+                self.deps.clock(),
+            )
+            raise ApiError(503, f"could not restart the run: {exc}", retryable=True) from exc
+
+    def retry(self, workflow_id: str) -> None:
+        run = self._run(workflow_id)
+        if run.status not in (RunStatus.FAILED, RunStatus.TIMED_OUT, RunStatus.TERMINATED):
+            raise conflict(
+                f"workflow {workflow_id} is {run.status.value}; only a failed, timed out or "
+                "terminated run can be retried"
+            )
+        self.restart(workflow_id)
+
+    # --- search -----------------------------------------------------------------------
+
+    _CLAUSE = re.compile(
+        r"^\s*(\w+)\s*(=|IN)\s*(?:\(([^)]*)\)|'([^']*)'|\"([^\"]*)\"|(\S+))\s*$", re.IGNORECASE
+    )
+
+    def search(
+        self,
+        *,
+        query: str | None,
+        free_text: str | None,
+        workflow_type: str | None,
+        status: list[str],
+        correlation_id: str | None,
+        start_time: int | None,
+        end_time: int | None,
+        start: int,
+        size: int,
+    ) -> dict[str, Any]:
+        statuses = list(status)
+        if query:
+            for clause in re.split(r"\s+AND\s+", query.strip(), flags=re.IGNORECASE):
+                m = self._CLAUSE.match(clause)
+                if not m:
+                    raise bad_request(f"cannot parse query clause {clause!r}", "query")
+                key, op, listed = m.group(1), m.group(2).upper(), m.group(3)
+                value = m.group(4) or m.group(5) or m.group(6) or ""
+                values = (
+                    [v.strip().strip("'\"") for v in listed.split(",") if v.strip()]
+                    if op == "IN" and listed is not None
+                    else [value]
+                )
+                if key == "workflowType":
+                    workflow_type = values[0]
+                elif key == "status":
+                    statuses += values
+                elif key == "correlationId":
+                    correlation_id = values[0]
+                else:
+                    raise bad_request(
+                        f"unsupported query field {key!r} (workflowType, status, correlationId)",
+                        "query",
+                    )
+        if free_text and free_text != "*":
+            # freeText matches a workflow id, a correlation id or a definition name
+            run = self.deps.run_store.get_run(free_text)
+            if run is not None:
+                return {"totalHits": 1, "results": [run_summary(run)]}
+            if correlation_id is None and workflow_type is None:
+                correlation_id = free_text
+        try:
+            parsed = [RunStatus(s.upper()) for s in statuses]
+        except ValueError:
+            raise bad_request(
+                f"unknown status in {statuses}; use {', '.join(s.value for s in RunStatus)}",
+                "status",
+            ) from None
+        result = self.deps.run_store.search_runs(
+            RunQuery(
+                name=workflow_type,
+                statuses=parsed or None,
+                correlation_id=correlation_id,
+                create_time_from=start_time,
+                create_time_to=end_time,
+                start=start,
+                size=size,
+            )
+        )
+        return {
+            "totalHits": result.total_hits,
+            "results": [run_summary(r) for r in result.results],
+        }

@@ -1,0 +1,53 @@
+"""A :class:`~engine.ports.run_signals.RunSignals` that records what it was asked."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+
+@dataclass
+class RecordedSignal:
+    kind: Literal["event", "start", "suspend", "resume"]
+    workflow_id: str
+    name: str | None = None
+    data: Any = None
+
+
+@dataclass
+class RecordingRunSignals:
+    """A :class:`RunSignals` that only records what it was asked (tests, and a
+    control plane running without an engine)."""
+
+    calls: list[RecordedSignal] = field(default_factory=list)
+    fail_next: Exception | None = None
+    #: runs whose orchestration a test declares ended outside the interpreter
+    ended: dict[str, str] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def _add(self, signal: RecordedSignal) -> None:
+        with self._lock:
+            if self.fail_next is not None:
+                exc, self.fail_next = self.fail_next, None
+                raise exc
+            self.calls.append(signal)
+
+    def raise_event(self, workflow_id: str, event_name: str, data: Any) -> None:
+        self._add(RecordedSignal("event", workflow_id, event_name, data))
+
+    def start_run(self, workflow_id: str, run_input: dict[str, Any]) -> None:
+        self._add(RecordedSignal("start", workflow_id, None, run_input))
+
+    def suspend(self, workflow_id: str, reason: str | None = None) -> None:
+        self._add(RecordedSignal("suspend", workflow_id, None, reason))
+
+    def resume(self, workflow_id: str, reason: str | None = None) -> None:
+        self._add(RecordedSignal("resume", workflow_id, None, reason))
+
+    def ended_outside(self, workflow_id: str) -> str | None:
+        return self.ended.get(workflow_id)
+
+    def events(self, name: str | None = None) -> list[RecordedSignal]:
+        with self._lock:
+            return [c for c in self.calls if c.kind == "event" and (name is None or c.name == name)]

@@ -1,0 +1,97 @@
+"""An engine process: services built from settings, and the interpreter and its activities
+bound to them and registered on a durabletask worker for a role (``orchestrator`` |
+``activities`` | ``all``).
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from durabletask.client import TaskHubGrpcClient
+from durabletask.worker import ConcurrencyOptions, TaskHubGrpcWorker
+
+from engine.adapters.backend.config import BackendConfig
+from engine.adapters.backend.connect import Role, make_client, make_worker, register
+from engine.adapters.payload_local import LocalPayloadStore
+from engine.adapters.queue_sqlite import SqliteTaskQueue
+from engine.adapters.run_store_sql import SqlRunStore
+from engine.ports.payload_store import PayloadLimits
+from engine.runtime.builtins import ActivityDeps
+from engine.runtime.registry import activities, orchestrators
+from engine.runtime.services import EngineServices
+
+
+@dataclass
+class LocalSettings:
+    """Where the embedded adapters keep their data (``stepway dev``, tests)."""
+
+    data_dir: Path
+    run_store_url: str | None = None
+    payload_secret: str = field(default_factory=lambda: secrets.token_hex(32))
+    public_url: str = "http://127.0.0.1:8080"
+    limits: PayloadLimits = field(default_factory=PayloadLimits)
+
+    @property
+    def queue_path(self) -> Path:
+        return self.data_dir / "queues.db"
+
+    def store_url(self) -> str:
+        return self.run_store_url or f"sqlite:///{self.data_dir / 'runs.db'}"
+
+
+def build_local_services(
+    settings: LocalSettings, backend: BackendConfig, activity_deps: ActivityDeps | None = None
+) -> EngineServices:
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    store = SqlRunStore(settings.store_url())
+    queue = SqliteTaskQueue(settings.queue_path)
+    payloads = LocalPayloadStore(
+        settings.data_dir / "payloads",
+        secret=settings.payload_secret,
+        base_url=settings.public_url,
+        limits=settings.limits,
+    )
+    deps = activity_deps or ActivityDeps(
+        payload_store=payloads, payload_threshold_bytes=settings.limits.task_output_threshold
+    )
+    return EngineServices(
+        run_store=store,
+        queue=queue,
+        payloads=payloads,
+        payload_limits=settings.limits,
+        client_factory=lambda: make_client(backend),
+        activity_deps=deps,
+    )
+
+
+def make_engine_worker(
+    backend: BackendConfig,
+    services: EngineServices,
+    role: Role = "all",
+    *,
+    concurrency: ConcurrencyOptions | None = None,
+) -> TaskHubGrpcWorker:
+    """A durabletask worker (not started) hosting what ``role`` names, bound to
+    ``services``. It logs through the standard ``logging`` tree (``durabletask-worker``),
+    so the process's logging configuration applies (durabletask's own default logger
+    ignores it)."""
+    worker = make_worker(
+        backend, concurrency_options=concurrency, logger=logging.getLogger("durabletask-worker")
+    )
+    register(worker, role, orchestrators(services), activities(services))
+    return worker
+
+
+def make_engine_client(backend: BackendConfig) -> TaskHubGrpcClient:
+    return make_client(backend, logger=logging.getLogger("durabletask-client"))
+
+
+__all__ = [
+    "LocalSettings",
+    "build_local_services",
+    "make_engine_client",
+    "make_engine_worker",
+]

@@ -1,0 +1,64 @@
+"""The engine process of a deployed environment (``stepway engine``).
+
+:func:`run_engine` builds the engine services from an :class:`EngineConfig`, starts a
+durabletask worker that hosts (and, through work item filtering, receives) only its
+role's work, and blocks until SIGTERM or SIGINT; then it stops taking work, lets the
+work items in progress finish, and returns.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from types import FrameType
+
+from durabletask.worker import ConcurrencyOptions
+
+from engine.adapters.backend.connect import start_worker, stop_worker
+from engine.app.azure_services import build_services
+from engine.app.config import EngineConfig
+from engine.app.host import make_engine_worker
+
+__all__ = ["run_engine"]
+
+log = logging.getLogger("stepway.engine")
+
+
+def run_engine(config: EngineConfig, stop: threading.Event | None = None) -> None:
+    """Run an engine process until ``stop`` is set (by SIGTERM/SIGINT when ``stop`` is
+    None and this is the main thread)."""
+    stop = stop or threading.Event()
+    if threading.current_thread() is threading.main_thread():
+
+        def _on_signal(signum: int, frame: FrameType | None) -> None:
+            log.info("received %s: stopping", signal.Signals(signum).name)
+            stop.set()
+
+        signal.signal(signal.SIGTERM, _on_signal)
+        signal.signal(signal.SIGINT, _on_signal)
+
+    services = build_services(config)
+    concurrency = None
+    if config.max_concurrent_work_items is not None:
+        n = config.max_concurrent_work_items
+        concurrency = ConcurrencyOptions(
+            maximum_concurrent_activity_work_items=n,
+            maximum_concurrent_orchestration_work_items=n,
+        )
+    worker = make_engine_worker(config.backend, services, config.role, concurrency=concurrency)
+    start_worker(worker)
+    target = (
+        config.backend.address if config.backend.kind == "embedded" else config.backend.endpoint
+    )
+    log.warning("stepway engine started: role %s, backend %s", config.role, target)
+    print(f"stepway engine ready (role {config.role})", flush=True)
+    try:
+        stop.wait()
+    finally:
+        log.warning("stepway engine stopping: finishing the work items in progress")
+        stop_worker(worker)
+        store_close = getattr(services.run_store, "close", None)
+        if callable(store_close):
+            store_close()
+        log.warning("stepway engine stopped")

@@ -1,0 +1,1044 @@
+"""The Decider: a pure step function of the workflow language (docs/architecture.md,
+"The Decider").
+
+Definition + run state in, next actions out. No I/O, no clock (time is always an argument),
+no randomness, no logging. The ``WorkflowInterpreter`` orchestration performs the actions
+and feeds the outcomes back.
+
+API::
+
+    decider = Decider(definition, task_defs={name: TaskDef}, jq=None)
+    state = decider.start(workflow_id=..., input=..., correlation_id=None, now_ms=...,
+                          variables=None)
+    decision = decider.decide(state, now_ms)          # Decision(state, actions, records,
+                                                      #          finished, cancel)
+    state = decider.on_started(state, task_id, attempt, worker_id, now_ms)
+    state = decider.on_outcome(state, TaskOutcome(...), now_ms)
+    decision = decider.decide(state, now_ms)          # after every outcome
+    deadline = decider.wait_deadline(state, task_id)  # Deadline(at_ms, kind) | None
+    decision = decider.on_workflow_timeout(state, now_ms)
+    decision = decider.terminate(state, reason, now_ms)
+    decider.is_waiting(state, task_id)                # still waiting for this attempt?
+    decider.stall(state, now_ms)                      # fail a run that cannot progress
+    decider.workflow_deadline_ms(state)               # start + workflow timeoutSeconds
+
+Ownership: ``decide``/``on_*``/``terminate`` update the given state **in place** and return
+it (in the Decision). Copying a run state on each step would make a long run quadratic;
+keep ``state.model_copy(deep=True)`` if the old value is needed. A stale or duplicate
+outcome returns the state unchanged.
+
+Execution model. The definition is indexed once in ``__init__`` (every task list gets a
+``list_id``; every ref its list, position, parent and, for containers, their lists). A run
+is a set of *frames*: executing task lists with a cursor (the root sequence, a SWITCH case,
+each fork branch, each DO_WHILE body iteration). ``decide`` advances only frames marked
+ready (by an outcome or by a child frame that ended), evaluating inline task types on the
+spot, so a step costs O(tasks started or finished in it), independent of run length.
+
+* Task ids are ``uuid5(workflow id + instance ref)``: stable across attempts (attempts are
+  numbered from 1; a message id is ``<taskId>:<attempt>``). Inside a DO_WHILE every
+  reference gets the iteration suffix ``ref__N``; nested loops append their own
+  (``ref__2__1`` = outer iteration 2, inner iteration 1).
+* Expression context (for ``engine.language.expressions.resolve``): ``workflow`` plus one entry per
+  task instance (``input``, ``output``, ``status``, ``taskId``, ``referenceTaskName``,
+  ``reasonForIncompletion``); the unsuffixed ``ref`` is an alias of the latest instance.
+  It is cached on the state object and updated incrementally. An output offloaded to the
+  payload store (``{"outputRef": ref}``) is read through the injected ``payloads`` loader,
+  so expressions see the value while the state and the history keep only the reference.
+* Task types: one handler per type in :mod:`engine.decider.tasks` (SWITCH, FORK_JOIN,
+  JOIN, DO_WHILE, SET_VARIABLE, TERMINATE, INLINE, JSON_JQ_TRANSFORM are decided inline;
+  the others are scheduled). A script/jq/expression error fails the task (no retry).
+  A non-optional failure anywhere fails the run at once: the JOINs and DO_WHILEs around
+  the failed task become FAILED, everything else pending CANCELED.
+* Scheduled types (WORKER, HTTP, CALL_TOOL, LOGIC_APP, DOCUMENT_INTELLIGENCE, HUMAN, WAIT,
+  SUB_WORKFLOW) become :class:`ScheduleTask` actions, built by one builder for the first
+  attempt and every retry. ``startDelay`` delays attempt 1.
+* Retries: attempts = 1 + (workflow task ``retryCount`` if set, else the task
+  definition's, else 0). The task definition is the inline ``taskDefinition`` or the
+  registered one named like the task. Delays per :mod:`engine.language.retry`; Retry-After wins
+  when larger; a retry that would start after ``totalTimeoutSeconds`` is not made.
+  FAILED_WITH_TERMINAL_ERROR (and CANCELED) never retry.
+* TIMED_OUT: kind ``total`` ends retries; otherwise ``timeoutPolicy`` (RETRY when there is
+  no task definition): RETRY retries while attempts remain, TIME_OUT_WF fails the run
+  TIMED_OUT (even for an optional task, as Conductor), ALERT_ONLY records a warning and the
+  task keeps waiting (that deadline kind is not reported again for this attempt).
+* Exhausted: optional -> COMPLETED_WITH_ERRORS and continue; else the run FAILS (TIMED_OUT
+  under TIME_OUT_WF) with ``failedReferenceTaskNames``, pending tasks canceled.
+* Run output: ``outputParameters`` resolved against the final context, or the output of the
+  task that finished last when empty.
+* A single decide() starts at most ``max_inline_steps`` (default
+  :data:`MAX_INLINE_STEPS`) tasks; beyond that (a DO_WHILE of inline tasks that never
+  ends) the run fails instead of hanging the orchestration.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from collections.abc import Callable, Mapping
+from functools import lru_cache
+from typing import Any
+
+from engine.decider.nodes import Node
+from engine.decider.state import (
+    Deadline,
+    DeadlineKind,
+    Decision,
+    Frame,
+    RunResult,
+    RunState,
+    ScheduleTask,
+    TaskChange,
+    TaskOutcome,
+    TaskState,
+)
+from engine.decider.tasks import TaskFailed, TaskStart, handler_for, human_timeout
+from engine.language.definitions import (
+    RunStatus,
+    TaskDef,
+    TaskStatus,
+    TaskType,
+    WorkflowDef,
+    WorkflowTask,
+)
+from engine.language.expressions import reference_paths, resolve
+from engine.language.retry import retry_delay_seconds
+from engine.runtime.payload_refs import dereference, has_pointers, pointer
+from protocol.payload_keys import INPUT_REF, OUTPUT_REF, offloaded
+
+__all__ = [
+    "MAX_INLINE_STEPS",
+    "Deadline",
+    "Decider",
+    "Decision",
+    "JqEvaluator",
+    "PayloadLoader",
+    "RunResult",
+    "RunState",
+    "ScheduleTask",
+    "TaskChange",
+    "TaskOutcome",
+    "TaskState",
+    "default_jq",
+]
+
+#: Upper bound of tasks one decide() evaluates inline before it fails the run.
+MAX_INLINE_STEPS = 10_000
+
+ROOT = "$"
+_NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "https://stepway/task-id")
+
+JqEvaluator = Callable[[str, Any], list[Any]]
+#: Reads an offloaded payload by reference. Payloads are written once under their
+#: reference and never change, so reading one is as deterministic as the Decider.
+PayloadLoader = Callable[[str], Any]
+
+_WAITING = (TaskStatus.SCHEDULED, TaskStatus.IN_PROGRESS)
+_KIND_ORDER: dict[str, int] = {"total": 0, "task": 1, "human": 2, "response": 3, "poll": 4}
+
+
+#: ``${ref.output}`` or ``${ref.output.some.path}``: one whole reference to a task output.
+_OUTPUT_REFERENCE = re.compile(r"^\$\{(?P<root>[A-Za-z0-9_\-]+)\.output(?P<path>[.\[][^${}]*)?\}$")
+
+
+@lru_cache(maxsize=512)
+def _jq_program(query: str) -> Any:
+    import jq
+
+    return jq.compile(query)
+
+
+def default_jq(query: str, value: Any) -> list[Any]:
+    """``jq.compile(query).input_value(value).all()`` (compiled programs are cached)."""
+    return list(_jq_program(query).input_value(value).all())
+
+
+def _iteration_of(ts: TaskState) -> int:
+    suffix = ts.ref[len(ts.def_ref) :]
+    if not suffix:
+        return 0
+    return int(suffix.rsplit("__", 1)[-1])
+
+
+class Decider:
+    """Pure decision logic for runs of one definition (see the module docstring)."""
+
+    def __init__(
+        self,
+        definition: WorkflowDef,
+        task_defs: Mapping[str, TaskDef] = {},
+        jq: JqEvaluator | None = None,
+        max_inline_steps: int = MAX_INLINE_STEPS,
+        payloads: PayloadLoader | None = None,
+    ) -> None:
+        self.definition = definition
+        self.payloads = payloads
+        self.max_inline_steps = max_inline_steps
+        self.task_defs = dict(task_defs)
+        self.jq: JqEvaluator = jq or default_jq
+        self.lists: list[list[WorkflowTask]] = []
+        self.nodes: dict[str, Node] = {}
+        self._index(definition.tasks, None)
+        self._referenced, self._all_instances, self._compactable = self._references()
+        self._joins: dict[str, str] | None = None
+
+    # ------------------------------------------------------------------ definition index
+
+    def _index(self, tasks: list[WorkflowTask], parent: str | None) -> int:
+        list_id = len(self.lists)
+        self.lists.append(tasks)
+        for pos, task in enumerate(tasks):
+            ref = task.task_reference_name
+            node = Node(
+                task, list_id, pos, parent, task.task_definition or self.task_defs.get(task.name)
+            )
+            self.nodes[ref] = node
+            for key, case in task.decision_cases.items():
+                node.branches[f"case:{key}"] = self._index(case, ref)
+            if task.default_case:
+                node.branches["default"] = self._index(task.default_case, ref)
+            for i, branch in enumerate(task.fork_tasks):
+                node.branches[f"fork:{i}"] = self._index(branch, ref)
+            if task.loop_over:
+                node.branches["body"] = self._index(task.loop_over, ref)
+        for pos, task in enumerate(tasks):
+            if task.type == TaskType.JOIN and pos > 0 and tasks[pos - 1].type == TaskType.FORK_JOIN:
+                fork = tasks[pos - 1]
+                join = self.nodes[task.task_reference_name]
+                join.fork_ref = fork.task_reference_name
+                self.nodes[fork.task_reference_name].join_ref = task.task_reference_name
+            if task.type == TaskType.JOIN:
+                join = self.nodes[task.task_reference_name]
+                if task.join_on:
+                    join.join_on = list(task.join_on)
+                elif join.fork_ref is not None:
+                    fork = tasks[pos - 1]
+                    join.join_on = [b[-1].task_reference_name for b in fork.fork_tasks if b]
+            if task.type == TaskType.DO_WHILE:
+                self.nodes[task.task_reference_name].body_refs = self._descendants(task.loop_over)
+        return list_id
+
+    def _descendants(self, tasks: list[WorkflowTask]) -> list[str]:
+        refs: list[str] = []
+        for task in tasks:
+            refs.append(task.task_reference_name)
+            for _, nested in task.children():
+                refs.extend(self._descendants(nested))
+        return refs
+
+    def _references(self) -> tuple[set[str], set[str], bool]:
+        """Refs some expression reads (latest instance), refs read with an explicit iteration
+        (every instance), and whether every reference could be known statically."""
+        templates: list[Any] = [self.definition.output_parameters]
+        templates.extend(node.task.input_parameters for node in self.nodes.values())
+        latest: set[str] = set()
+        every: set[str] = set()
+        known = True
+        for template in templates:
+            text = json.dumps(template)
+            if re.search(r"\$\{[^}]*\$\{", text):
+                known = False  # a computed root (${${...}.output}) may name any task
+            for _, root in reference_paths(template):
+                latest.add(root)
+                if re.search(r"\b" + re.escape(root) + r"__\d", text):
+                    every.add(root)
+        return latest, every, known
+
+    def compact(self, state: RunState) -> RunState:
+        """Drop the task instances nothing can read again, in place (the interpreter calls
+        it before carrying the state into ``continue_as_new``, so that the state of a long
+        run stays as small as its live part instead of growing with every step).
+
+        Kept: live and pending tasks, the task that finished last, containers that own
+        open frames, tasks at or after an open frame's cursor, every task of an iteration
+        still running, the branch ends an unfinished JOIN waits for, and the latest
+        instance of every ref an expression of the definition reads (every instance when
+        one is read with an explicit ``__N``). Rows in the run store keep everything.
+        When a reference cannot be known statically nothing is dropped."""
+        if not self._compactable or state.status != RunStatus.RUNNING:
+            return state
+        open_suffixes = {frame.suffix for frame in state.frames.values() if frame.suffix}
+        owners = {frame.owner for frame in state.frames.values() if frame.owner}
+        retries = set(state.retries)
+        latest: dict[str, str] = {}
+        for ref, ts in state.tasks.items():
+            if ts.def_ref in self._referenced:
+                seen = latest.get(ts.def_ref)
+                if seen is None or _iteration_rank(ref) >= _iteration_rank(seen):
+                    latest[ts.def_ref] = ref
+        keep_latest = set(latest.values())
+        dropped = False
+        for ref in list(state.tasks):
+            ts = state.tasks[ref]
+            suffix = ref[len(ts.def_ref) :]
+            node = self.nodes[ts.def_ref]
+            frame = state.frames.get(ts.frame)
+            join_ref = self._join_waiting_for(ts.def_ref)
+            if (
+                not ts.status.is_terminal
+                or ts.task_id in state.pending
+                or ref in retries
+                or ref == state.last_ref
+                or ref in owners
+                or ref in keep_latest
+                or ts.def_ref in self._all_instances
+                or (suffix and suffix in open_suffixes)
+                or (frame is not None and frame.list_id == node.list_id and node.pos >= frame.pos)
+                or (join_ref is not None and self._join_open(state, join_ref + suffix, suffix))
+            ):
+                continue
+            del state.tasks[ref]
+            dropped = True
+        if dropped:
+            state._ctx = None
+        return state
+
+    @staticmethod
+    def _join_open(state: RunState, join_ref: str, suffix: str) -> bool:
+        """Whether JOIN instance ``join_ref`` may still read its branch ends."""
+        join = state.tasks.get(join_ref)
+        if join is not None:
+            return not join.status.is_terminal
+        # not started yet, or finished and dropped: only an open iteration can start it
+        return not suffix or any(frame.suffix == suffix for frame in state.frames.values())
+
+    def _join_waiting_for(self, def_ref: str) -> str | None:
+        """The JOIN whose joinOn names ``def_ref``, if any."""
+        if self._joins is None:
+            self._joins = {
+                ref: node.task.task_reference_name
+                for node in self.nodes.values()
+                if node.task.type == TaskType.JOIN
+                for ref in node.join_on
+            }
+        return self._joins.get(def_ref)
+
+    def task_id(self, workflow_id: str, ref: str) -> str:
+        """The deterministic id of task instance ``ref`` of run ``workflow_id``."""
+        return str(uuid.uuid5(_NAMESPACE, f"{workflow_id}/{ref}"))
+
+    # ------------------------------------------------------------------ public API
+
+    def start(
+        self,
+        *,
+        workflow_id: str,
+        input: dict[str, Any],
+        correlation_id: str | None = None,
+        now_ms: int,
+        variables: dict[str, Any] | None = None,
+    ) -> RunState:
+        """A new run's state; call :meth:`decide` next."""
+        state = RunState(
+            workflow_id=workflow_id,
+            workflow_type=self.definition.name,
+            version=self.definition.version,
+            correlation_id=correlation_id,
+            input=input
+            if offloaded(input, INPUT_REF)
+            else {**self.definition.input_template, **input},
+            variables={**self.definition.variables, **(variables or {})},
+            start_time=now_ms,
+        )
+        state.frames[ROOT] = Frame(key=ROOT, list_id=0)
+        state.ready.append(ROOT)
+        return state
+
+    def decide(self, state: RunState, now_ms: int) -> Decision:
+        """Advance everything that needs no I/O; the I/O to start now."""
+        actions: list[ScheduleTask] = []
+        if state.status != RunStatus.RUNNING:
+            return self._emit(state, actions)
+        if state.retries:
+            retries, state.retries = state.retries, []
+            for ref in retries:
+                self._dispatch_retry(state, state.tasks[ref], now_ms, actions)
+        budget = [self.max_inline_steps]
+        while state.ready and state.status == RunStatus.RUNNING:
+            key = state.ready.pop(0)
+            frame = state.frames.get(key)
+            if frame is not None:
+                self._advance(state, frame, now_ms, actions, budget)
+        return self._emit(state, actions)
+
+    def on_started(
+        self, state: RunState, task_id: str, attempt: int, worker_id: str, now_ms: int
+    ) -> RunState:
+        """A worker took the task (IN_PROGRESS); the response timeout runs from now."""
+        ts = self._waiting_task(state, task_id, attempt)
+        if ts is None:
+            return state
+        ts.status = TaskStatus.IN_PROGRESS
+        ts.start_time = now_ms
+        ts.worker_id = worker_id or None
+        if "response" in ts.alerts:
+            ts.alerts = [k for k in ts.alerts if k != "response"]
+        self.touch(state, ts)
+        return state
+
+    def on_outcome(self, state: RunState, outcome: TaskOutcome, now_ms: int) -> RunState:
+        """Apply what happened to a scheduled attempt; call :meth:`decide` next."""
+        ts = self._waiting_task(state, outcome.task_id, outcome.attempt)
+        if ts is None:
+            return state
+        status = outcome.status
+        if status in _WAITING:
+            return state
+        if status.is_successful:
+            ts.status = TaskStatus.COMPLETED if status == TaskStatus.SKIPPED else status
+            ts.output = dict(outcome.output)
+            ts.reason = outcome.reason
+            ts.end_time = now_ms
+            del state.pending[ts.task_id]
+            self._succeeded(state, ts)
+            return state
+        node = self.nodes[ts.def_ref]
+        td = node.task_def
+        run_status = RunStatus.FAILED
+        final_status = status
+        retry = status in (TaskStatus.FAILED, TaskStatus.TIMED_OUT)
+        if status == TaskStatus.TIMED_OUT:
+            kind = outcome.timeout_kind or self._fired_kind(state, ts, now_ms)
+            policy = td.timeout_policy if td is not None else "RETRY"
+            if kind == "total":
+                retry = False
+                if policy == "TIME_OUT_WF":
+                    run_status = RunStatus.TIMED_OUT
+            elif policy == "ALERT_ONLY":
+                if kind in ts.alerts:  # this deadline was reported already: a duplicate
+                    return state
+                ts.alerts.append(kind)
+                state.warnings.append(
+                    f"task {ts.ref} attempt {ts.attempt}: {kind} timeout elapsed (ALERT_ONLY)"
+                )
+                return state
+            elif policy == "TIME_OUT_WF":
+                retry = False
+                run_status = RunStatus.TIMED_OUT
+        elif status != TaskStatus.FAILED:
+            final_status = TaskStatus.FAILED_WITH_TERMINAL_ERROR
+        ts.status = final_status
+        ts.output = dict(outcome.output)
+        ts.reason = outcome.reason or f"task {final_status.value}"
+        ts.end_time = now_ms
+        if retry and ts.attempt < 1 + self._retry_count(node):
+            delay = retry_delay_seconds(
+                td.retry_logic if td is not None else "FIXED",
+                td.retry_delay_seconds if td is not None else 0,
+                td.backoff_scale_factor if td is not None else 1,
+                ts.attempt - 1,
+                outcome.retry_after_seconds,
+            )
+            total = td.total_timeout_seconds if td is not None else 0
+            first = ts.first_scheduled_time if ts.first_scheduled_time is not None else now_ms
+            if not total or now_ms + delay * 1000 < first + total * 1000:
+                ts.retry_delay_seconds = delay
+                state.retries.append(ts.ref)
+                self.touch(state, ts)
+                return state
+            ts.status = TaskStatus.TIMED_OUT
+            ts.reason = f"{ts.reason}; no retry: totalTimeoutSeconds ({total}s) would elapse"
+        self.touch(state, ts)
+        self._final_failure(state, ts, now_ms, run_status)
+        return state
+
+    def wait_deadline(self, state: RunState, task_id: str) -> Deadline | None:
+        """The earliest deadline of a pending wait, or None when it has none."""
+        ref = state.pending.get(task_id)
+        if ref is None:
+            return None
+        ts = state.tasks[ref]
+        if ts.status not in _WAITING or ts.retry_delay_seconds is not None:
+            return None
+        found = [d for d in self._deadlines(ts) if d.kind not in ts.alerts]
+        if not found:
+            return None
+        return min(found, key=lambda d: (d.at_ms, _KIND_ORDER[d.kind]))
+
+    def is_waiting(self, state: RunState, task_id: str) -> bool:
+        """True while the current attempt of ``task_id`` still waits for its outcome."""
+        ref = state.pending.get(task_id)
+        if ref is None or state.status != RunStatus.RUNNING:
+            return False
+        ts = state.tasks[ref]
+        return ts.status in _WAITING and ts.retry_delay_seconds is None
+
+    def on_workflow_timeout(self, state: RunState, now_ms: int) -> Decision:
+        """The workflow's timeoutSeconds elapsed."""
+        if state.status == RunStatus.RUNNING:
+            seconds = self.definition.timeout_seconds
+            if self.definition.timeout_policy == "TIME_OUT_WF":
+                self.finish_run(
+                    state, RunStatus.TIMED_OUT, {}, f"workflow timed out after {seconds}s", now_ms
+                )
+            elif not state.timeout_alerted:
+                state.timeout_alerted = True
+                state.warnings.append(f"workflow timeout of {seconds}s elapsed (ALERT_ONLY)")
+        return self._emit(state, [])
+
+    def terminate(self, state: RunState, reason: str, now_ms: int) -> Decision:
+        """External terminate: the run ends TERMINATED, pending tasks canceled."""
+        if not state.status.is_terminal:
+            self.finish_run(state, RunStatus.TERMINATED, {}, reason, now_ms)
+        return self._emit(state, [])
+
+    def stall(self, state: RunState, now_ms: int) -> RunResult:
+        """The result for a run with nothing pending that did not finish (a bug guard)."""
+        if not state.status.is_terminal:
+            self.finish_run(
+                state,
+                RunStatus.FAILED,
+                {},
+                "run stalled: no task pending and nothing to decide",
+                now_ms,
+            )
+        return self._result(state)
+
+    def workflow_deadline_ms(self, state: RunState) -> int | None:
+        seconds = self.definition.timeout_seconds
+        return state.start_time + seconds * 1000 if seconds else None
+
+    def context(self, state: RunState) -> dict[str, Any]:
+        """The expression context of the run (cached on the state; do not mutate)."""
+        ctx = state._ctx
+        if ctx is None or state._ctx_owner != id(state):
+            ctx = {"workflow": self.workflow_entry(state)}
+            for ts in state.tasks.values():
+                entry = self._entry(ts)
+                ctx[ts.ref] = entry
+                ctx[ts.def_ref] = entry
+            state._ctx = ctx
+            state._ctx_owner = id(state)
+        return ctx
+
+    # ------------------------------------------------------------------ frames
+
+    def _advance(
+        self,
+        state: RunState,
+        frame: Frame,
+        now_ms: int,
+        actions: list[ScheduleTask],
+        budget: list[int],
+    ) -> None:
+        tasks = self.lists[frame.list_id]
+        while state.status == RunStatus.RUNNING:
+            if frame.blocking is not None:
+                return
+            if frame.pos >= len(tasks):
+                if not frame.children:
+                    self._end_frame(state, frame, now_ms)
+                return
+            wt = tasks[frame.pos]
+            ts = state.tasks.get(wt.task_reference_name + frame.suffix)
+            if ts is None:
+                budget[0] -= 1
+                if budget[0] < 0:
+                    self.finish_run(
+                        state,
+                        RunStatus.FAILED,
+                        {},
+                        f"more than {self.max_inline_steps} tasks evaluated in one step "
+                        "(a DO_WHILE that never ends?)",
+                        now_ms,
+                    )
+                    return
+                self._start_task(state, frame, wt, now_ms, actions)
+                continue
+            if ts.status.is_successful:
+                frame.pos += 1
+                continue
+            handler = handler_for(ts.type)
+            if (
+                ts.status == TaskStatus.IN_PROGRESS
+                and handler is not None
+                and handler.resume(self, state, frame, ts, now_ms)
+            ):
+                continue
+            return
+
+    def open_frame(
+        self,
+        state: RunState,
+        parent: Frame,
+        owner: str,
+        list_id: int,
+        label: str,
+        suffix: str,
+        blocking: bool,
+    ) -> None:
+        key = f"{owner}/{label}"
+        state.frames[key] = Frame(
+            key=key, list_id=list_id, suffix=suffix, parent=parent.key, owner=owner
+        )
+        parent.children.append(key)
+        if blocking:
+            parent.blocking = key
+        state.ready.append(key)
+
+    def _end_frame(self, state: RunState, frame: Frame, now_ms: int) -> None:
+        del state.frames[frame.key]
+        if frame.parent is None:
+            self._complete_run(state, now_ms)
+            return
+        parent = state.frames[frame.parent]
+        parent.children.remove(frame.key)
+        if parent.blocking == frame.key:
+            parent.blocking = None
+            assert frame.owner is not None
+            owner = state.tasks[frame.owner]
+            handler = handler_for(owner.type)
+            if handler is not None:
+                handler.child_frame_ended(self, state, parent, owner, frame, now_ms)
+        if state.status == RunStatus.RUNNING:
+            state.ready.append(parent.key)
+
+    # ------------------------------------------------------------------ starting tasks
+
+    def _start_task(
+        self,
+        state: RunState,
+        frame: Frame,
+        wt: WorkflowTask,
+        now_ms: int,
+        actions: list[ScheduleTask],
+    ) -> None:
+        ref = wt.task_reference_name + frame.suffix
+        ts = TaskState(
+            task_id=self.task_id(state.workflow_id, ref),
+            ref=ref,
+            def_ref=wt.task_reference_name,
+            name=wt.name,
+            type=wt.type,
+            status=TaskStatus.SCHEDULED,
+            scheduled_time=now_ms,
+            first_scheduled_time=now_ms,
+            frame=frame.key,
+        )
+        state.tasks[ref] = ts
+        ctx = self.context(state)
+        ctx["CPEWF_TASK_ID"] = ts.task_id
+        kind = wt.type
+        handler = handler_for(kind)
+        try:
+            if handler is not None and handler.scheduled:
+                resolved = self._resolve_scheduled_input(state, wt.input_parameters, ctx)
+            else:
+                resolved = resolve(wt.input_parameters, ctx)
+        except Exception as exc:  # resolve() should not raise; a bad template fails the task
+            self.fail_inline(state, ts, f"input resolution failed: {exc}", now_ms)
+            return
+        ts.input = resolved if isinstance(resolved, dict) else {}
+        try:
+            if handler is None:
+                raise TaskFailed(f"unknown task type {kind!r}")
+            handler.start(self, TaskStart(state, frame, ts, wt, now_ms, actions))
+        except TaskFailed as failure:
+            self.fail_inline(state, ts, str(failure), now_ms)
+            return
+        self.touch(state, ts)
+
+    def schedule(self, start: TaskStart) -> None:
+        """Make a new task instance an I/O action (its first attempt)."""
+        state, ts, wt, now_ms = start.state, start.task, start.definition, start.now_ms
+        node = self.nodes[wt.task_reference_name]
+        delay = float(wt.start_delay)
+        action = self._action(ts, node, delay, now_ms)
+        ts.scheduled_time = ts.first_scheduled_time = now_ms + int(delay * 1000)
+        state.pending[ts.task_id] = ts.ref
+        start.actions.append(action)
+
+    def _dispatch_retry(
+        self, state: RunState, ts: TaskState, now_ms: int, actions: list[ScheduleTask]
+    ) -> None:
+        node = self.nodes[ts.def_ref]
+        delay = ts.retry_delay_seconds or 0.0
+        ts.retry_delay_seconds = None
+        ts.attempt += 1
+        ts.status = TaskStatus.SCHEDULED
+        ts.scheduled_time = now_ms + int(delay * 1000)
+        ts.start_time = ts.end_time = ts.worker_id = None
+        ts.output = {}
+        ts.alerts = []
+        self.touch(state, ts)
+        actions.append(self._action(ts, node, delay, ts.scheduled_time))
+
+    def _action(self, ts: TaskState, node: Node, delay: float, base_ms: int) -> ScheduleTask:
+        """The action of the current attempt of ``ts``; ``base_ms``: when the attempt is
+        scheduled from (before its delay)."""
+        handler = handler_for(ts.type)
+        assert handler is not None and handler.scheduled, ts.type
+        fields = handler.action_fields(self, ts, node, base_ms)
+        return ScheduleTask(
+            task_id=ts.task_id,
+            ref=ts.ref,
+            def_ref=ts.def_ref,
+            name=ts.name,
+            type=ts.type,
+            input=ts.input,
+            attempt=ts.attempt,
+            delay_seconds=delay,
+            optional=node.task.optional,
+            task_def=node.task_def,
+            wait_until_ms=fields.wait_until_ms,
+            timeout_seconds=fields.timeout_seconds,
+            sub_workflow=node.task.sub_workflow_param,
+        )
+
+    # ------------------------------------------------------------------ completion/failure
+
+    def complete_inline(
+        self, state: RunState, ts: TaskState, output: dict[str, Any], now_ms: int
+    ) -> None:
+        ts.status = TaskStatus.COMPLETED
+        ts.output = output
+        if ts.start_time is None:
+            ts.start_time = now_ms
+        ts.end_time = now_ms
+        state.last_ref = ts.ref
+        self.touch(state, ts)
+
+    def _succeeded(self, state: RunState, ts: TaskState) -> None:
+        state.last_ref = ts.ref
+        self.touch(state, ts)
+        state.ready.append(ts.frame)
+
+    def fail_inline(self, state: RunState, ts: TaskState, reason: str, now_ms: int) -> None:
+        ts.status = TaskStatus.FAILED
+        ts.reason = reason
+        ts.end_time = now_ms
+        self.touch(state, ts)
+        self._final_failure(state, ts, now_ms, RunStatus.FAILED)
+
+    def _final_failure(
+        self, state: RunState, ts: TaskState, now_ms: int, run_status: RunStatus
+    ) -> None:
+        state.pending.pop(ts.task_id, None)
+        node = self.nodes[ts.def_ref]
+        if node.task.optional and run_status != RunStatus.TIMED_OUT:
+            ts.status = TaskStatus.COMPLETED_WITH_ERRORS
+            if ts.type == TaskType.DO_WHILE:
+                state.loops.pop(ts.ref, None)
+                self._close_children(state, ts, now_ms)
+            self._succeeded(state, ts)
+            return
+        state.failed_reference_task_names.append(ts.ref)
+        reason = f"task {ts.ref} {ts.status.value}: {ts.reason}"
+        # containers around the failed task fail with it (JOIN of an enclosing fork, loops)
+        frame = state.frames.get(ts.frame)
+        while frame is not None and frame.owner is not None:
+            parent = state.frames.get(frame.parent or "")
+            owner = state.tasks[frame.owner]
+            target = owner
+            if owner.type == TaskType.FORK_JOIN:
+                join_ref = self.nodes[owner.def_ref].join_ref
+                found = state.tasks.get(join_ref + parent.suffix) if join_ref and parent else None
+                target = found if found is not None else owner
+            if not target.status.is_terminal:
+                target.status = TaskStatus.FAILED
+                target.reason = f"{ts.ref} failed: {ts.reason}"
+                target.end_time = now_ms
+                self.touch(state, target)
+            frame = parent
+        self.finish_run(state, run_status, {}, reason, now_ms, failed_task_id=ts.task_id)
+
+    def _close_children(self, state: RunState, owner: TaskState, now_ms: int) -> None:
+        """Cancel what still runs under a container that ended early."""
+        frame = state.frames.get(owner.frame)
+        if frame is None:
+            return
+        for key in list(frame.children):
+            child = state.frames.get(key)
+            if child is not None and child.owner == owner.ref:
+                self._cancel_frame(state, child, now_ms)
+                frame.children.remove(key)
+                if frame.blocking == key:
+                    frame.blocking = None
+
+    def _cancel_frame(self, state: RunState, frame: Frame, now_ms: int) -> None:
+        for key in frame.children:
+            child = state.frames.get(key)
+            if child is not None:
+                self._cancel_frame(state, child, now_ms)
+        tasks = self.lists[frame.list_id]
+        if frame.pos < len(tasks):
+            ts = state.tasks.get(tasks[frame.pos].task_reference_name + frame.suffix)
+            if ts is not None:
+                self._cancel_task(state, ts, now_ms)
+        del state.frames[frame.key]
+
+    def _cancel_task(self, state: RunState, ts: TaskState, now_ms: int) -> None:
+        if ts.task_id in state.pending:
+            del state.pending[ts.task_id]
+            state.canceled.append(ts.task_id)
+        if not ts.status.is_terminal or ts.retry_delay_seconds is not None:
+            ts.status = TaskStatus.CANCELED
+            ts.retry_delay_seconds = None
+            ts.end_time = now_ms
+            self.touch(state, ts)
+
+    def finish_run(
+        self,
+        state: RunState,
+        status: RunStatus,
+        output: dict[str, Any],
+        reason: str | None,
+        now_ms: int,
+        failed_task_id: str | None = None,
+    ) -> None:
+        for task_id, ref in list(state.pending.items()):
+            self._cancel_task(state, state.tasks[ref], now_ms)
+            if task_id in state.pending:  # pragma: no cover - _cancel_task removes it
+                del state.pending[task_id]
+        for frame in state.frames.values():
+            tasks = self.lists[frame.list_id]
+            if frame.pos < len(tasks):
+                ts = state.tasks.get(tasks[frame.pos].task_reference_name + frame.suffix)
+                if ts is not None and not ts.status.is_terminal:
+                    self._cancel_task(state, ts, now_ms)
+        state.frames.clear()
+        state.ready.clear()
+        state.retries.clear()
+        state.loops.clear()
+        state.status = status
+        state.output = output
+        state.reason = reason
+        state.failed_task_id = failed_task_id
+        state.end_time = now_ms
+        if state._ctx is not None and state._ctx_owner == id(state):
+            state._ctx["workflow"] = self.workflow_entry(state)
+
+    def _complete_run(self, state: RunState, now_ms: int) -> None:
+        try:
+            output = self.run_output(state)
+        except TaskFailed as failure:
+            self.finish_run(state, RunStatus.FAILED, {}, str(failure), now_ms)
+            return
+        self.finish_run(state, RunStatus.COMPLETED, output, None, now_ms)
+
+    def run_output(self, state: RunState) -> dict[str, Any]:
+        if self.definition.output_parameters:
+            ctx = self.context(state)
+            ctx.pop("CPEWF_TASK_ID", None)
+            try:
+                resolved = resolve(self.definition.output_parameters, ctx)
+            except Exception as exc:
+                raise TaskFailed(f"outputParameters resolution failed: {exc}") from None
+            return resolved if isinstance(resolved, dict) else {}
+        if state.last_ref is not None:
+            return dict(state.tasks[state.last_ref].output)
+        return {}
+
+    # ------------------------------------------------------------------ helpers
+
+    def _retry_count(self, node: Node) -> int:
+        if node.task.retry_count is not None:
+            return node.task.retry_count
+        if node.task_def is not None:
+            return node.task_def.retry_count
+        return 0
+
+    def _waiting_task(self, state: RunState, task_id: str, attempt: int) -> TaskState | None:
+        """The task if it waits for an outcome of ``attempt`` (else the event is stale)."""
+        if state.status != RunStatus.RUNNING:
+            return None
+        ref = state.pending.get(task_id)
+        if ref is None:
+            return None
+        ts = state.tasks[ref]
+        if ts.attempt != attempt or ts.status not in _WAITING or ts.retry_delay_seconds is not None:
+            return None
+        return ts
+
+    def _deadlines(self, ts: TaskState) -> list[Deadline]:
+        node = self.nodes[ts.def_ref]
+        td = node.task_def
+        sched = ts.scheduled_time or 0
+        found: list[Deadline] = []
+        if ts.type == TaskType.HUMAN:
+            human = human_timeout(ts, td)
+            if human:
+                found.append(Deadline(at_ms=sched + human * 1000, kind="human"))
+        elif td is not None and td.timeout_seconds:
+            found.append(Deadline(at_ms=sched + td.timeout_seconds * 1000, kind="task"))
+        if td is None:
+            return found
+        if td.total_timeout_seconds:
+            first = ts.first_scheduled_time if ts.first_scheduled_time is not None else sched
+            found.append(Deadline(at_ms=first + td.total_timeout_seconds * 1000, kind="total"))
+        if ts.type == TaskType.WORKER:
+            if ts.status == TaskStatus.SCHEDULED and td.poll_timeout_seconds:
+                found.append(Deadline(at_ms=sched + td.poll_timeout_seconds * 1000, kind="poll"))
+            if ts.status == TaskStatus.IN_PROGRESS and ts.start_time is not None:
+                found.append(
+                    Deadline(
+                        at_ms=ts.start_time + td.response_timeout_seconds * 1000, kind="response"
+                    )
+                )
+        return found
+
+    def _fired_kind(self, state: RunState, ts: TaskState, now_ms: int) -> DeadlineKind:
+        """Which deadline a TIMED_OUT without a kind stands for: a due one not yet reported,
+        else a due reported one (a duplicate), else the next unreported one, else any."""
+        found = self._deadlines(ts)
+        due = [d for d in found if d.at_ms <= now_ms]
+        for group in (
+            [d for d in due if d.kind not in ts.alerts],
+            due,
+            [d for d in found if d.kind not in ts.alerts],
+            found,
+        ):
+            if group:
+                return min(group, key=lambda d: (d.at_ms, _KIND_ORDER[d.kind])).kind
+        return "task"
+
+    def _workflow_input(self, state: RunState) -> dict[str, Any]:
+        ref = offloaded(state.input, INPUT_REF)
+        if ref is None or self.payloads is None:
+            if self.payloads is not None and has_pointers(state.input):
+                # a child run's input passed by reference from its parent
+                value = dereference(state.input, self.payloads)
+                return value if isinstance(value, dict) else {}
+            return state.input
+        value = self.payloads(ref)
+        loaded = value if isinstance(value, dict) else {}
+        return {**self.definition.input_template, **loaded}
+
+    def workflow_entry(self, state: RunState) -> dict[str, Any]:
+        return {
+            "input": self._workflow_input(state),
+            "output": state.output,
+            "variables": state.variables,
+            "workflowId": state.workflow_id,
+            "correlationId": state.correlation_id,
+            "workflowType": state.workflow_type,
+            "version": state.version,
+            "status": state.status.value,
+            "startTime": state.start_time,
+        }
+
+    def _resolve_scheduled_input(
+        self, state: RunState, params: dict[str, Any], ctx: dict[str, Any]
+    ) -> dict[str, Any]:
+        """The input of a task that does I/O: a parameter that is exactly one reference
+        into an offloaded output stays a pointer (:mod:`engine.runtime.payload_refs`), which the
+        task's activity dereferences, so the value stays out of the state and history."""
+        out: dict[str, Any] = {}
+        for key, template in params.items():
+            target = self._offloaded_reference(state, template, ctx)
+            out[key] = target if target is not None else resolve(template, ctx)
+        return out
+
+    def _offloaded_reference(
+        self, state: RunState, template: Any, ctx: dict[str, Any]
+    ) -> dict[str, str] | None:
+        if self.payloads is None or not isinstance(template, str):
+            return None
+        match = _OUTPUT_REFERENCE.match(template)
+        if match is None:
+            return None
+        entry = ctx.get(match["root"])
+        if not isinstance(entry, dict):
+            return None
+        ts = state.tasks.get(str(entry.get("referenceTaskName")))
+        ref = offloaded(ts.output, OUTPUT_REF) if ts is not None else None
+        if ref is None:
+            return None
+        return pointer(ref, "$" + (match["path"] or ""))
+
+    def _output(self, ts: TaskState) -> dict[str, Any]:
+        """A task's output for expressions: an offloaded one (``{"outputRef": ref}``, as the
+        Task API reports outputs above the threshold) is read through the loader."""
+        ref = offloaded(ts.output, OUTPUT_REF)
+        if ref is None or self.payloads is None:
+            return ts.output
+        value = self.payloads(ref)
+        return value if isinstance(value, dict) else {"result": value}
+
+    def _entry(self, ts: TaskState) -> dict[str, Any]:
+        return {
+            "input": ts.input,
+            "output": self._output(ts),
+            "status": ts.status.value,
+            "taskId": ts.task_id,
+            "referenceTaskName": ts.ref,
+            "reasonForIncompletion": ts.reason,
+            "retryCount": ts.attempt - 1,
+        }
+
+    def touch(self, state: RunState, ts: TaskState) -> None:
+        state.dirty.append(ts.ref)
+        ctx = state._ctx
+        if ctx is not None and state._ctx_owner == id(state):
+            entry = self._entry(ts)
+            ctx[ts.ref] = entry
+            latest = ctx.get(ts.def_ref)
+            if (
+                ts.ref == ts.def_ref
+                or latest is None
+                or _iteration_rank(ts.ref) >= _iteration_rank(latest["referenceTaskName"])
+            ):
+                ctx[ts.def_ref] = entry
+
+    def _record(self, state: RunState, ts: TaskState) -> TaskChange:
+        return TaskChange(
+            workflow_id=state.workflow_id,
+            task_id=ts.task_id,
+            ref=ts.ref,
+            def_ref=ts.def_ref,
+            name=ts.name,
+            type=ts.type,
+            status=ts.status,
+            attempt=ts.attempt,
+            input=ts.input,
+            output=ts.output,
+            reason=ts.reason,
+            scheduled_time=ts.scheduled_time,
+            start_time=ts.start_time,
+            end_time=ts.end_time,
+            first_scheduled_time=ts.first_scheduled_time,
+            worker_id=ts.worker_id,
+            iteration=_iteration_of(ts),
+            optional=self.nodes[ts.def_ref].task.optional,
+        )
+
+    def _result(self, state: RunState) -> RunResult:
+        return RunResult(
+            status=state.status,
+            output=state.output,
+            reason=state.reason,
+            failed_task_id=state.failed_task_id,
+            failed_reference_task_names=list(state.failed_reference_task_names),
+        )
+
+    def _emit(self, state: RunState, actions: list[ScheduleTask]) -> Decision:
+        records = [
+            self._record(state, state.tasks[ref])
+            for ref in dict.fromkeys(state.dirty)
+            if ref in state.tasks
+        ]
+        state.dirty = []
+        cancel, state.canceled = state.canceled, []
+        finished = None
+        if state.status.is_terminal:
+            finished = self._result(state)
+            if actions:
+                # the run ended later in this same step (e.g. TERMINATE in another branch):
+                # what was scheduled in it is canceled already and must not start
+                started = {action.task_id for action in actions}
+                actions = []
+                cancel = [task_id for task_id in cancel if task_id not in started]
+        return Decision(
+            state=state, actions=actions, records=records, finished=finished, cancel=cancel
+        )
+
+
+def _iteration_rank(ref: str) -> tuple[int, ...]:
+    """Iteration numbers of an instance ref (``a__2__3`` -> (2, 3)); for "latest"."""
+    parts = ref.split("__")
+    rank: list[int] = []
+    for part in reversed(parts[1:]):
+        if not part.isdigit():
+            break
+        rank.append(int(part))
+    return tuple(reversed(rank))

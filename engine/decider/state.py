@@ -1,0 +1,215 @@
+"""The data the :class:`~engine.decider.Decider` works on: run state, outcomes, actions.
+
+Everything here is JSON-shaped: ``RunState.model_validate(state.model_dump(mode="json"))``
+gives back an equivalent state, which is how a long run carries it into
+``continue_as_new``. Field names are snake_case in Python and camelCase with
+``by_alias=True`` (both are accepted on input).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+from pydantic.alias_generators import to_camel
+
+from engine.language.definitions import RunStatus, SubWorkflowParams, TaskDef, TaskStatus
+
+__all__ = [
+    "Deadline",
+    "DeadlineKind",
+    "Decision",
+    "Frame",
+    "RunResult",
+    "RunState",
+    "ScheduleTask",
+    "TaskChange",
+    "TaskOutcome",
+    "TaskState",
+]
+
+DeadlineKind = Literal["poll", "response", "task", "total", "human"]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
+
+
+class _TaskRow(_Model):
+    """The fields of a task row (shared by the state and by records)."""
+
+    task_id: str
+    #: the reference name of this instance: ``ref`` or, inside a DO_WHILE, ``ref__N``
+    ref: str
+    #: the ``taskReferenceName`` in the definition (``ref`` without iteration suffix)
+    def_ref: str
+    name: str
+    type: str
+    status: TaskStatus
+    #: 1 for the first attempt; the queue message id is ``<taskId>:<attempt>``
+    attempt: int = 1
+    input: dict[str, Any] = Field(default_factory=dict)
+    output: dict[str, Any] = Field(default_factory=dict)
+    reason: str | None = None
+    #: epoch ms when this attempt is (or was) queued, after any start/retry delay
+    scheduled_time: int | None = None
+    start_time: int | None = None
+    end_time: int | None = None
+    #: epoch ms when the first attempt was queued (base of totalTimeoutSeconds)
+    first_scheduled_time: int | None = None
+    worker_id: str | None = None
+
+
+class TaskState(_TaskRow):
+    """A task instance in the run state."""
+
+    #: key of the :class:`Frame` (sequence) the task belongs to
+    frame: str = "$"
+    #: set while a failed attempt waits for its retry to be dispatched
+    retry_delay_seconds: float | None = None
+    #: timeout kinds already reported under ALERT_ONLY for this attempt
+    alerts: list[str] = Field(default_factory=list)
+
+
+class TaskChange(_TaskRow):
+    """A task row that changed in a decision step; the interpreter's activities write it
+    to the run store (as a :class:`engine.ports.run_store.TaskRecord`)."""
+
+    workflow_id: str
+    #: innermost DO_WHILE iteration of this instance (0 outside loops)
+    iteration: int = 0
+    optional: bool = False
+
+
+class Frame(_Model):
+    """One executing task list (the root sequence, a SWITCH case, a fork branch, a loop
+    body iteration) with its cursor."""
+
+    key: str
+    list_id: int
+    #: iteration suffix appended to every reference name in this list (``""``, ``"__2"``)
+    suffix: str = ""
+    pos: int = 0
+    parent: str | None = None
+    #: instance ref of the container task (SWITCH, FORK_JOIN, DO_WHILE) that opened it
+    owner: str | None = None
+    #: child frame the task at ``pos`` waits for (a SWITCH case or a loop body)
+    blocking: str | None = None
+    #: every open child frame (blocking child and fork branches)
+    children: list[str] = Field(default_factory=list)
+
+
+class RunState(_Model):
+    """Everything the Decider needs about one run; small and JSON-serializable."""
+
+    workflow_id: str
+    workflow_type: str
+    version: int = 1
+    correlation_id: str | None = None
+    input: dict[str, Any] = Field(default_factory=dict)
+    variables: dict[str, Any] = Field(default_factory=dict)
+    start_time: int = 0
+    status: RunStatus = RunStatus.RUNNING
+    output: dict[str, Any] = Field(default_factory=dict)
+    reason: str | None = None
+    failed_task_id: str | None = None
+    failed_reference_task_names: list[str] = Field(default_factory=list)
+    warnings: list[str] = Field(default_factory=list)
+    end_time: int | None = None
+    #: task instances by instance ref, in creation order
+    tasks: dict[str, TaskState] = Field(default_factory=dict)
+    #: outstanding I/O: task id -> instance ref (includes failed attempts awaiting retry)
+    pending: dict[str, str] = Field(default_factory=dict)
+    #: open sequences by key
+    frames: dict[str, Frame] = Field(default_factory=dict)
+    #: DO_WHILE instance ref -> current iteration
+    loops: dict[str, int] = Field(default_factory=dict)
+    #: frames that may be able to advance at the next decide()
+    ready: list[str] = Field(default_factory=list)
+    #: instance refs whose next attempt the next decide() dispatches
+    retries: list[str] = Field(default_factory=list)
+    #: instance refs changed since the last decision (emitted as records)
+    dirty: list[str] = Field(default_factory=list)
+    #: task ids canceled since the last decision (emitted as ``Decision.cancel``)
+    canceled: list[str] = Field(default_factory=list)
+    #: instance ref of the task that finished last (run output when outputParameters is empty)
+    last_ref: str | None = None
+    #: the workflow timeout fired under ALERT_ONLY
+    timeout_alerted: bool = False
+
+    # expression context cache; never serialized, rebuilt after deserialization or copy
+    _ctx: dict[str, Any] | None = PrivateAttr(default=None)
+    _ctx_owner: int = PrivateAttr(default=0)
+
+
+class TaskOutcome(_Model):
+    """What happened to a scheduled task attempt."""
+
+    task_id: str
+    attempt: int
+    status: TaskStatus
+    output: dict[str, Any] = Field(default_factory=dict)
+    reason: str | None = None
+    #: a server's Retry-After; wins over the retry logic's delay when larger
+    retry_after_seconds: float | None = None
+    #: for TIMED_OUT: which deadline fired; when None the Decider works it out from
+    #: :meth:`~engine.decider.Decider.wait_deadline` at the outcome's time
+    timeout_kind: DeadlineKind | None = None
+
+
+class Deadline(_Model):
+    at_ms: int
+    kind: DeadlineKind
+
+
+class ScheduleTask(_Model):
+    """Perform a task attempt: an activity, a worker dispatch, a HUMAN or WAIT wait or a
+    child run (``type`` says which)."""
+
+    kind: Literal["schedule_task"] = "schedule_task"
+    task_id: str
+    ref: str
+    def_ref: str
+    name: str
+    type: str
+    input: dict[str, Any] = Field(default_factory=dict)
+    attempt: int = 1
+    #: wait this long before (re)dispatching (start delay or retry delay)
+    delay_seconds: float = 0.0
+    optional: bool = False
+    #: the effective task definition (inline ``taskDefinition`` or registered), if any
+    task_def: TaskDef | None = None
+    #: WAIT with duration/until: complete at this epoch ms (None: external completion)
+    wait_until_ms: int | None = None
+    #: HUMAN: bound of the wait in seconds (None: unbounded)
+    timeout_seconds: int | None = None
+    #: SUB_WORKFLOW: the child definition
+    sub_workflow: SubWorkflowParams | None = None
+
+    @property
+    def message_id(self) -> str:
+        return f"{self.task_id}:{self.attempt}"
+
+
+class RunResult(_Model):
+    status: RunStatus
+    output: dict[str, Any] = Field(default_factory=dict)
+    reason: str | None = None
+    failed_task_id: str | None = None
+    failed_reference_task_names: list[str] = Field(default_factory=list)
+
+
+@dataclass
+class Decision:
+    """The result of a decision step."""
+
+    state: RunState
+    #: I/O the orchestration must start now
+    actions: list[ScheduleTask] = field(default_factory=list)
+    #: task rows changed in this step (also inline-decided ones), to record with the next I/O
+    records: list[TaskChange] = field(default_factory=list)
+    #: set when the run is over
+    finished: RunResult | None = None
+    #: task ids whose waits, timers or child runs to cancel
+    cancel: list[str] = field(default_factory=list)

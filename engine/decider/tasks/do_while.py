@@ -1,0 +1,91 @@
+"""DO_WHILE: the body runs at least once; after each iteration the loop output gets
+``"<n>": {ref: output}`` and ``"iteration": n``, and ``loopCondition`` is evaluated with
+``$`` = the loop's resolved inputParameters + ``{loopRef: {iteration, n: latest}}`` +
+``{bodyRef: latest output}``. An empty condition means one iteration; an empty body
+completes at once. Iteration ``n`` of a body task ``x`` is the instance ``x__n``."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from engine.decider.state import Frame, RunState, TaskState
+from engine.decider.tasks.base import TaskHandler, TaskStart
+from engine.language.definitions import TaskStatus
+from engine.language.expressions import resolve
+from engine.language.scripting import ScriptError, evaluate_condition
+
+if TYPE_CHECKING:
+    from engine.decider.core import Decider
+
+
+class DoWhileTask(TaskHandler):
+    def start(self, decider: Decider, start: TaskStart) -> None:
+        state, frame, ts, wt = start.state, start.frame, start.task, start.definition
+        node = decider.nodes[wt.task_reference_name]
+        ts.status = TaskStatus.IN_PROGRESS
+        ts.start_time = start.now_ms
+        if not wt.loop_over:
+            decider.complete_inline(state, ts, {"iteration": 0}, start.now_ms)
+            return
+        state.loops[ts.ref] = 1
+        ts.output = {"iteration": 1}
+        decider.open_frame(
+            state, frame, ts.ref, node.branches["body"], "body:1", frame.suffix + "__1", True
+        )
+
+    def child_frame_ended(
+        self,
+        decider: Decider,
+        state: RunState,
+        parent: Frame,
+        owner: TaskState,
+        child: Frame,
+        now_ms: int,
+    ) -> None:
+        """An iteration (``child``, the body frame) ended: record it, then run the next
+        one or complete the loop."""
+        loop, body = owner, child
+        node = decider.nodes[loop.def_ref]
+        wt = node.task
+        n = state.loops[loop.ref]
+        latest: dict[str, Any] = {}
+        for ref in node.body_refs:
+            ts = state.tasks.get(ref + body.suffix)
+            if ts is not None:
+                latest[ref] = ts.output
+        # in place: copying a growing loop output on every iteration would be quadratic
+        output = loop.output
+        output[str(n)] = latest
+        output["iteration"] = n
+        decider.touch(state, loop)
+        again = False
+        if wt.loop_condition and wt.loop_condition.strip():
+            ctx = decider.context(state)
+            ctx["CPEWF_TASK_ID"] = loop.task_id
+            inputs = resolve(wt.input_parameters, ctx)
+            bindings: dict[str, Any] = dict(inputs) if isinstance(inputs, dict) else {}
+            # the loop's iteration count and latest iteration, not every iteration: binding
+            # the whole (growing) loop output would make each iteration cost O(iterations)
+            bindings[loop.def_ref] = {"iteration": n, str(n): latest}
+            bindings.update(latest)
+            try:
+                again = evaluate_condition(wt.loop_condition, {"$": bindings})
+            except ScriptError as exc:
+                decider.fail_inline(state, loop, f"loopCondition: {exc}", now_ms)
+                return
+        if again:
+            state.loops[loop.ref] = n + 1
+            output["iteration"] = n + 1
+            decider.touch(state, loop)
+            decider.open_frame(
+                state,
+                parent,
+                loop.ref,
+                node.branches["body"],
+                f"body:{n + 1}",
+                parent.suffix + f"__{n + 1}",
+                True,
+            )
+        else:
+            state.loops.pop(loop.ref, None)
+            decider.complete_inline(state, loop, output, now_ms)

@@ -1,0 +1,257 @@
+"""Conductor-compatible definition models: TaskDef, WorkflowDef, WorkflowTask.
+
+Field names are Conductor's (camelCase on the wire, snake_case in Python) and so are the
+defaults. Unknown fields from Conductor JSON are kept (``extra="allow"``) and written back
+unchanged, never a crash.
+
+The task ``type`` is kept as a plain string so that one validation pass
+(:mod:`engine.language.validation`) can report an unknown type together with every other error of
+the definition; aliases (``SIMPLE`` -> ``WORKER``, ``DECISION`` -> ``SWITCH``) are
+normalised on load.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic.alias_generators import to_camel
+
+
+class TaskType(StrEnum):
+    WORKER = "WORKER"
+    HTTP = "HTTP"
+    CALL_TOOL = "CALL_TOOL"
+    LOGIC_APP = "LOGIC_APP"
+    DOCUMENT_INTELLIGENCE = "DOCUMENT_INTELLIGENCE"
+    INLINE = "INLINE"
+    JSON_JQ_TRANSFORM = "JSON_JQ_TRANSFORM"
+    SWITCH = "SWITCH"
+    FORK_JOIN = "FORK_JOIN"
+    JOIN = "JOIN"
+    DO_WHILE = "DO_WHILE"
+    WAIT = "WAIT"
+    HUMAN = "HUMAN"
+    SUB_WORKFLOW = "SUB_WORKFLOW"
+    SET_VARIABLE = "SET_VARIABLE"
+    TERMINATE = "TERMINATE"
+
+
+#: Conductor names accepted on input and stored under Stepway's name.
+TASK_TYPE_ALIASES: dict[str, str] = {"SIMPLE": "WORKER", "DECISION": "SWITCH"}
+
+#: Types that run as durabletask activities inside the engine.
+ACTIVITY_TYPES = frozenset(
+    {
+        TaskType.HTTP,
+        TaskType.CALL_TOOL,
+        TaskType.LOGIC_APP,
+        TaskType.DOCUMENT_INTELLIGENCE,
+    }
+)
+
+#: Types evaluated deterministically inside the orchestration (no I/O).
+INLINE_TYPES = frozenset({TaskType.INLINE, TaskType.JSON_JQ_TRANSFORM})
+
+TimeoutPolicy = Literal["RETRY", "TIME_OUT_WF", "ALERT_ONLY"]
+WorkflowTimeoutPolicy = Literal["TIME_OUT_WF", "ALERT_ONLY"]
+RetryLogic = Literal["FIXED", "LINEAR_BACKOFF", "EXPONENTIAL_BACKOFF"]
+
+
+class RunStatus(StrEnum):
+    RUNNING = "RUNNING"
+    PAUSED = "PAUSED"
+    COMPLETED = "COMPLETED"
+    FAILED = "FAILED"
+    TIMED_OUT = "TIMED_OUT"
+    TERMINATED = "TERMINATED"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self not in (RunStatus.RUNNING, RunStatus.PAUSED)
+
+
+class TaskStatus(StrEnum):
+    SCHEDULED = "SCHEDULED"
+    IN_PROGRESS = "IN_PROGRESS"
+    COMPLETED = "COMPLETED"
+    COMPLETED_WITH_ERRORS = "COMPLETED_WITH_ERRORS"
+    FAILED = "FAILED"
+    FAILED_WITH_TERMINAL_ERROR = "FAILED_WITH_TERMINAL_ERROR"
+    TIMED_OUT = "TIMED_OUT"
+    CANCELED = "CANCELED"
+    SKIPPED = "SKIPPED"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self not in (TaskStatus.SCHEDULED, TaskStatus.IN_PROGRESS)
+
+    @property
+    def is_successful(self) -> bool:
+        return self in (TaskStatus.COMPLETED, TaskStatus.COMPLETED_WITH_ERRORS, TaskStatus.SKIPPED)
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        populate_by_name=True,
+        extra="allow",
+        validate_assignment=False,
+    )
+
+    def to_json_dict(self) -> dict[str, Any]:
+        """The Conductor wire form (camelCase, unknown fields kept)."""
+        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+class TaskDef(_Model):
+    """Settings of a task type (docs/architecture.md, "Retries and timeouts"). Defaults
+    are Conductor's."""
+
+    name: str
+    description: str | None = None
+    owner_email: str | None = None
+    retry_count: int = Field(default=3, ge=0)
+    retry_logic: RetryLogic = "FIXED"
+    retry_delay_seconds: int = Field(default=60, ge=0)
+    backoff_scale_factor: int = Field(default=1, ge=1)
+    timeout_seconds: int = Field(default=0, ge=0)
+    response_timeout_seconds: int = Field(default=3600, ge=1)
+    poll_timeout_seconds: int | None = Field(default=None, ge=0)
+    total_timeout_seconds: int = Field(default=0, ge=0)
+    timeout_policy: TimeoutPolicy = "TIME_OUT_WF"
+    concurrent_exec_limit: int | None = Field(default=None, ge=0)
+    rate_limit_per_frequency: int | None = Field(default=None, ge=0)
+    rate_limit_frequency_in_seconds: int | None = Field(default=None, ge=0)
+    input_keys: list[str] = Field(default_factory=list)
+    output_keys: list[str] = Field(default_factory=list)
+    input_template: dict[str, Any] = Field(default_factory=dict)
+    input_schema: dict[str, Any] | None = None
+    output_schema: dict[str, Any] | None = None
+
+
+class SubWorkflowParams(_Model):
+    name: str
+    version: int | None = None
+    task_to_domain: dict[str, str] = Field(default_factory=dict)
+
+
+class WorkflowTask(_Model):
+    """One step of a definition (Conductor's ``WorkflowTask``).
+
+    Type-specific settings follow Conductor:
+
+    * SWITCH: ``evaluatorType`` (``value-param`` | ``javascript``), ``expression``,
+      ``decisionCases``, ``defaultCase`` (legacy DECISION: ``caseValueParam``,
+      ``caseExpression``).
+    * FORK_JOIN: ``forkTasks`` (list of branches), followed by a JOIN with ``joinOn``.
+    * DO_WHILE: ``loopCondition`` (javascript), ``loopOver``.
+    * WAIT: ``inputParameters.duration`` (e.g. ``"30s"``, ``"1h 5m"``) or
+      ``inputParameters.until`` (ISO 8601 or ``yyyy-MM-dd HH:mm``, UTC unless a zone is
+      given); neither means wait for an external completion.
+    * HUMAN: completed through the API; ``inputParameters.instructions`` names an
+      instruction text, ``inputParameters.timeoutSeconds`` bounds the wait.
+    * SUB_WORKFLOW: ``subWorkflowParam`` {name, version}.
+    * SET_VARIABLE: ``inputParameters`` are the variables to set.
+    * TERMINATE: ``inputParameters.terminationStatus`` (COMPLETED | FAILED | TERMINATED),
+      ``terminationReason``, ``workflowOutput``.
+    * INLINE: ``inputParameters.evaluatorType`` (javascript), ``inputParameters.expression``.
+    * JSON_JQ_TRANSFORM: ``inputParameters.queryExpression``.
+    """
+
+    name: str
+    task_reference_name: str
+    type: str = "WORKER"
+    description: str | None = None
+    input_parameters: dict[str, Any] = Field(default_factory=dict)
+    optional: bool = False
+    start_delay: int = Field(default=0, ge=0)
+    async_complete: bool = False
+    retry_count: int | None = Field(default=None, ge=0)
+    # SWITCH / DECISION
+    evaluator_type: str | None = None
+    expression: str | None = None
+    case_value_param: str | None = None
+    case_expression: str | None = None
+    decision_cases: dict[str, list[WorkflowTask]] = Field(default_factory=dict)
+    default_case: list[WorkflowTask] = Field(default_factory=list)
+    # FORK_JOIN / JOIN
+    fork_tasks: list[list[WorkflowTask]] = Field(default_factory=list)
+    join_on: list[str] = Field(default_factory=list)
+    # DO_WHILE
+    loop_condition: str | None = None
+    loop_over: list[WorkflowTask] = Field(default_factory=list)
+    # SUB_WORKFLOW
+    sub_workflow_param: SubWorkflowParams | None = None
+    # inline task definition (Conductor allows one on the workflow task)
+    task_definition: TaskDef | None = None
+
+    @field_validator("type", mode="before")
+    @classmethod
+    def _normalise_type(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            upper = value.strip().upper()
+            return TASK_TYPE_ALIASES.get(upper, upper)
+        return value
+
+    def children(self) -> Iterator[tuple[str, list[WorkflowTask]]]:
+        """Nested task lists with their JSON path suffix (relative to this task)."""
+        for case, tasks in self.decision_cases.items():
+            yield f".decisionCases.{case}", tasks
+        if self.default_case:
+            yield ".defaultCase", self.default_case
+        for i, branch in enumerate(self.fork_tasks):
+            yield f".forkTasks[{i}]", branch
+        if self.loop_over:
+            yield ".loopOver", self.loop_over
+
+
+class WorkflowDef(_Model):
+    """A workflow definition (Conductor's ``WorkflowDef``)."""
+
+    name: str
+    description: str | None = None
+    version: int = Field(default=1, ge=1)
+    tasks: list[WorkflowTask] = Field(default_factory=list)
+    input_parameters: list[str] = Field(default_factory=list)
+    output_parameters: dict[str, Any] = Field(default_factory=dict)
+    failure_workflow: str | None = None
+    schema_version: int = 2
+    restartable: bool = True
+    workflow_status_listener_enabled: bool = False
+    owner_email: str | None = None
+    timeout_policy: WorkflowTimeoutPolicy = "ALERT_ONLY"
+    timeout_seconds: int = Field(default=0, ge=0)
+    variables: dict[str, Any] = Field(default_factory=dict)
+    input_template: dict[str, Any] = Field(default_factory=dict)
+    input_schema: dict[str, Any] | None = None
+    output_schema: dict[str, Any] | None = None
+
+    def walk(self) -> Iterator[TaskLocation]:
+        """Every task of the definition, depth first, in definition order."""
+        yield from walk_tasks(self.tasks, "$.tasks", ())
+
+
+@dataclass(frozen=True)
+class TaskLocation:
+    """A task with its JSON path and the chain of container tasks around it."""
+
+    task: WorkflowTask
+    path: str
+    ancestors: tuple[WorkflowTask, ...]
+
+
+def walk_tasks(
+    tasks: list[WorkflowTask], path: str, ancestors: tuple[WorkflowTask, ...]
+) -> Iterator[TaskLocation]:
+    for i, task in enumerate(tasks):
+        here = f"{path}[{i}]"
+        yield TaskLocation(task, here, ancestors)
+        for suffix, nested in task.children():
+            yield from walk_tasks(nested, here + suffix, (*ancestors, task))
+
+
+WorkflowTask.model_rebuild()

@@ -1,0 +1,713 @@
+"""Validation of workflow definitions and task definitions.
+
+Every check returns *all* problems of a document at once as :class:`ValidationIssue`
+values with a JSON path into the document as it was written (camelCase field names, e.g.
+``$.tasks[2].decisionCases.yes[0].taskReferenceName``). Nothing here raises on bad input:
+unknown Conductor fields are kept by the models and ignored by the checks.
+
+Order of the issues: first the structural errors reported by pydantic (wrong types,
+missing fields, values outside an enumeration); then, when the structure parsed, the
+semantic rules below, in definition order.
+
+Semantic rules for a workflow definition:
+
+* ``taskReferenceName`` is unique across the whole nesting; a duplicate is reported at
+  its second occurrence, naming the first.
+* every ``${ref.…}`` reference names a task of the workflow that may have run before the
+  referencing task: earlier in the sequence, an enclosing SWITCH / FORK_JOIN / DO_WHILE
+  task, any task nested in an earlier SWITCH, FORK_JOIN or DO_WHILE. Not allowed: a later
+  task, a task in a sibling fork branch (runs concurrently), a task in another SWITCH
+  case. Inside a DO_WHILE a task sees the earlier tasks of the same loop body; the
+  ``loopCondition`` and the tasks after the loop see all tasks of the loop.
+  ``ref__N`` names iteration N of a task inside a DO_WHILE. ``workflow`` and
+  ``CPEWF_TASK_ID`` are always available. Expression syntax errors (``${`` not closed)
+  are reported at the parameter.
+* FORK_JOIN is followed by a JOIN; a JOIN follows a FORK_JOIN and its ``joinOn`` names
+  only tasks inside that fork's branches.
+* per type: SWITCH, DO_WHILE, WAIT, TERMINATE, SUB_WORKFLOW, HTTP, HUMAN settings; WORKER
+  names are valid queue names; unknown types are listed with the known ones.
+* an inline ``taskDefinition`` gets the task definition checks.
+
+Task definitions: timeouts consistent, the name a valid Service Bus queue name (see
+:data:`MAX_TASK_TYPE_LENGTH`), ``inputSchema`` / ``outputSchema`` valid JSON Schema.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol
+
+from jsonschema import validators as _jsonschema_validators
+from pydantic import ValidationError
+
+from engine.language.definitions import (
+    TASK_TYPE_ALIASES,
+    TaskDef,
+    TaskType,
+    WorkflowDef,
+    WorkflowTask,
+)
+from engine.language.expressions import expression_errors, reference_paths
+from protocol.queues import (
+    HIGH_PRIORITY_SUFFIX,
+    MAX_DOMAIN_LENGTH,
+    MAX_QUEUE_NAME_LENGTH,
+    MAX_TASK_TYPE_LENGTH,
+    is_queue_name_part,
+)
+
+__all__ = [
+    "EVALUATOR_TYPES",
+    "MAX_DOMAIN_LENGTH",
+    "MAX_QUEUE_NAME_LENGTH",
+    "MAX_TASK_TYPE_LENGTH",
+    "TERMINATION_STATUSES",
+    "CodeArea",
+    "ValidationIssue",
+    "check_coverage",
+    "parse_duration",
+    "pydantic_issues",
+    "queue_name_problem",
+    "validate_task_def",
+    "validate_workflow",
+]
+
+
+class CodeArea(Protocol):
+    """A code area of the worker catalog, as :func:`check_coverage` reads it (the
+    catalog's ``WorkerCatalogEntry`` is one; this package does not import ``workers``)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def task_types(self) -> Sequence[str]: ...
+
+
+@dataclass(frozen=True)
+class ValidationIssue:
+    """One problem of a document: a JSON path into it and a message."""
+
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}"
+
+
+# --- queue names -------------------------------------------------------------------------
+
+# One set of queue-name limits for the catalog, the Pulumi program and this validator
+# (protocol.queues): a task type must fit in ``<type>-high`` and ``<domain>-<type>``
+# within Service Bus's 260 characters.
+
+
+def queue_name_problem(name: str) -> str | None:
+    """Why ``name`` cannot be a task type (a Service Bus queue name), or None if it can."""
+    if not name:
+        return "a task type name must not be empty"
+    if len(name) > MAX_TASK_TYPE_LENGTH:
+        return (
+            f"task type name is {len(name)} characters; at most {MAX_TASK_TYPE_LENGTH} fit "
+            f"in a queue name with the {HIGH_PRIORITY_SUFFIX!r} suffix or a domain prefix "
+            f"of up to {MAX_DOMAIN_LENGTH} characters"
+        )
+    if not is_queue_name_part(name):
+        return (
+            f"task type {name!r} is not a valid queue name: use letters, digits, '.', '-' "
+            "and '_', starting and ending with a letter or digit"
+        )
+    if name.lower().endswith(HIGH_PRIORITY_SUFFIX):
+        return (
+            f"task type {name!r} must not end with {HIGH_PRIORITY_SUFFIX!r}: that suffix "
+            "names the high-priority queue of another type"
+        )
+    return None
+
+
+# --- paths -------------------------------------------------------------------------------
+
+_PLAIN_KEY = re.compile(r"^[A-Za-z_$][A-Za-z0-9_$]*$")
+
+
+def _key(name: str) -> str:
+    """The path step for an object key: ``.name``, or ``["odd key"]`` (as expressions)."""
+    if _PLAIN_KEY.match(name):
+        return f".{name}"
+    return f"[{json.dumps(name, ensure_ascii=False)}]"
+
+
+def _join(prefix: str, loc: Iterable[int | str]) -> str:
+    path = prefix
+    for part in loc:
+        path += f"[{part}]" if isinstance(part, int) else _key(str(part))
+    return path
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def pydantic_issues(error: ValidationError, prefix: str = "$") -> list[ValidationIssue]:
+    """pydantic's errors as issues with wire (camelCase) paths."""
+    issues: list[ValidationIssue] = []
+    for item in error.errors():
+        message = item["msg"].removeprefix("Value error, ")
+        if item["type"] in ("literal_error", "enum"):
+            message += f" (got {_short(item.get('input'))})"
+        issues.append(ValidationIssue(_join(prefix, item["loc"]), message))
+    return issues
+
+
+# --- expressions -------------------------------------------------------------------------
+
+#: Roots of ``${…}`` references that are not task references.
+_NON_TASK_ROOTS = frozenset({"workflow", "CPEWF_TASK_ID"})
+_ITERATION_REF = re.compile(r"^(?P<base>.+)__(?P<n>\d+)$")
+
+
+def _expression_problems(text: str) -> list[str]:
+    """Syntax problems of the ``${…}`` expressions in one string."""
+    return [f"{error.problem} in {_short(error.expression)}" for error in expression_errors(text)]
+
+
+def _expression_roots(text: str) -> list[str]:
+    """Task references (and ``workflow`` etc.) of one string; iterations as their task."""
+    return [root for _, root in reference_paths(text)]
+
+
+def _strings(value: Any, path: str) -> Iterator[tuple[str, str]]:
+    """Every string leaf of a JSON value with its path."""
+    if isinstance(value, str):
+        yield path, value
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            yield from _strings(item, path + _key(str(key)))
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            yield from _strings(item, f"{path}[{i}]")
+
+
+# --- durations and dates (WAIT) ----------------------------------------------------------
+
+_DURATION = re.compile(
+    r"^\s*(?:(?P<d>\d+)\s*(?:days?|d))?"
+    r"\s*(?:(?P<h>\d+)\s*(?:hours?|hrs?|h))?"
+    r"\s*(?:(?P<m>\d+)\s*(?:minutes?|mins?|m))?"
+    r"\s*(?:(?P<s>\d+)\s*(?:seconds?|secs?|s))?\s*$",
+    re.IGNORECASE,
+)
+
+
+def parse_duration(text: str) -> int | None:
+    """Seconds of a Conductor WAIT duration (``"30s"``, ``"1h 5m"``, ``"2 days"``), or None.
+
+    Units in the order days, hours, minutes, seconds; each at most once.
+    """
+    match = _DURATION.match(text)
+    if not match or not any(match.groupdict().values()):
+        return None
+    parts = {k: int(v) if v else 0 for k, v in match.groupdict().items()}
+    return parts["d"] * 86400 + parts["h"] * 3600 + parts["m"] * 60 + parts["s"]
+
+
+_UNTIL_WITH_ZONE = re.compile(r"^(\d{4}-\d{2}-\d{2} \d{2}:\d{2}) (\S+)$")
+
+
+def _literal(value: Any) -> bool:
+    """Set, and not a ``${…}`` expression (which is only known at run time)."""
+    return value is not None and not (isinstance(value, str) and "${" in value)
+
+
+def _valid_until(text: str) -> bool:
+    try:
+        datetime.fromisoformat(text)
+        return True
+    except ValueError:
+        pass
+    match = _UNTIL_WITH_ZONE.match(text)
+    if match:
+        try:
+            datetime.fromisoformat(match.group(1))
+            return True
+        except ValueError:
+            return False
+    return False
+
+
+# --- JSON Schema -------------------------------------------------------------------------
+
+
+def _schema_issues(schema: Any, path: str) -> list[ValidationIssue]:
+    """``schema`` checked against its meta-schema (``$schema``, default draft 2020-12)."""
+    if not isinstance(schema, Mapping) or not schema:
+        return []
+    dialect = schema.get("$schema")
+    if dialect is not None:
+        if not isinstance(dialect, str):
+            return [ValidationIssue(path + ".$schema", "$schema must be a URI string")]
+        cls = _jsonschema_validators.validator_for(schema, default=None)  # type: ignore[arg-type]
+        if cls is None:
+            return [ValidationIssue(path + ".$schema", f"unknown JSON Schema dialect {dialect!r}")]
+    else:
+        cls = _jsonschema_validators.Draft202012Validator
+    meta_cls = _jsonschema_validators.validator_for(cls.META_SCHEMA, default=cls)
+    meta = meta_cls(cls.META_SCHEMA, format_checker=cls.FORMAT_CHECKER)
+    issues = []
+    for error in sorted(meta.iter_errors(schema), key=lambda e: list(map(str, e.path))):
+        where = _join(path, [p if isinstance(p, int) else str(p) for p in error.path])
+        issues.append(ValidationIssue(where, f"not valid JSON Schema: {error.message}"))
+    return issues
+
+
+# --- task definitions --------------------------------------------------------------------
+
+
+def _task_def_rules(td: TaskDef, prefix: str, check_name: bool = True) -> list[ValidationIssue]:
+    issues: list[ValidationIssue] = []
+    if check_name:
+        problem = queue_name_problem(td.name)
+        if problem:
+            issues.append(ValidationIssue(prefix + ".name", problem))
+    if td.timeout_seconds > 0 and td.response_timeout_seconds > td.timeout_seconds:
+        issues.append(
+            ValidationIssue(
+                prefix + ".responseTimeoutSeconds",
+                f"responseTimeoutSeconds ({td.response_timeout_seconds}) must not exceed "
+                f"timeoutSeconds ({td.timeout_seconds})",
+            )
+        )
+    if 0 < td.total_timeout_seconds < td.timeout_seconds:
+        issues.append(
+            ValidationIssue(
+                prefix + ".timeoutSeconds",
+                f"timeoutSeconds ({td.timeout_seconds}) must not exceed "
+                f"totalTimeoutSeconds ({td.total_timeout_seconds})",
+            )
+        )
+    issues += _schema_issues(td.input_schema, prefix + ".inputSchema")
+    issues += _schema_issues(td.output_schema, prefix + ".outputSchema")
+    return issues
+
+
+def validate_task_def(data: Mapping[str, Any] | TaskDef) -> list[ValidationIssue]:
+    """All problems of one task definition (empty when it is valid)."""
+    if isinstance(data, TaskDef):
+        td = data
+    else:
+        try:
+            td = TaskDef.model_validate(data)
+        except ValidationError as exc:
+            return pydantic_issues(exc)
+    return _task_def_rules(td, "$")
+
+
+# --- workflow definitions ----------------------------------------------------------------
+
+#: SWITCH evaluators; ``graaljs`` (Conductor) is accepted as ``javascript``.
+EVALUATOR_TYPES = ("value-param", "javascript", "graaljs")
+TERMINATION_STATUSES = ("COMPLETED", "FAILED", "TERMINATED")
+_KNOWN_TYPES = ", ".join(t.value for t in TaskType)
+_ALIASES = ", ".join(f"{k} (= {v})" for k, v in TASK_TYPE_ALIASES.items())
+_INSTRUCTION_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+@dataclass(frozen=True)
+class _Scope:
+    """One level of nesting: the container task, its type, and which branch."""
+
+    ref: str
+    type: str
+    branch: str
+
+
+@dataclass(frozen=True)
+class _RefInfo:
+    path: str
+    scopes: tuple[_Scope, ...]
+
+    @property
+    def in_loop(self) -> bool:
+        return any(s.type == TaskType.DO_WHILE for s in self.scopes)
+
+
+def _branches(task: WorkflowTask, path: str) -> Iterator[tuple[str, str, list[WorkflowTask]]]:
+    """(branch label, path, tasks) of a container task, in definition order."""
+    for case, tasks in task.decision_cases.items():
+        yield f"decisionCases{_key(case)}", f"{path}.decisionCases{_key(case)}", tasks
+    if task.default_case:
+        yield "defaultCase", f"{path}.defaultCase", task.default_case
+    for i, branch in enumerate(task.fork_tasks):
+        yield f"forkTasks[{i}]", f"{path}.forkTasks[{i}]", branch
+    if task.loop_over:
+        yield "loopOver", f"{path}.loopOver", task.loop_over
+
+
+def _refs_within(task: WorkflowTask) -> set[str]:
+    refs: set[str] = set()
+    for _, _, tasks in _branches(task, ""):
+        for inner in tasks:
+            refs.add(inner.task_reference_name)
+            refs |= _refs_within(inner)
+    return refs
+
+
+class _WorkflowChecker:
+    def __init__(self, wf: WorkflowDef, task_defs: Mapping[str, TaskDef] | None) -> None:
+        self.wf = wf
+        self.task_defs = task_defs
+        self.issues: list[ValidationIssue] = []
+        self.refs: dict[str, _RefInfo] = {}
+
+    def add(self, path: str, message: str) -> None:
+        self.issues.append(ValidationIssue(path, message))
+
+    def run(self) -> list[ValidationIssue]:
+        if not self.wf.name.strip():
+            self.add("$.name", "the workflow name must not be empty")
+        if not self.wf.tasks:
+            self.add("$.tasks", "a workflow needs at least one task")
+        self._index(self.wf.tasks, "$.tasks", ())
+        self._check_list(self.wf.tasks, "$.tasks", frozenset(), ())
+        self._check_template(
+            self.wf.output_parameters, "$.outputParameters", frozenset(self.refs), None, ()
+        )
+        self.issues += _schema_issues(self.wf.input_schema, "$.inputSchema")
+        self.issues += _schema_issues(self.wf.output_schema, "$.outputSchema")
+        return self.issues
+
+    # -- pass 1: where every reference name is (first occurrence), duplicates
+
+    def _index(self, tasks: list[WorkflowTask], path: str, scopes: tuple[_Scope, ...]) -> None:
+        for i, task in enumerate(tasks):
+            here = f"{path}[{i}]"
+            ref = task.task_reference_name
+            if not ref.strip():
+                self.add(here + ".taskReferenceName", "taskReferenceName must not be empty")
+            elif ref in self.refs:
+                self.add(
+                    here + ".taskReferenceName",
+                    f"duplicate taskReferenceName {ref!r}: already used at {self.refs[ref].path}",
+                )
+            else:
+                self.refs[ref] = _RefInfo(here, scopes)
+            for label, inner_path, inner in _branches(task, here):
+                self._index(inner, inner_path, (*scopes, _Scope(ref, task.type, label)))
+
+    # -- pass 2: per-task rules and the references, with what may have run before
+
+    def _check_list(
+        self,
+        tasks: list[WorkflowTask],
+        path: str,
+        visible: frozenset[str],
+        scopes: tuple[_Scope, ...],
+    ) -> frozenset[str]:
+        """Check a task sequence; returns the refs that may have run after it."""
+        for i, task in enumerate(tasks):
+            here = f"{path}[{i}]"
+            ref = task.task_reference_name
+            self._check_task(task, here, visible, scopes)
+            if task.type == TaskType.FORK_JOIN:
+                following = tasks[i + 1] if i + 1 < len(tasks) else None
+                if following is None or following.type != TaskType.JOIN:
+                    self.add(here, f"FORK_JOIN {ref!r} must be followed by a JOIN task")
+            if task.type == TaskType.JOIN:
+                self._check_join(task, here, tasks[i - 1] if i > 0 else None)
+            inner_visible = visible | {ref}
+            after = set(inner_visible)
+            for label, inner_path, inner in _branches(task, here):
+                inner_scopes = (*scopes, _Scope(ref, task.type, label))
+                after |= self._check_list(inner, inner_path, inner_visible, inner_scopes)
+            if task.type == TaskType.DO_WHILE and task.loop_condition:
+                self._check_string(
+                    task.loop_condition,
+                    here + ".loopCondition",
+                    frozenset(after),
+                    None,
+                    scopes,
+                )
+            visible = frozenset(after)
+        return visible
+
+    def _check_join(self, task: WorkflowTask, path: str, previous: WorkflowTask | None) -> None:
+        if previous is None or previous.type != TaskType.FORK_JOIN:
+            self.add(path, "a JOIN must immediately follow a FORK_JOIN task")
+            return
+        inside = _refs_within(previous)
+        for k, name in enumerate(task.join_on):
+            if name not in inside:
+                self.add(
+                    f"{path}.joinOn[{k}]",
+                    f"joinOn names {name!r}, which is not a task in the branches of "
+                    f"FORK_JOIN {previous.task_reference_name!r}",
+                )
+
+    def _check_task(
+        self,
+        task: WorkflowTask,
+        path: str,
+        visible: frozenset[str],
+        scopes: tuple[_Scope, ...],
+    ) -> None:
+        kind = task.type
+        params = task.input_parameters
+        ip = path + ".inputParameters"
+        self._check_template(params, ip, visible, task, scopes)
+        if kind not in TaskType.__members__:
+            self.add(
+                path + ".type",
+                f"unknown task type {kind!r}; known types: {_KNOWN_TYPES} (aliases: {_ALIASES})",
+            )
+        elif kind == TaskType.WORKER:
+            problem = queue_name_problem(task.name)
+            if problem:
+                self.add(path + ".name", problem)
+            elif self.task_defs is not None and task.name not in self.task_defs:
+                self.add(path + ".name", f"no task definition for WORKER type {task.name!r}")
+        elif kind == TaskType.SWITCH:
+            self._check_switch(task, path)
+        elif kind == TaskType.DO_WHILE:
+            if not (task.loop_condition or "").strip():
+                self.add(path + ".loopCondition", "DO_WHILE needs a loopCondition")
+            if not task.loop_over:
+                self.add(path + ".loopOver", "DO_WHILE needs at least one task in loopOver")
+        elif kind == TaskType.FORK_JOIN:
+            if not task.fork_tasks:
+                self.add(path + ".forkTasks", "FORK_JOIN needs at least one branch")
+        elif kind == TaskType.WAIT:
+            self._check_wait(params, ip)
+        elif kind == TaskType.TERMINATE:
+            status = params.get("terminationStatus")
+            if status not in TERMINATION_STATUSES:
+                got = "it is missing" if status is None else f"got {_short(status)}"
+                self.add(
+                    ip + ".terminationStatus",
+                    f"TERMINATE needs terminationStatus COMPLETED, FAILED or TERMINATED; {got}",
+                )
+        elif kind == TaskType.SUB_WORKFLOW:
+            param = task.sub_workflow_param
+            if param is None or not param.name.strip():
+                self.add(
+                    path + ".subWorkflowParam.name", "SUB_WORKFLOW needs subWorkflowParam.name"
+                )
+        elif kind == TaskType.HTTP:
+            request = params.get("http_request")
+            uri = request.get("uri") if isinstance(request, Mapping) else None
+            if not isinstance(uri, str) or not uri.strip():
+                self.add(ip + ".http_request.uri", "HTTP needs inputParameters.http_request.uri")
+        elif kind == TaskType.HUMAN:
+            name = params.get("instructions")
+            if isinstance(name, str) and "${" not in name and not _INSTRUCTION_NAME.match(name):
+                self.add(
+                    ip + ".instructions",
+                    f"instructions {name!r} must name an instruction text: letters, digits, "
+                    "'_', '-' and '.', starting with a letter or digit (no paths)",
+                )
+        if task.task_definition is not None:
+            td_path = path + ".taskDefinition"
+            self.issues += _task_def_rules(
+                task.task_definition, td_path, check_name=kind == TaskType.WORKER
+            )
+            if task.task_definition.name != task.name:
+                self.add(
+                    td_path + ".name",
+                    f"taskDefinition.name {task.task_definition.name!r} differs from the "
+                    f"task name {task.name!r}",
+                )
+
+    def _check_switch(self, task: WorkflowTask, path: str) -> None:
+        evaluator = task.evaluator_type
+        if evaluator is not None and evaluator not in EVALUATOR_TYPES:
+            self.add(
+                path + ".evaluatorType",
+                f"unknown evaluatorType {evaluator!r}; use value-param or javascript "
+                "(graaljs is accepted as javascript)",
+            )
+            return
+        if not (task.expression or task.case_value_param or task.case_expression):
+            self.add(
+                path + ".expression",
+                "SWITCH needs an expression (or the legacy caseValueParam / caseExpression)",
+            )
+            return
+        value_param = evaluator == "value-param" or (
+            evaluator is None and not task.expression and not task.case_expression
+        )
+        if value_param:
+            field, key = (
+                ("expression", task.expression)
+                if task.expression
+                else ("caseValueParam", task.case_value_param)
+            )
+            if key is not None and key not in task.input_parameters:
+                self.add(
+                    f"{path}.{field}",
+                    f"a value-param SWITCH reads inputParameters.{key}, which is not set "
+                    "(the expression names an input parameter; put any ${...} reference "
+                    "in inputParameters)",
+                )
+
+    def _check_wait(self, params: Mapping[str, Any], ip: str) -> None:
+        duration = params.get("duration")
+        until = params.get("until")
+        if duration is not None and until is not None:
+            self.add(ip, "WAIT takes either duration or until, not both")
+        if _literal(duration) and (
+            not isinstance(duration, str) or parse_duration(duration) is None
+        ):
+            self.add(
+                ip + ".duration",
+                f"invalid duration {_short(duration)}: use e.g. '30s', '10m', '1h 30m', "
+                "'2d' (units d, h, m, s in that order)",
+            )
+        if _literal(until) and (not isinstance(until, str) or not _valid_until(until)):
+            self.add(
+                ip + ".until",
+                f"invalid until {_short(until)}: use ISO 8601 or 'yyyy-MM-dd HH:mm' "
+                "(UTC unless a zone follows)",
+            )
+
+    # -- references
+
+    def _check_template(
+        self,
+        value: Any,
+        path: str,
+        visible: frozenset[str],
+        task: WorkflowTask | None,
+        scopes: tuple[_Scope, ...],
+    ) -> None:
+        for where, text in _strings(value, path):
+            self._check_string(text, where, visible, task, scopes)
+
+    def _check_string(
+        self,
+        text: str,
+        path: str,
+        visible: frozenset[str],
+        task: WorkflowTask | None,
+        scopes: tuple[_Scope, ...],
+    ) -> None:
+        if "${" not in text:
+            return
+        problems = _expression_problems(text)
+        for problem in problems:
+            self.add(path, f"invalid expression: {problem}")
+        if problems:
+            return
+        for root in dict.fromkeys(_expression_roots(text)):
+            if root in _NON_TASK_ROOTS:
+                continue
+            ref = self._resolve(root)
+            if ref is None:
+                hint = difflib.get_close_matches(root, list(self.refs), n=1)
+                suggestion = f"; did you mean {hint[0]!r}?" if hint else ""
+                self.add(
+                    path, f"references {root!r}, which is not a task of this workflow{suggestion}"
+                )
+            elif ref not in visible:
+                self.add(
+                    path,
+                    f"references {root!r}, which cannot have run before this point: "
+                    f"{self._why_not(ref, task, scopes)}",
+                )
+
+    def _resolve(self, root: str) -> str | None:
+        if root in self.refs:
+            return root
+        match = _ITERATION_REF.match(root)
+        if match and match.group("base") in self.refs and self.refs[match.group("base")].in_loop:
+            return match.group("base")
+        return None
+
+    def _why_not(self, ref: str, task: WorkflowTask | None, scopes: tuple[_Scope, ...]) -> str:
+        if task is not None and ref == task.task_reference_name:
+            return "it is this task itself"
+        target = self.refs[ref].scopes
+        for mine, theirs in zip(scopes, target, strict=False):
+            if mine.ref != theirs.ref:
+                break
+            if mine.branch != theirs.branch:
+                if mine.type == TaskType.FORK_JOIN:
+                    return f"it runs in a parallel branch of FORK_JOIN {mine.ref!r}"
+                if mine.type == TaskType.SWITCH:
+                    return f"it is in another case of SWITCH {mine.ref!r}"
+                break
+        return f"it runs later ({self.refs[ref].path})"
+
+
+def validate_workflow(
+    data: Mapping[str, Any] | WorkflowDef,
+    task_defs: Mapping[str, TaskDef] | None = None,
+) -> list[ValidationIssue]:
+    """All problems of one workflow definition (empty when it is valid).
+
+    With ``task_defs`` (registered task definitions by name), every WORKER type also needs
+    a task definition there; an inline ``taskDefinition`` does not count, because
+    registering the task definition is what creates the type's queues.
+    """
+    if isinstance(data, WorkflowDef):
+        wf = data
+    else:
+        try:
+            wf = WorkflowDef.model_validate(data)
+        except ValidationError as exc:
+            return pydantic_issues(exc)
+    return _WorkflowChecker(wf, task_defs).run()
+
+
+def check_coverage(
+    workflows: list[WorkflowDef],
+    task_defs: Mapping[str, TaskDef],
+    catalog: Iterable[CodeArea],
+) -> list[ValidationIssue]:
+    """Every WORKER type used has a task definition and a worker in the catalog.
+
+    Routing is strict (docs/architecture.md, "Engine roles and routing"): a type without
+    a worker waits forever, a type without a task definition has no queue. One issue per
+    workflow and type, at its first use.
+    """
+    area_of: dict[str, str] = {}
+    for entry in catalog:
+        for task_type in entry.task_types:
+            area_of.setdefault(task_type, entry.name)
+    issues: list[ValidationIssue] = []
+    for wf in workflows:
+        seen: set[str] = set()
+        for location in wf.walk():
+            task = location.task
+            if task.type != TaskType.WORKER or task.name in seen:
+                continue
+            if queue_name_problem(task.name):
+                continue  # not a usable type name at all; validate_workflow reports it
+            seen.add(task.name)
+            has_def = task.name in task_defs
+            area = area_of.get(task.name)
+            subject = f"WORKER type {task.name!r} used by workflow {wf.name!r}"
+            if not has_def and area is None:
+                message = (
+                    f"{subject} has no task definition and no worker in the catalog lists it "
+                    "(add a task definition and list the type under taskTypes in a "
+                    "workers/<area>/worker.yaml)"
+                )
+            elif not has_def:
+                message = (
+                    f"{subject} has no task definition (expected e.g. "
+                    f"workers/{area}/taskdefs/{task.name}.json)"
+                )
+            elif area is None:
+                message = (
+                    f"{subject} has a task definition but no worker in the catalog lists it "
+                    "(add it to taskTypes in a workers/<area>/worker.yaml)"
+                )
+            else:
+                continue
+            issues.append(ValidationIssue(location.path + ".name", message))
+    return issues

@@ -1,0 +1,32 @@
+"""The run-signals port: what the control plane asks of the durable backend.
+
+Adapters: :class:`~engine.adapters.run_signals_durable.DurableRunSignals` (over a
+durabletask client: the embedded backend or the Durable Task Scheduler) and
+:class:`~engine.adapters.run_signals_recording.RecordingRunSignals` (records the calls:
+tests, and a control plane running without an engine).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, runtime_checkable
+
+
+@runtime_checkable
+class RunSignals(Protocol):
+    """What the control plane asks of the durable backend."""
+
+    def raise_event(self, workflow_id: str, event_name: str, data: Any) -> None: ...
+
+    def start_run(self, workflow_id: str, run_input: dict[str, Any]) -> None:
+        """Start (or, for a finished instance, start again) the interpreter for
+        ``workflow_id`` with ``run_input`` (a ``RunInput`` in camelCase)."""
+        ...
+
+    def suspend(self, workflow_id: str, reason: str | None = None) -> None: ...
+
+    def resume(self, workflow_id: str, reason: str | None = None) -> None: ...
+
+    def ended_outside(self, workflow_id: str) -> str | None:
+        """If the run's orchestration has ended (failed or terminated by the backend,
+        not by the interpreter, which records its own end) the reason, else None."""
+        ...

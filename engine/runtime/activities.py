@@ -1,0 +1,555 @@
+"""The interpreter's own activities: record rows, dispatch WORKER tasks, resolve child
+runs, run built-in activity types, finish runs.
+
+They are methods of :class:`RunActivities`, built with the services of the engine
+process (:func:`engine.runtime.registry.activities` binds them); each reads one typed
+input (:mod:`engine.runtime.activity_io`). Each activity does one step's I/O and records
+the task rows the Decider changed since the last I/O in the same call, so a step costs
+one activity round trip (docs/architecture.md, "The interpreter").
+
+Task rows are written once per transition: the dispatch writes the SCHEDULED row of
+the attempt it queues (the Decider's change for it is not written separately), and a
+change of a WORKER row to the status the Task API wrote already (IN_PROGRESS at
+hand-out, the result a worker posted) is not written again. The worker message (queue,
+id, body) is :mod:`protocol.messages`; the row is written SCHEDULED with ``queueName``
+before the message is sent.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from durabletask import task as dt
+
+from engine.decider.state import TaskChange
+from engine.language.definitions import RunStatus, TaskStatus, TaskType
+from engine.ports.payload_store import PayloadKind, PayloadTooLarge, offload_if_large
+from engine.ports.queue import QueueError
+from engine.ports.run_store import DefinitionRecord, NewRun, RunUpdate, TaskRecord, TaskUpdate
+from engine.runtime.activity_io import (
+    BuiltinInput,
+    ChildResolution,
+    DispatchInput,
+    DispatchResult,
+    FinishInput,
+    PolledTask,
+    PollInput,
+    RecordInput,
+    ResolveChildInput,
+    RunSummary,
+)
+from engine.runtime.builtins import ActivityDeps, ActivityResult, run_activity, run_poll
+from engine.runtime.payload_refs import dereference
+from engine.runtime.services import EngineServices
+from engine.runtime.settlement import MessageSettlement
+from engine.runtime.snapshots import SnapshotError, publish_snapshot, read_definition
+from protocol.events import TERMINATE_EVENT, TerminateEvent
+from protocol.messages import TaskMessage, message_id
+from protocol.payload_keys import (
+    ACTIVITY_PREFIX_KEY,
+    OUTPUT_REF,
+    activity_prefix,
+    offloaded,
+    task_input_key,
+    task_output_key,
+    workflow_output_key,
+)
+from protocol.queues import queue_for
+from protocol.runs import ORCHESTRATOR_NAME, RunInput
+
+__all__ = ["FAILED_STATUSES", "RunActivities", "store_row"]
+
+log = logging.getLogger(__name__)
+
+#: final statuses of a WORKER attempt whose message goes to the dead-letter queue
+#: (COMPLETED_WITH_ERRORS: an optional task whose attempts are exhausted)
+FAILED_STATUSES = {
+    TaskStatus.FAILED,
+    TaskStatus.FAILED_WITH_TERMINAL_ERROR,
+    TaskStatus.TIMED_OUT,
+    TaskStatus.COMPLETED_WITH_ERRORS,
+}
+
+
+def _iteration(ref: str, def_ref: str) -> int:
+    """Innermost DO_WHILE iteration of an instance ref (``a__2__3`` -> 3; 0 outside loops)."""
+    suffix = ref[len(def_ref) :]
+    return int(suffix.rsplit("__", 1)[-1]) if suffix.startswith("__") else 0
+
+
+def _now_ms() -> int:
+    return int(datetime.now(UTC).timestamp() * 1000)
+
+
+def store_row(workflow_id: str, change: TaskChange) -> TaskRecord:
+    """A task row the Decider changed, as a run-store row."""
+    output_ref = offloaded(change.output, OUTPUT_REF)
+    return TaskRecord(
+        task_id=change.task_id,
+        workflow_id=change.workflow_id or workflow_id,
+        reference_task_name=change.ref,
+        task_type=change.type,
+        task_def_name=change.name,
+        status=change.status,
+        attempt=change.attempt,
+        retry_count=change.attempt - 1,
+        seq=int(change.scheduled_time or change.end_time or 0),
+        input_data=change.input,
+        output_data=None if output_ref else change.output,
+        output_ref=output_ref,
+        reason_for_incompletion=change.reason,
+        scheduled_time=change.scheduled_time,
+        start_time=change.start_time,
+        end_time=change.end_time,
+        worker_id=change.worker_id,
+        iteration=change.iteration,
+    )
+
+
+class RunActivities:
+    """The interpreter's activities, bound to the services of one engine process."""
+
+    def __init__(self, services: EngineServices) -> None:
+        self.services = services
+        self.store = services.run_store
+        self.settlement = MessageSettlement(services.run_store, services.queue)
+
+    # -- the activities ------------------------------------------------------------------
+
+    def record(self, ctx: dt.ActivityContext, raw: dict[str, Any]) -> dict[str, Any]:
+        """Record task rows and run warnings (a step with no other I/O)."""
+        data = RecordInput.model_validate(raw)
+        now = _now_ms()
+        self._write_changes(data.workflow_id, data.records, now)
+        self._write_warnings(data.workflow_id, data.warnings, now)
+        return {}
+
+    def dispatch(self, ctx: dt.ActivityContext, raw: dict[str, Any]) -> dict[str, Any]:
+        """Queue one attempt of a WORKER task."""
+        return self._dispatch(DispatchInput.model_validate(raw)).wire()
+
+    def resolve_child(self, ctx: dt.ActivityContext, raw: dict[str, Any]) -> dict[str, Any]:
+        """Resolve a SUB_WORKFLOW's definition version and write the child's run row."""
+        return self._resolve_child(ResolveChildInput.model_validate(raw)).wire()
+
+    def finish(self, ctx: dt.ActivityContext, raw: dict[str, Any]) -> dict[str, Any]:
+        """Record the run's end, cancel children, start the failure workflow."""
+        return self._finish(FinishInput.model_validate(raw)).wire()
+
+    def builtin(self, ctx: dt.ActivityContext, raw: dict[str, Any]) -> dict[str, Any]:
+        """Run one attempt of a built-in activity type (HTTP, CALL_TOOL, ...)."""
+        data = BuiltinInput.model_validate(raw)
+        self._write_changes(data.workflow_id, data.records, _now_ms())
+        task = data.task
+        task_input = dict(dereference(task.input, self.services.payload_cache.read))
+        task_input.setdefault(ACTIVITY_PREFIX_KEY, activity_prefix(data.workflow_id, task.task_id))
+        result = run_activity(self._inline_deps(), task.type, task_input)
+        where = PolledTask(
+            workflow_id=data.workflow_id, task_id=task.task_id, attempt=task.attempt, ref=task.ref
+        )
+        return self._task_output(where, result)
+
+    def poll(self, ctx: dt.ActivityContext, raw: dict[str, Any]) -> dict[str, Any]:
+        """Poll a long-running built-in activity (asynchronous Logic Apps, Document
+        Intelligence) once; the interpreter waits between polls on a durable timer."""
+        data = PollInput.model_validate(raw)
+        result = run_poll(self._inline_deps(), data.type, dict(data.input))
+        if data.task is None:
+            return result.to_dict()
+        return self._task_output(data.task, result)
+
+    # -- dispatch ------------------------------------------------------------------------
+
+    def _dispatch(self, data: DispatchInput) -> DispatchResult:
+        svc = self.services
+        now = _now_ms()
+        task = data.task
+        task_id, attempt = task.task_id, task.attempt
+        task_type = task.name
+        if attempt > 1:
+            # before the records replace its row: the previous attempt is over
+            self._close_attempt(task_type, task_id, attempt - 1, now)
+        # the row of this attempt is written once, below, with its queue
+        others = [c for c in data.records if (c.task_id, c.attempt) != (task_id, attempt)]
+        self._write_changes(data.workflow_id, others, now)
+        queue, domain = queue_for(task_type, data.priority, data.task_to_domain)
+        scheduled = now + int(task.delay_seconds * 1000)
+
+        # values the Decider passed by reference (engine.runtime.payload_refs) are read here
+        task_input = dereference(task.input, svc.payload_cache.read)
+        try:
+            inline, ref = self._offload(
+                PayloadKind.TASK_INPUT,
+                task_input_key(data.workflow_id, task_id, attempt),
+                task_input,
+            )
+        except PayloadTooLarge as exc:
+            # terminal: another attempt would not be smaller
+            return DispatchResult(error=f"input of task {task.ref!r}: {exc}", terminal=True)
+        message = TaskMessage(
+            task_id=task_id,
+            workflow_id=data.workflow_id,
+            workflow_type=data.workflow_type,
+            correlation_id=data.correlation_id,
+            task_ref=task.ref,
+            task_type=task_type,
+            attempt=attempt,
+            priority=data.priority,
+            domain=domain,
+            input=inline if ref is None else None,
+            input_ref=ref,
+        )
+
+        if attempt > 1:
+            # the previous attempt failed or timed out: its message (if handed out) is done
+            self.settlement.settle_attempt(task_id, attempt - 1)
+
+        row = TaskRecord(
+            task_id=task_id,
+            workflow_id=data.workflow_id,
+            reference_task_name=task.ref,
+            task_type=TaskType.WORKER.value,
+            task_def_name=task_type,
+            status=TaskStatus.SCHEDULED,
+            attempt=attempt,
+            retry_count=attempt - 1,
+            # scheduling order, as the Decider's rows (orchestration time + delay)
+            seq=(data.now_ms or now) + int(task.delay_seconds * 1000),
+            input_data=inline if ref is None else None,
+            input_ref=ref,
+            scheduled_time=scheduled,
+            domain=domain,
+            queue_name=queue,
+            iteration=_iteration(task.ref, task.def_ref or task.ref),
+        )
+        self.store.upsert_task(row, now)
+        try:
+            svc.queue.send(
+                queue,
+                message.body(),
+                message_id=message_id(task_id, attempt),
+                scheduled_enqueue_time=(
+                    datetime.now(UTC) + timedelta(seconds=task.delay_seconds)
+                    if task.delay_seconds > 0
+                    else None
+                ),
+            )
+        except QueueError as exc:
+            return DispatchResult(error=f"cannot queue task {task.ref!r} on {queue!r}: {exc}")
+
+        polls = self.store.get_poll_data(task_type)
+        if not any(p.last_poll_time >= now - svc.no_worker_warning_ms for p in polls):
+            warning = (
+                f"no worker polled task type {task_type!r} in the last "
+                f"{svc.no_worker_warning_ms // 1000} s; task queued on {queue!r}"
+            )
+            self.store.append_task_log(task_id, f"WARNING: {warning}", now)
+            log.warning("%s: %s", data.workflow_id, warning)
+            return DispatchResult(queue=queue, scheduled_time=scheduled, warning=warning)
+        return DispatchResult(queue=queue, scheduled_time=scheduled)
+
+    # -- child runs ----------------------------------------------------------------------
+
+    def _resolve_child(self, data: ResolveChildInput) -> ChildResolution:
+        svc = self.services
+        now = _now_ms()
+        self._write_changes(data.workflow_id, data.records, now)
+        task = data.task
+        child = task.sub_workflow
+        name = child.name if child is not None else ""
+        try:
+            # reads the definition once: proves it exists, fixes what the child runs
+            record = read_definition(self.store, name, (child.version if child else None) or None)
+            definition_ref = publish_snapshot(self.store, svc.payloads, record)
+        except SnapshotError as exc:
+            return ChildResolution(error=str(exc))
+        parent = data.run
+        task_to_domain = (child.task_to_domain if child else None) or None
+        self.store.create_run(
+            NewRun(
+                workflow_id=data.child_id,
+                name=name,
+                version=record.version,
+                input=task.input,
+                correlation_id=parent.correlation_id,
+                priority=parent.priority,
+                task_to_domain=task_to_domain or parent.task_to_domain,
+                parent_workflow_id=data.workflow_id,
+                parent_task_id=task.task_id,
+                create_time=now,
+            )
+        )
+        return ChildResolution(
+            name=name,
+            version=record.version,
+            task_to_domain=task_to_domain,
+            definition_ref=definition_ref,
+        )
+
+    # -- the run's end -------------------------------------------------------------------
+
+    def _finish(self, data: FinishInput) -> RunSummary:
+        svc = self.services
+        now = _now_ms()
+        workflow_id, run, result = data.workflow_id, data.run, data.result
+        self._ensure_run_row(workflow_id, run, now)
+        self._write_changes(workflow_id, data.records, now)
+        self._write_warnings(workflow_id, data.warnings, now)
+        status = result.status
+        reason = result.reason
+        output_ref = None
+        try:
+            inline, output_ref = self._offload(
+                PayloadKind.WORKFLOW_OUTPUT, workflow_output_key(workflow_id), result.output
+            )
+        except PayloadTooLarge as exc:
+            status, inline, reason = RunStatus.FAILED, {}, str(exc)
+        self.store.update_run(
+            workflow_id,
+            RunUpdate(
+                status=status,
+                output=inline if output_ref is None else None,
+                output_ref=output_ref,
+                variables=data.variables,
+                reason_for_incompletion=reason,
+                failed_reference_task_names=result.failed_reference_task_names,
+                end_time=now,
+            ),
+            now,
+        )
+        client = svc.client()
+        for child_id in data.cancel_children:
+            try:
+                client.raise_orchestration_event(
+                    child_id,
+                    TERMINATE_EVENT,
+                    data=TerminateEvent(reason=f"parent {workflow_id} ended").payload(),
+                )
+            except Exception as exc:  # the child may be gone already
+                log.info("could not cancel child %s: %s", child_id, exc)
+
+        failure_workflow_id = None
+        if status in (RunStatus.FAILED, RunStatus.TIMED_OUT, RunStatus.TERMINATED):
+            try:
+                decider = svc.definitions.decider_for(run.name, run.version, run.definition_ref)
+                failure_name = decider.definition.failure_workflow
+            except LookupError:  # the definition itself is gone: nothing names a failure flow
+                failure_name = None
+            if failure_name:
+                failure_workflow_id = self._start_failure_workflow(
+                    client, failure_name, data, status, reason, now
+                )
+        return RunSummary(
+            status=status.value,
+            output=inline if output_ref is None else {OUTPUT_REF: output_ref},
+            reason=reason,
+            failure_workflow_id=failure_workflow_id,
+        )
+
+    def _ensure_run_row(self, workflow_id: str, run: RunInput, now: int) -> None:
+        if self.store.get_run(workflow_id) is not None:
+            return
+        self.store.create_run(
+            NewRun(
+                workflow_id=workflow_id,
+                name=run.name,
+                version=run.version,
+                input=run.input,
+                correlation_id=run.correlation_id,
+                priority=run.priority,
+                task_to_domain=run.task_to_domain,
+                parent_workflow_id=run.parent_workflow_id,
+                parent_task_id=run.parent_task_id,
+                create_time=now,
+            )
+        )
+
+    def _start_failure_workflow(
+        self,
+        client: Any,
+        name: str,
+        data: FinishInput,
+        status: RunStatus,
+        reason: str | None,
+        now: int,
+    ) -> str | None:
+        workflow_id, run = data.workflow_id, data.run
+        try:
+            record: DefinitionRecord = read_definition(self.store, name, None)
+        except SnapshotError:
+            self.store.update_run(
+                workflow_id,
+                RunUpdate(
+                    reason_for_incompletion=f"{reason or ''} (failure workflow {name!r} "
+                    "is not registered)".strip()
+                ),
+                now,
+            )
+            return None
+        failure_id = f"{workflow_id}-failure"
+        failure_input = {
+            "workflowId": workflow_id,
+            "reason": reason,
+            "failedTaskId": data.result.failed_task_id,
+            "failureStatus": status.value,
+            "workflowInput": run.input,
+        }
+        created = self.store.create_run(
+            NewRun(
+                workflow_id=failure_id,
+                name=name,
+                version=record.version,
+                input=failure_input,
+                correlation_id=run.correlation_id,
+                create_time=now,
+            )
+        )
+        # scheduled when this call created the row, or when an earlier attempt of this
+        # (retried) activity created it but stopped before scheduling
+        if created.created or client.get_orchestration_state(failure_id) is None:
+            client.schedule_new_orchestration(
+                ORCHESTRATOR_NAME,
+                input=RunInput(
+                    name=name,
+                    version=record.version,
+                    input=failure_input,
+                    correlation_id=run.correlation_id,
+                    definition_ref=publish_snapshot(self.store, self.services.payloads, record),
+                ).wire(),
+                instance_id=failure_id,
+            )
+        return failure_id
+
+    # -- task rows -----------------------------------------------------------------------
+
+    def _write_changes(self, workflow_id: str, changes: list[TaskChange], now: int) -> None:
+        for change in changes:
+            row = self._with_instructions(store_row(workflow_id, change))
+            existing = self.store.get_task(row.task_id)
+            if existing is not None and existing.attempt == row.attempt:
+                if row.task_type == TaskType.WORKER and existing.status == row.status:
+                    pass  # the Task API wrote this transition already (hand-out, result)
+                else:
+                    # keep what the dispatch and the Task API wrote (queue, lease, polls)
+                    applied = self.store.update_task(
+                        row.task_id,
+                        row.attempt,
+                        TaskUpdate(
+                            status=row.status,
+                            output_data=row.output_data or None,
+                            output_ref=row.output_ref,
+                            reason_for_incompletion=row.reason_for_incompletion,
+                            end_time=row.end_time,
+                        ),
+                        now,
+                    )
+                    if (
+                        applied
+                        and row.status.is_terminal
+                        and existing.status == TaskStatus.IN_PROGRESS
+                    ):
+                        # the engine ended an attempt a worker holds (timeout, cancel)
+                        self._release_slot(change.name, row.task_id, row.attempt)
+            else:
+                self.store.upsert_task(row, now)
+            if row.task_type == TaskType.WORKER and row.status.is_terminal:
+                if row.status in FAILED_STATUSES:
+                    self.settlement.settle_attempt(
+                        row.task_id,
+                        row.attempt,
+                        dead_letter_reason=row.reason_for_incompletion or row.status.value,
+                    )
+                elif row.status == TaskStatus.CANCELED:
+                    self.settlement.settle_attempt(row.task_id, row.attempt)
+
+    def _write_warnings(self, workflow_id: str, warnings: list[str], now: int) -> None:
+        """Run warnings (ALERT_ONLY timeouts): logged, and appended to the log keyed by the
+        workflow id (``run_store.list_task_logs(workflow_id)``; the run row has no field)."""
+        for warning in warnings:
+            log.warning("%s: %s", workflow_id, warning)
+            self.store.append_task_log(workflow_id, f"WARNING: {warning}", now)
+
+    def _with_instructions(self, row: TaskRecord) -> TaskRecord:
+        """A HUMAN task's row carries the text of the instructions it names
+        (``inputParameters.instructions``), read once per process, so whoever completes
+        the task sees what to do; the orchestration history keeps only the name."""
+        if row.task_type != TaskType.HUMAN or not isinstance(row.input_data, dict):
+            return row
+        name = row.input_data.get("instructions")
+        if not isinstance(name, str) or "instructionsText" in row.input_data:
+            return row
+        text = self.services.definitions.instruction(name)
+        if text is None:
+            return row
+        return row.model_copy(update={"input_data": {**row.input_data, "instructionsText": text}})
+
+    def _release_slot(self, task_type: str, task_id: str, attempt: int) -> None:
+        """Free the concurrency slot of an attempt a worker polled (its lease carries the
+        message's sequence number) when the engine, not the worker, ends it. Call only
+        after a status write of this attempt applied: that write happens once, so the slot
+        the Task API took at hand-out is given back once, by whoever ended the attempt."""
+        lease = self.store.get_lease(task_id, attempt)
+        if lease is None or lease.sequence_number is None or lease.released:
+            return
+        self.store.release_lease(task_id, attempt)
+        if task_type:
+            self.store.release_concurrency(task_type)
+
+    def _close_attempt(self, task_type: str, task_id: str, attempt: int, now: int) -> None:
+        """End an attempt that is being replaced by the next one (it timed out while a
+        worker held it, or was never handed out) and free what it held."""
+        row = self.store.get_task(task_id)
+        if row is None or row.attempt != attempt or row.status.is_terminal:
+            return
+        held = row.status == TaskStatus.IN_PROGRESS
+        applied = self.store.update_task(
+            task_id,
+            attempt,
+            TaskUpdate(
+                status=TaskStatus.TIMED_OUT,
+                reason_for_incompletion=f"attempt {attempt} ended without a result",
+                end_time=now,
+            ),
+            now,
+        )
+        if applied and held:
+            self._release_slot(task_type, task_id, attempt)
+
+    # -- payloads ------------------------------------------------------------------------
+
+    def _offload(self, kind: PayloadKind, key: str, value: Any) -> tuple[Any, str | None]:
+        svc = self.services
+        if svc.payloads is None:
+            return value, None
+        return offload_if_large(svc.payloads, kind, key, value, limits=svc.payload_limits)
+
+    def _inline_deps(self) -> ActivityDeps:
+        """The activities' settings with their own offload switched off: the engine
+        offloads a built-in task's whole output instead (see :meth:`_task_output`), so that
+        ``${ref.output...}`` resolves the same way whatever the size."""
+        limit = self.services.payload_limits.max_size
+        return dataclasses.replace(
+            self.services.activity_deps, payload_threshold_bytes=limit, max_payload_bytes=limit
+        )
+
+    def _task_output(self, where: PolledTask, result: ActivityResult) -> dict[str, Any]:
+        """A built-in task's result with its output offloaded when above the threshold
+        (``{"outputRef": ref}``; the Decider reads it for expressions) or failed, naming
+        the payload and its size, above the maximum."""
+        envelope = result.to_dict()
+        if not result.output or result.is_pending:
+            return envelope
+        key = task_output_key(where.workflow_id, where.task_id, where.attempt)
+        try:
+            _, ref = self._offload(PayloadKind.TASK_OUTPUT, key, result.output)
+        except PayloadTooLarge as exc:
+            return {
+                **envelope,
+                "status": "FAILED_WITH_TERMINAL_ERROR",
+                "output": {},
+                "reason": f"output of task {where.ref!r}: {exc}",
+            }
+        return envelope if ref is None else {**envelope, "output": {OUTPUT_REF: ref}}

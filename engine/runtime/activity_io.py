@@ -1,0 +1,160 @@
+"""The inputs and results of the interpreter's own activities, one typed model each.
+
+The orchestration (:mod:`engine.runtime.interpreter`) builds them, the activities
+(:mod:`engine.runtime.activities`) read them; on the wire (the durable history) they are
+camelCase JSON. Activity names are here too, so both sides spell them once.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+from engine.decider.state import RunResult, ScheduleTask, TaskChange
+from protocol.runs import RunInput
+
+__all__ = [
+    "ACTIVITY_BUILTIN",
+    "ACTIVITY_DISPATCH",
+    "ACTIVITY_FINISH",
+    "ACTIVITY_POLL",
+    "ACTIVITY_RECORD",
+    "ACTIVITY_RESOLVE_CHILD",
+    "BuiltinInput",
+    "ChildResolution",
+    "DispatchInput",
+    "DispatchResult",
+    "FinishInput",
+    "PollInput",
+    "PolledTask",
+    "RecordInput",
+    "ResolveChildInput",
+    "RunSummary",
+]
+
+ACTIVITY_RECORD = "stepway.record"
+ACTIVITY_DISPATCH = "stepway.dispatch"
+ACTIVITY_FINISH = "stepway.finish"
+ACTIVITY_RESOLVE_CHILD = "stepway.resolve_child"
+ACTIVITY_BUILTIN = "stepway.builtin"
+ACTIVITY_POLL = "stepway.poll"
+
+
+class _Io(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
+
+    def wire(self) -> dict[str, Any]:
+        """The JSON form handed to (or returned by) an activity."""
+        return self.model_dump(mode="json", by_alias=True)
+
+
+class RecordInput(_Io):
+    """Record the task rows the Decider changed, and run warnings."""
+
+    workflow_id: str
+    records: list[TaskChange] = Field(default_factory=list)
+    warnings: list[str] = Field(default_factory=list)
+
+
+class DispatchInput(_Io):
+    """Queue one attempt of a WORKER task (and record the rows changed before it)."""
+
+    workflow_id: str
+    workflow_type: str | None = None
+    correlation_id: str | None = None
+    priority: int = 0
+    task_to_domain: dict[str, str] = Field(default_factory=dict)
+    task: ScheduleTask
+    records: list[TaskChange] = Field(default_factory=list)
+    #: orchestration time of the step (the row's scheduling order)
+    now_ms: int | None = None
+
+
+class DispatchResult(_Io):
+    queue: str | None = None
+    scheduled_time: int | None = None
+    #: no worker polled the type recently (also logged on the task)
+    warning: str | None = None
+    #: the attempt could not be queued; the task fails with this reason
+    error: str | None = None
+    #: the failure is terminal (another attempt would fail the same way)
+    terminal: bool = False
+
+
+class ResolveChildInput(_Io):
+    """Resolve a SUB_WORKFLOW's definition and write the child's run row."""
+
+    workflow_id: str
+    #: the child's workflow id (``<taskId>-<attempt>``)
+    child_id: str
+    #: the parent's run input (without its carried state)
+    run: RunInput
+    task: ScheduleTask
+    records: list[TaskChange] = Field(default_factory=list)
+
+
+class ChildResolution(_Io):
+    name: str = ""
+    version: int = 0
+    task_to_domain: dict[str, str] | None = None
+    definition_ref: str | None = None
+    #: the child cannot start (its definition does not exist); the task fails
+    error: str | None = None
+
+
+class BuiltinInput(_Io):
+    """Run one attempt of a built-in activity type (HTTP, CALL_TOOL, ...)."""
+
+    workflow_id: str
+    task: ScheduleTask
+    records: list[TaskChange] = Field(default_factory=list)
+
+
+class PolledTask(_Io):
+    """Which task attempt a poll belongs to (its output is offloaded under it)."""
+
+    workflow_id: str
+    task_id: str
+    attempt: int
+    ref: str
+
+
+class PollInput(_Io):
+    """Poll a long-running built-in activity once."""
+
+    type: str
+    input: dict[str, Any] = Field(default_factory=dict)
+    task: PolledTask | None = None
+
+
+class FinishInput(_Io):
+    """Record the run's end, cancel its children, start its failure workflow."""
+
+    workflow_id: str
+    #: the run's input (without its carried state)
+    run: RunInput
+    result: RunResult
+    records: list[TaskChange] = Field(default_factory=list)
+    warnings: list[str] = Field(default_factory=list)
+    #: child runs to terminate (``<taskId>-<attempt>``)
+    cancel_children: list[str] = Field(default_factory=list)
+    variables: dict[str, Any] = Field(default_factory=dict)
+    now_ms: int | None = None
+
+
+class RunSummary(_Io):
+    """What a run's orchestration returns (a parent reads a child's)."""
+
+    status: str = "FAILED"
+    #: the output, or ``{"outputRef": ref}`` when it is kept in the payload store
+    output: dict[str, Any] = Field(default_factory=dict)
+    reason: str | None = None
+    failure_workflow_id: str | None = None
+
+    def wire(self) -> dict[str, Any]:
+        data = self.model_dump(mode="json", by_alias=True, exclude={"failure_workflow_id"})
+        if self.failure_workflow_id:
+            data["failureWorkflowId"] = self.failure_workflow_id
+        return data

@@ -1,0 +1,293 @@
+"""HTTP: Conductor's ``HTTP`` system task as a built-in activity.
+
+Input (the task's resolved ``inputParameters``), either Conductor's nested form::
+
+    {"http_request": {"uri": "https://...", "method": "POST",
+                      "headers": {"X-A": "1"}, "body": {...},
+                      "contentType": "application/json", "accept": "application/json",
+                      "connectionTimeOut": 5000, "readTimeOut": 30000,
+                      "auth": {"type": "managed_identity", "scope": "api://x/.default"}}}
+
+or the flat form with the same keys directly in ``inputParameters``. ``method`` defaults
+to GET, ``contentType`` and ``accept`` to ``application/json``; the timeouts are in
+milliseconds (Conductor's unit), replace the engine's defaults for this call and are
+capped at ``OutboundSettings.max_duration_seconds``. ``body``: a string
+is sent as is, a dict with ``contentType: application/x-www-form-urlencoded`` is form
+encoded, anything else is sent as JSON. ``auth`` may sit inside ``http_request`` or next
+to it.
+
+Output (Conductor's shape)::
+
+    {"response": {"statusCode": 200, "reasonPhrase": "OK",
+                  "headers": {"Content-Type": ["application/json"]},
+                  "body": <parsed JSON | text | base64 text>}}
+
+``body`` is parsed JSON when the response is JSON (``application/json``, ``*+json``),
+text for textual types, else base64 with ``"bodyEncoding": "base64"`` next to it; an
+empty body is ``null``. When the body is larger than the payload threshold
+(:func:`engine.runtime.builtins.results.payload_threshold`: ``deps.payload_threshold_bytes``, else
+the store's ``limits.task_output_threshold``, else 10 KB) and a payload store is
+configured, the raw bytes are stored and the output keeps the reference::
+
+    {"response": {"statusCode": 200, "reasonPhrase": "OK", "headers": {...},
+                  "body": null, "bodyRef": "<payload store reference>",
+                  "bodySize": 123456, "bodyContentType": "application/json"}}
+
+Outcome: 2xx -> COMPLETED; 408, 429, 5xx -> FAILED (retryable, ``Retry-After`` ->
+``retry_after_seconds``); other statuses -> FAILED_WITH_TERMINAL_ERROR; the output holds
+the response in every case. Connection errors and timeouts -> FAILED; a blocked address
+or a response over the cap -> FAILED_WITH_TERMINAL_ERROR (see
+:mod:`engine.runtime.builtins.outbound`).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import urllib.parse
+from typing import Any
+
+from engine.runtime.builtins.outbound import (
+    OutboundError,
+    OutboundResponse,
+    result_for_response,
+    send,
+)
+from engine.runtime.builtins.results import (
+    ActivityDeps,
+    ActivityResult,
+    OffloadError,
+    never_raises,
+    offload,
+)
+
+METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+_HTTP_KEYS = (
+    "uri",
+    "method",
+    "headers",
+    "body",
+    "contentType",
+    "accept",
+    "connectionTimeOut",
+    "readTimeOut",
+    "auth",
+)
+
+
+class InputError(ValueError):
+    """The task input is not valid: a terminal failure."""
+
+
+# -- pieces shared with CALL_TOOL and LOGIC_APP ------------------------------------------
+
+
+def bearer_token(deps: ActivityDeps, auth: Any) -> str | None:
+    """The ``Authorization`` value for an ``auth`` setting, or None when there is none.
+
+    Raises :class:`InputError` for an unknown or disallowed setting and
+    :class:`OutboundError` (retryable) when the token cannot be obtained.
+    """
+    if auth is None:
+        return None
+    if not isinstance(auth, dict):
+        raise InputError("auth must be an object like {'type': 'managed_identity', 'scope': ...}")
+    kind = str(auth.get("type", "")).lower()
+    if kind != "managed_identity":
+        raise InputError(f"unsupported auth type {auth.get('type')!r} (use 'managed_identity')")
+    scope = auth.get("scope")
+    if not isinstance(scope, str) or not scope:
+        raise InputError("auth.scope is required for managed_identity auth")
+    return bearer_for_scope(deps, scope)
+
+
+def bearer_for_scope(deps: ActivityDeps, scope: str) -> str:
+    if deps.allowed_token_scopes is not None and scope not in deps.allowed_token_scopes:
+        raise InputError(f"token scope {scope!r} is not allowed in this engine")
+    if deps.token_provider is None:
+        raise InputError("managed identity auth requested but the engine has no token provider")
+    try:
+        token = deps.token_provider(scope)
+    except Exception as exc:
+        raise OutboundError(
+            f"could not get a token for scope {scope!r}: {type(exc).__name__}: {exc}",
+            retryable=True,
+        ) from exc
+    return f"Bearer {token}"
+
+
+def encode_body(body: Any, content_type: str) -> bytes | None:
+    if body is None:
+        return None
+    if isinstance(body, bytes):
+        return body
+    if isinstance(body, str):
+        return body.encode("utf-8")
+    if isinstance(body, dict) and "x-www-form-urlencoded" in content_type.lower():
+        return urllib.parse.urlencode(
+            {k: v if isinstance(v, str) else json.dumps(v) for k, v in body.items()}
+        ).encode("ascii")
+    return json.dumps(body, separators=(",", ":")).encode("utf-8")
+
+
+def _media_type(content_type: str) -> str:
+    return content_type.split(";", 1)[0].strip().lower()
+
+
+def is_json_type(content_type: str) -> bool:
+    media = _media_type(content_type)
+    return media in ("application/json", "text/json") or media.endswith("+json")
+
+
+def is_text_type(content_type: str) -> bool:
+    media = _media_type(content_type)
+    return (
+        media.startswith("text/")
+        or media.endswith("+xml")
+        or media
+        in (
+            "",
+            "application/xml",
+            "application/javascript",
+            "application/x-www-form-urlencoded",
+            "application/problem+json",
+        )
+    )
+
+
+def _charset(content_type: str) -> str:
+    for part in content_type.split(";")[1:]:
+        key, _, value = part.strip().partition("=")
+        if key.lower() == "charset" and value:
+            return value.strip('"')
+    return "utf-8"
+
+
+def decode_body(response: OutboundResponse) -> tuple[Any, str | None]:
+    """(body, encoding): parsed JSON, text, or base64 text (encoding ``"base64"``)."""
+    data = response.content
+    if not data:
+        return None, None
+    ctype = response.content_type
+    if is_json_type(ctype) or is_text_type(ctype):
+        try:
+            text = data.decode(_charset(ctype), errors="replace")
+        except LookupError:
+            text = data.decode("utf-8", errors="replace")
+        if is_json_type(ctype) or not ctype:
+            try:
+                return json.loads(text), None
+            except ValueError:
+                return text, None
+        return text, None
+    return base64.b64encode(data).decode("ascii"), "base64"
+
+
+def response_output(
+    deps: ActivityDeps, task_input: dict[str, Any], response: OutboundResponse
+) -> dict[str, Any]:
+    """Conductor's ``response`` object, the body offloaded when it is large."""
+    out: dict[str, Any] = {
+        "statusCode": response.status_code,
+        "reasonPhrase": response.reason_phrase,
+        "headers": response.headers_multi(),
+    }
+    content_type = response.content_type or "application/octet-stream"
+    reference = offload(
+        deps, task_input, "response-body", "response body", response.content, content_type
+    )
+    if reference is not None:
+        out.update(
+            body=None,
+            bodyRef=reference,
+            bodySize=len(response.content),
+            bodyContentType=content_type,
+        )
+        return out
+    body, encoding = decode_body(response)
+    out["body"] = body
+    if encoding:
+        out["bodyEncoding"] = encoding
+    return out
+
+
+def _millis(value: Any, name: str) -> float | None:
+    if value is None:
+        return None
+    try:
+        ms = float(value)
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"{name} must be a number of milliseconds, got {value!r}") from exc
+    if ms <= 0:
+        return None
+    return ms / 1000.0
+
+
+def string_headers(headers: Any, name: str = "headers") -> dict[str, str]:
+    if headers is None:
+        return {}
+    if not isinstance(headers, dict):
+        raise InputError(f"{name} must be an object of header names to values")
+    out: dict[str, str] = {}
+    for key, value in headers.items():
+        if value is None:
+            continue
+        if isinstance(value, list):
+            value = ", ".join(str(v) for v in value)
+        out[str(key)] = value if isinstance(value, str) else json.dumps(value)
+    return out
+
+
+# -- the activity ------------------------------------------------------------------------
+
+
+def _request_spec(task_input: dict[str, Any]) -> dict[str, Any]:
+    nested = task_input.get("http_request")
+    if nested is None:
+        return {k: task_input[k] for k in _HTTP_KEYS if k in task_input}
+    if not isinstance(nested, dict):
+        raise InputError("http_request must be an object")
+    spec = dict(nested)
+    if "auth" not in spec and "auth" in task_input:
+        spec["auth"] = task_input["auth"]
+    return spec
+
+
+@never_raises
+def http_activity(deps: ActivityDeps, task_input: dict[str, Any]) -> ActivityResult:
+    """The HTTP task (see the module docstring for input and output)."""
+    try:
+        spec = _request_spec(task_input)
+        uri = spec.get("uri")
+        if not isinstance(uri, str) or not uri:
+            raise InputError("http_request.uri is required")
+        method = str(spec.get("method") or "GET").upper()
+        if method not in METHODS:
+            raise InputError(f"unsupported HTTP method {method!r}")
+        content_type = str(spec.get("contentType") or "application/json")
+        headers = string_headers(spec.get("headers"))
+        lower = {k.lower() for k in headers}
+        if "accept" not in lower:
+            headers["Accept"] = str(spec.get("accept") or "application/json")
+        content = encode_body(spec.get("body"), content_type)
+        if content is not None and "content-type" not in lower:
+            headers["Content-Type"] = content_type
+        connect_timeout = _millis(spec.get("connectionTimeOut"), "connectionTimeOut")
+        read_timeout = _millis(spec.get("readTimeOut"), "readTimeOut")
+        authorization = bearer_token(deps, spec.get("auth"))
+        response = send(
+            deps.outbound,
+            method,
+            uri,
+            headers=headers,
+            content=content,
+            authorization=authorization,
+            connect_timeout_seconds=connect_timeout,
+            read_timeout_seconds=read_timeout,
+        )
+        output = {"response": response_output(deps, task_input, response)}
+    except InputError as exc:
+        return ActivityResult.terminal(f"invalid HTTP task input: {exc}")
+    except (OutboundError, OffloadError) as exc:
+        return exc.to_result()
+    return result_for_response(response, method, output)

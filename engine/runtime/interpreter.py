@@ -1,0 +1,626 @@
+"""The ``WorkflowInterpreter`` orchestration: one generic interpreter for every run
+(docs/architecture.md, "The interpreter").
+
+The orchestration owns no workflow logic. It asks the pure :class:`~engine.decider.Decider`
+what to do next, performs the I/O actions it returns (activities, timers, external-event
+waits, child runs) and feeds each outcome back. Everything non-deterministic comes from the
+orchestration context or from activities.
+
+Waits:
+
+* WORKER: the dispatch activity queues the task; the run then waits for the external event
+  named by the task id (the result) and ``<taskId>.started`` (the hand-out), raced against
+  ONE durable timer for the earliest deadline. A committed durable timer fires even after
+  its wait is over, so stale timer firings are recognised (by task, attempt and fire time)
+  and ignored.
+* HUMAN and WAIT without a duration: the external event named by the task id.
+* Activity types: the activity returns a result envelope; retries are the Decider's (so
+  Retry-After and terminal errors are honoured), with the retry delay as a durable timer.
+* SUB_WORKFLOW: a child ``WorkflowInterpreter`` instance named ``<taskId>-<attempt>``.
+
+History stays bounded: after :data:`STEPS_PER_EXECUTION` outcomes, at a point where no
+activity, timer or child is outstanding, the run carries the Decider's state into
+``continue_as_new(save_events=True)`` so that results raised meanwhile carry over.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from durabletask import task as dt
+
+from engine.decider import (
+    Decider,
+    Decision,
+    RunResult,
+    RunState,
+    ScheduleTask,
+    TaskOutcome,
+)
+from engine.decider.state import TaskChange
+from engine.language.definitions import RunStatus, TaskStatus, TaskType
+from engine.runtime.activity_io import (
+    ACTIVITY_BUILTIN,
+    ACTIVITY_DISPATCH,
+    ACTIVITY_FINISH,
+    ACTIVITY_POLL,
+    ACTIVITY_RECORD,
+    ACTIVITY_RESOLVE_CHILD,
+    BuiltinInput,
+    ChildResolution,
+    DispatchInput,
+    DispatchResult,
+    FinishInput,
+    PolledTask,
+    PollInput,
+    RecordInput,
+    ResolveChildInput,
+    RunSummary,
+)
+from engine.runtime.builtins import ActivityResult
+from engine.runtime.definition_cache import DefinitionCache
+from protocol.events import (
+    TERMINATE_EVENT,
+    TaskResultEvent,
+    TaskStartedEvent,
+    TerminateEvent,
+    result_event,
+    started_event,
+)
+from protocol.runs import ORCHESTRATOR_NAME, RunInput
+
+#: The interpreter's own bookkeeping activities (record, dispatch, finish, resolve a
+#: child) are idempotent; a transient run-store or queue error is retried with backoff
+#: (about 4 minutes in all) instead of failing the run.
+BOOKKEEPING_RETRY = dt.RetryPolicy(
+    first_retry_interval=timedelta(seconds=1),
+    max_number_of_attempts=8,
+    backoff_coefficient=2.0,
+    max_retry_interval=timedelta(seconds=60),
+)
+#: outcomes handled per orchestration execution before carrying state into a new one
+STEPS_PER_EXECUTION = 25
+
+
+def _ms(moment: datetime) -> int:
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return int(moment.timestamp() * 1000)
+
+
+def _at(ms: int) -> datetime:
+    return datetime.fromtimestamp(ms / 1000, tz=UTC)
+
+
+@dataclass
+class _Pending:
+    """One outstanding I/O of the run, keyed by task id."""
+
+    action: ScheduleTask
+    #: durable tasks racing for this wait, by role
+    tasks: dict[str, dt.Task[Any]] = field(default_factory=dict)
+    timer_at_ms: int | None = None
+    phase: str = "run"
+    #: the poll input of a long-running built-in activity (LOGIC_APP, DOCUMENT_INTELLIGENCE)
+    poll_input: dict[str, Any] = field(default_factory=dict)
+    #: task rows handed to the activity in flight; put back for the next I/O if it fails
+    records: list[TaskChange] = field(default_factory=list)
+
+
+class _Run:
+    def __init__(self, ctx: dt.OrchestrationContext, run: RunInput, decider: Decider) -> None:
+        self.ctx = ctx
+        self.run = run
+        self.decider = decider
+        self.pending: dict[str, _Pending] = {}
+        self.records: list[TaskChange] = []
+        self.owner: dict[int, tuple[str, str]] = {}
+        self.steps = 0
+        self.state: RunState
+        self.cancel_children: list[str] = []
+        #: how many of ``state.warnings`` were recorded already
+        self.warned = 0
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def now(self) -> int:
+        return _ms(self.ctx.current_utc_datetime)
+
+    def _track(self, task_id: str, role: str, task: dt.Task[Any]) -> None:
+        self.pending[task_id].tasks[role] = task
+        self.owner[id(task)] = (task_id, role)
+
+    def _untrack(self, task_id: str) -> None:
+        entry = self.pending.pop(task_id, None)
+        if entry is None:
+            return
+        for task in entry.tasks.values():
+            self.owner.pop(id(task), None)
+            if isinstance(task, dt.CancellableTask) and not task.is_complete:
+                task.cancel()
+
+    def _take_records(self, task_id: str | None = None) -> list[TaskChange]:
+        records, self.records = self.records, []
+        if task_id is not None:
+            self.pending[task_id].records = records
+        return records
+
+    def _arm_timer(self, task_id: str, at_ms: int | None) -> None:
+        entry = self.pending[task_id]
+        if at_ms is None or at_ms == entry.timer_at_ms:
+            return
+        old = entry.tasks.pop("timer", None)
+        if old is not None:
+            self.owner.pop(id(old), None)
+            if isinstance(old, dt.CancellableTask) and not old.is_complete:
+                old.cancel()
+        entry.timer_at_ms = at_ms
+        self._track(task_id, "timer", self.ctx.create_timer(_at(max(at_ms, self.now()))))
+
+    def _wait_event(self, name: str) -> dt.Task[Any]:
+        return self.ctx.wait_for_external_event(name)
+
+    def _rearm_deadline(self, task_id: str) -> None:
+        deadline = self.decider.wait_deadline(self.state, task_id)
+        self._arm_timer(task_id, deadline.at_ms if deadline is not None else None)
+
+    # -- starting actions ------------------------------------------------------------------
+
+    def start(self, action: ScheduleTask) -> None:
+        task_id = action.task_id
+        self.pending[task_id] = _Pending(action)
+        kind = action.type
+        if kind == TaskType.WORKER:
+            dispatch: dt.Task[Any] = self.ctx.call_activity(
+                ACTIVITY_DISPATCH,
+                retry_policy=BOOKKEEPING_RETRY,
+                input=DispatchInput(
+                    workflow_id=self.ctx.instance_id,
+                    workflow_type=self.run.name,
+                    correlation_id=self.run.correlation_id,
+                    priority=self.run.priority,
+                    task_to_domain=self.run.task_to_domain,
+                    task=action,
+                    records=self._take_records(task_id),
+                    now_ms=self.now(),
+                ).wire(),
+            )
+            self._track(task_id, "dispatch", dispatch)
+            self._track(task_id, "result", self._wait_event(result_event(task_id)))
+            self._track(task_id, "started", self._wait_event(started_event(task_id)))
+            self._rearm_deadline(task_id)
+        elif kind in (TaskType.HUMAN, TaskType.WAIT) and action.wait_until_ms is None:
+            self._track(task_id, "result", self._wait_event(result_event(task_id)))
+            self._rearm_deadline(task_id)
+        elif kind == TaskType.WAIT:
+            assert action.wait_until_ms is not None
+            self._arm_timer(task_id, action.wait_until_ms)
+            self.pending[task_id].phase = "wait"
+        elif action.delay_seconds > 0:
+            # a retry of an activity or child run: wait out the delay on a durable timer
+            self._arm_timer(task_id, self.now() + int(action.delay_seconds * 1000))
+            self.pending[task_id].phase = "delay"
+        else:
+            self._launch(task_id)
+
+    def _launch(self, task_id: str) -> None:
+        entry = self.pending[task_id]
+        action = entry.action
+        entry.phase = "run"
+        if action.type == TaskType.SUB_WORKFLOW:
+            entry.phase = "resolve"
+            self._track(
+                task_id,
+                "resolve",
+                self.ctx.call_activity(
+                    ACTIVITY_RESOLVE_CHILD,
+                    retry_policy=BOOKKEEPING_RETRY,
+                    input=ResolveChildInput(
+                        workflow_id=self.ctx.instance_id,
+                        child_id=f"{task_id}-{action.attempt}",
+                        run=self._run_without_state(),
+                        task=action,
+                        records=self._take_records(task_id),
+                    ).wire(),
+                ),
+            )
+            return
+        self._track(
+            task_id,
+            "activity",
+            self.ctx.call_activity(
+                ACTIVITY_BUILTIN,
+                input=BuiltinInput(
+                    workflow_id=self.ctx.instance_id,
+                    task=action,
+                    records=self._take_records(task_id),
+                ).wire(),
+            ),
+        )
+
+    # -- handling a completed durable task -------------------------------------------------
+
+    def handle(self, task_id: str, role: str, task: dt.Task[Any]) -> TaskOutcome | None:
+        """Turn a completed durable task into an outcome for the Decider (or None)."""
+        entry = self.pending[task_id]
+        action = entry.action
+        entry.tasks.pop(role, None)
+        self.owner.pop(id(task), None)
+        failed = task.is_failed
+        value: Any = None if failed else task.get_result()
+
+        def outcome(
+            status: TaskStatus,
+            output: Any = None,
+            reason: str | None = None,
+            retry_after: float | None = None,
+        ) -> TaskOutcome:
+            return TaskOutcome(
+                task_id=task_id,
+                attempt=action.attempt,
+                status=status,
+                output=output
+                if isinstance(output, dict)
+                else ({} if output is None else {"result": output}),
+                reason=reason,
+                retry_after_seconds=retry_after,
+            )
+
+        if role in ("dispatch", "resolve", "activity"):
+            if failed:
+                # the activity may not have written the rows it carried: next I/O does
+                self.records[:0] = entry.records
+            entry.records = []
+        if failed:
+            reason = str(task.get_exception())
+            return outcome(TaskStatus.FAILED, reason=f"engine error: {reason}")
+
+        if role == "timer":
+            if entry.timer_at_ms is not None and self.now() + 5 < entry.timer_at_ms:
+                # a stale timer from an earlier deadline or execution: re-arm the current one
+                at = entry.timer_at_ms
+                entry.timer_at_ms = None
+                self._arm_timer(task_id, at)
+                return None
+            entry.timer_at_ms = None
+            if entry.phase == "wait":
+                return outcome(TaskStatus.COMPLETED, {})
+            if entry.phase == "delay":
+                self._launch(task_id)
+                return None
+            if entry.phase == "poll-delay":
+                entry.phase = "poll"
+                self._track(
+                    task_id,
+                    "activity",
+                    self.ctx.call_activity(
+                        ACTIVITY_POLL,
+                        input=PollInput(
+                            type=action.type,
+                            input=entry.poll_input,
+                            task=PolledTask(
+                                workflow_id=self.ctx.instance_id,
+                                task_id=task_id,
+                                attempt=action.attempt,
+                                ref=action.ref,
+                            ),
+                        ).wire(),
+                    ),
+                )
+                return None
+            deadline = self.decider.wait_deadline(self.state, task_id)
+            kind = deadline.kind if deadline is not None else "task"
+            timed_out = outcome(
+                TaskStatus.TIMED_OUT, reason=f"{kind} timeout of task {action.ref!r} elapsed"
+            )
+            return timed_out.model_copy(update={"timeout_kind": kind})
+
+        if role == "dispatch":
+            dispatched = DispatchResult.model_validate(value or {})
+            if dispatched.error:
+                status = (
+                    TaskStatus.FAILED_WITH_TERMINAL_ERROR
+                    if dispatched.terminal
+                    else TaskStatus.FAILED
+                )
+                return outcome(status, reason=dispatched.error)
+            return None
+
+        if role == "started":
+            started = TaskStartedEvent.model_validate(value or {})
+            if started.attempt == action.attempt:
+                self.state = self.decider.on_started(
+                    self.state,
+                    task_id,
+                    action.attempt,
+                    started.worker_id or "",
+                    started.start_time or self.now(),
+                )
+                self._rearm_deadline(task_id)
+            # keep listening: a callback re-sends the task and it can be handed out again
+            self._track(task_id, "started", self._wait_event(started_event(task_id)))
+            return None
+
+        if role == "result":
+            result = TaskResultEvent.model_validate(value or {})
+            if result.attempt is not None and result.attempt != action.attempt:
+                self._track(task_id, "result", self._wait_event(result_event(task_id)))
+                return None
+            return outcome(TaskStatus(result.status), result.output or {}, result.reason)
+
+        if role == "resolve":
+            child = ChildResolution.model_validate(value or {})
+            if child.error:
+                return outcome(TaskStatus.FAILED, reason=child.error)
+            child_input = RunInput(
+                name=child.name,
+                version=child.version,
+                input=action.input,
+                correlation_id=self.run.correlation_id,
+                priority=self.run.priority,
+                task_to_domain=child.task_to_domain or self.run.task_to_domain,
+                parent_workflow_id=self.ctx.instance_id,
+                parent_task_id=task_id,
+                definition_ref=child.definition_ref,
+            )
+            entry.phase = "child"
+            self._track(
+                task_id,
+                "child",
+                self.ctx.call_sub_orchestrator(
+                    ORCHESTRATOR_NAME,
+                    input=child_input.wire(),
+                    instance_id=f"{task_id}-{action.attempt}",
+                ),
+            )
+            return None
+
+        if role == "child":
+            summary = RunSummary.model_validate(value or {})
+            child_id = f"{task_id}-{action.attempt}"
+            output = {"subWorkflowId": child_id, **summary.output}
+            if summary.status == "COMPLETED":
+                return outcome(TaskStatus.COMPLETED, output)
+            return outcome(
+                TaskStatus.FAILED,
+                output,
+                reason=f"sub workflow {child_id} {summary.status}: {summary.reason or ''}".strip(),
+            )
+
+        # role == "activity": a built-in activity's result envelope
+        envelope = ActivityResult.from_dict(value or {"status": "FAILED"})
+        if envelope.pending is not None and envelope.is_pending:
+            entry.poll_input = envelope.pending.poll_input()
+            # Retry-After: 0 means "poll now"
+            retry_after = envelope.pending.retry_after_seconds
+            poll_at = self.now() + int(retry_after * 1000)
+            deadline = self.decider.wait_deadline(self.state, task_id)
+            if deadline is not None and deadline.at_ms <= poll_at:
+                # the task's timeout comes first: that timer firing times the task out
+                entry.phase = "run"
+                self._arm_timer(task_id, deadline.at_ms)
+            else:
+                entry.phase = "poll-delay"
+                self._arm_timer(task_id, poll_at)
+            return None
+        return outcome(
+            TaskStatus(envelope.status),
+            envelope.output,
+            envelope.reason,
+            envelope.retry_after_seconds,
+        )
+
+    # -- the loop --------------------------------------------------------------------------
+
+    def apply(self, decision: Decision) -> None:
+        self.state = decision.state
+        self.records.extend(decision.records)
+        for task_id in decision.cancel:
+            entry = self.pending.get(task_id)
+            if entry is None:
+                continue
+            if entry.action.type == TaskType.SUB_WORKFLOW and "child" in entry.tasks:
+                self.cancel_children.append(f"{task_id}-{entry.action.attempt}")
+            self._untrack(task_id)
+
+    def interpret(self, state: RunState) -> Generator[dt.Task[Any], Any, dict[str, Any]]:
+        ctx = self.ctx
+        self.state = state
+        started_at = self.run.started_at_ms if self.run.started_at_ms is not None else self.now()
+        control: dict[str, dt.Task[Any]] = {
+            "terminate": ctx.wait_for_external_event(TERMINATE_EVENT)
+        }
+        timeout_s = self.decider.definition.timeout_seconds
+        timeout_at = started_at + timeout_s * 1000
+        if timeout_s > 0 and not self.state.timeout_alerted:
+            control["timeout"] = ctx.create_timer(_at(max(timeout_at, self.now())))
+
+        decision = self.decider.decide(self.state, self.now())
+        while True:
+            self.apply(decision)
+            if decision.finished is not None:
+                return (yield from self.finish(decision.finished))
+            for action in decision.actions:
+                self.start(action)
+            if self.records or len(self.state.warnings) > self.warned:
+                yield from self.flush_records()
+            if not self.pending:
+                return (yield from self.finish(self.decider.stall(self.state, self.now())))
+
+            race: list[dt.Task[Any]] = list(control.values())
+            for entry in self.pending.values():
+                race.extend(entry.tasks.values())
+            winner = yield dt.when_any(race)
+            now = self.now()
+
+            if winner is control.get("terminate"):
+                raised = control["terminate"].get_result()
+                text = (
+                    TerminateEvent.model_validate(raised).reason
+                    if isinstance(raised, dict)
+                    else raised
+                )
+                decision = self.decider.terminate(self.state, str(text or "terminated"), now)
+                continue
+            if winner is control.get("timeout"):
+                if now + 5 < timeout_at:
+                    control["timeout"] = ctx.create_timer(_at(timeout_at))
+                    decision = Decision(state=self.state)
+                    continue
+                del control["timeout"]
+                decision = self.decider.on_workflow_timeout(self.state, now)
+                continue
+
+            owner = self.owner.get(id(winner))
+            if owner is None:
+                decision = Decision(state=self.state)
+                continue
+            task_id, role = owner
+            outcome = self.handle(task_id, role, winner)
+            if outcome is None:
+                decision = Decision(state=self.state)
+                continue
+            self.state = self.decider.on_outcome(self.state, outcome, now)
+            if self.decider.is_waiting(self.state, task_id):
+                # ALERT_ONLY and similar: the task keeps waiting, with its next deadline
+                self._rearm_deadline(task_id)
+            else:
+                self._untrack(task_id)
+            self.steps += 1
+            if self.steps >= STEPS_PER_EXECUTION and not self.pending:
+                if self.records or len(self.state.warnings) > self.warned:
+                    yield from self.flush_records()
+                # only the live part of the state: a long run's state must not grow with
+                # every step, or each replay (which re-reads it) costs O(steps so far)
+                self.decider.compact(self.state)
+                carried = self.run.model_copy(
+                    update={
+                        "state": self.state.model_dump(mode="json"),
+                        "started_at_ms": started_at,
+                        "executions": self.run.executions + 1,
+                    }
+                )
+                ctx.continue_as_new(
+                    carried.model_dump(mode="json", by_alias=True), save_events=True
+                )
+                return {}
+            decision = self.decider.decide(self.state, now)
+
+    def _take_warnings(self) -> list[str]:
+        warnings = self.state.warnings[self.warned :]
+        self.warned = len(self.state.warnings)
+        return warnings
+
+    def flush_records(self) -> Generator[dt.Task[Any], Any, None]:
+        records = self._take_records()
+        warnings = self._take_warnings()
+        if records or warnings:
+            yield self.ctx.call_activity(
+                ACTIVITY_RECORD,
+                retry_policy=BOOKKEEPING_RETRY,
+                input=RecordInput(
+                    workflow_id=self.ctx.instance_id, records=records, warnings=warnings
+                ).wire(),
+            )
+
+    def finish(self, result: RunResult) -> Generator[dt.Task[Any], Any, dict[str, Any]]:
+        for task_id in list(self.pending):
+            self._untrack(task_id)
+        return (
+            yield from finish_run(
+                self.ctx,
+                self.run,
+                result,
+                records=self._take_records(),
+                warnings=self._take_warnings(),
+                cancel_children=self.cancel_children,
+                variables=self.state.variables,
+            )
+        )
+
+    def _run_without_state(self) -> RunInput:
+        return self.run.model_copy(update={"state": None})
+
+
+def finish_run(
+    ctx: dt.OrchestrationContext,
+    run: RunInput,
+    result: RunResult,
+    *,
+    records: list[TaskChange] | None = None,
+    warnings: list[str] | None = None,
+    cancel_children: list[str] | None = None,
+    variables: dict[str, Any] | None = None,
+) -> Generator[dt.Task[Any], Any, dict[str, Any]]:
+    """End the run: the finish activity records it and returns the run's summary (the
+    orchestration's output)."""
+    summary = yield ctx.call_activity(
+        ACTIVITY_FINISH,
+        retry_policy=BOOKKEEPING_RETRY,
+        input=FinishInput(
+            workflow_id=ctx.instance_id,
+            run=run.model_copy(update={"state": None}),
+            result=result,
+            records=records or [],
+            warnings=warnings or [],
+            cancel_children=cancel_children or [],
+            variables=variables or {},
+            now_ms=_ms(ctx.current_utc_datetime),
+        ).wire(),
+    )
+    return summary if isinstance(summary, dict) else result.model_dump(mode="json", by_alias=True)
+
+
+def make_workflow_interpreter(definitions: DefinitionCache) -> dt.Orchestrator[Any, Any]:
+    """The ``WorkflowInterpreter`` orchestration, reading definitions from ``definitions``
+    (the engine process's cache of immutable snapshots)."""
+
+    def workflow_interpreter(
+        ctx: dt.OrchestrationContext, raw_input: Any
+    ) -> Generator[dt.Task[Any], Any, dict[str, Any]]:
+        """The one orchestration that runs every run of every definition."""
+        run = RunInput.model_validate(raw_input or {})
+        try:
+            decider = definitions.decider_for(run.name, run.version, run.definition_ref)
+        except LookupError as exc:
+            return (yield from _fail(ctx, run, str(exc)))
+        runner = _Run(ctx, run, decider)
+        if run.state is not None:
+            state = RunState.model_validate(run.state)
+            runner.warned = len(state.warnings)  # recorded before the state was carried over
+        else:
+            state = decider.start(
+                workflow_id=ctx.instance_id,
+                input=run.input,
+                correlation_id=run.correlation_id,
+                now_ms=_ms(ctx.current_utc_datetime),
+            )
+        if run.started_at_ms is None:
+            run.started_at_ms = _ms(ctx.current_utc_datetime)
+        try:
+            return (yield from runner.interpret(state))
+        except dt.TaskFailedError:
+            raise  # the bookkeeping failed after its retries: nothing left to record with
+        except Exception as exc:  # a defect or bad data: end the run FAILED, never RUNNING
+            reason = f"interpreter error: {type(exc).__name__}: {exc}"
+            return (yield from _fail(ctx, run, reason))
+
+    return workflow_interpreter
+
+
+def _fail(
+    ctx: dt.OrchestrationContext, run: RunInput, reason: str
+) -> Generator[dt.Task[Any], Any, dict[str, Any]]:
+    """Record the run FAILED when the interpreter cannot go on (definition gone, a defect)."""
+    return (yield from finish_run(ctx, run, RunResult(status=RunStatus.FAILED, reason=reason)))
+
+
+__all__ = [
+    "BOOKKEEPING_RETRY",
+    "STEPS_PER_EXECUTION",
+    "finish_run",
+    "make_workflow_interpreter",
+]

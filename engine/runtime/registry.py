@@ -1,0 +1,43 @@
+"""What an engine process hosts: the orchestration and the activities, by name, bound to
+the process's services.
+
+An engine role registers a part of these (``engine.adapters.backend.connect.register``):
+``orchestrator`` the orchestration, ``activities`` the activities, ``all`` both.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from engine.runtime.activities import RunActivities
+from engine.runtime.activity_io import (
+    ACTIVITY_BUILTIN,
+    ACTIVITY_DISPATCH,
+    ACTIVITY_FINISH,
+    ACTIVITY_POLL,
+    ACTIVITY_RECORD,
+    ACTIVITY_RESOLVE_CHILD,
+)
+from engine.runtime.interpreter import make_workflow_interpreter
+from engine.runtime.services import EngineServices
+from protocol.runs import ORCHESTRATOR_NAME
+
+__all__ = ["activities", "orchestrators"]
+
+
+def orchestrators(services: EngineServices) -> dict[str, Any]:
+    """The orchestrations by name: the one ``WorkflowInterpreter``."""
+    return {ORCHESTRATOR_NAME: make_workflow_interpreter(services.definitions)}
+
+
+def activities(services: EngineServices) -> dict[str, Any]:
+    """The interpreter's activities by name."""
+    bound = RunActivities(services)
+    return {
+        ACTIVITY_RECORD: bound.record,
+        ACTIVITY_DISPATCH: bound.dispatch,
+        ACTIVITY_FINISH: bound.finish,
+        ACTIVITY_RESOLVE_CHILD: bound.resolve_child,
+        ACTIVITY_BUILTIN: bound.builtin,
+        ACTIVITY_POLL: bound.poll,
+    }

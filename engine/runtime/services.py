@@ -1,0 +1,53 @@
+"""The services an engine process hands to the interpreter and its activities.
+
+An engine process (``stepway dev``, the orchestrator app, the activity app) builds one
+:class:`EngineServices` at start (``engine.app.host.build_local_services`` or
+``engine.app.azure_services.build_services``) and passes it to
+:func:`engine.runtime.registry.orchestrators` and :func:`~engine.runtime.registry.activities`,
+which bind the orchestration and the activities to it. Nothing reads a process-global.
+Orchestration code uses only the definition cache (a read-through cache of immutable
+snapshots, so replays are deterministic); activities use the rest.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.ports.payload_store import PayloadLimits, PayloadStore
+from engine.ports.queue import TaskQueue
+from engine.ports.run_store import RunStore
+from engine.runtime.builtins import ActivityDeps
+from engine.runtime.definition_cache import DefinitionCache
+from engine.runtime.payload_cache import PayloadCache
+
+__all__ = ["EngineServices"]
+
+
+@dataclass
+class EngineServices:
+    run_store: RunStore
+    queue: TaskQueue
+    payloads: PayloadStore | None
+    payload_limits: PayloadLimits
+    #: builds a durable client (used by activities that start or signal other runs)
+    client_factory: Callable[[], Any]
+    #: settings of the built-in activities (HTTP, CALL_TOOL, ...)
+    activity_deps: ActivityDeps = field(default_factory=ActivityDeps)
+    #: a type with no poll in this many ms gets a warning when work is queued for it
+    no_worker_warning_ms: int = 10_000
+    #: offloaded payloads and definition snapshots, read once per process
+    payload_cache: PayloadCache = field(init=False)
+    definitions: DefinitionCache = field(init=False)
+    _client: Any = field(default=None, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.payload_cache = PayloadCache(self.payloads)
+        self.definitions = DefinitionCache(self.run_store, self.payload_cache)
+
+    def client(self) -> Any:
+        """The durable client of this process (built on first use)."""
+        if self._client is None:
+            self._client = self.client_factory()
+        return self._client

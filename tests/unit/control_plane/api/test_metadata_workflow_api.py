@@ -1,0 +1,229 @@
+"""Metadata and workflow API contract over real HTTP; auth modes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from engine.ports.run_store import RunStatus, RunUpdate
+from tests.unit.control_plane.conftest import Server, assert_error, taskdef
+
+
+def wf(name: str = "wf", version: int = 1, worker: str = "parse", **extra: Any) -> dict[str, Any]:
+    return {
+        "name": name,
+        "version": version,
+        "tasks": [{"name": worker, "taskReferenceName": "p1", "type": "SIMPLE"}],
+        **extra,
+    }
+
+
+def test_taskdefs_create_queues_idempotently(srv: Server) -> None:
+    srv.settings.task_domains["parse"] = ["eu", "us"]
+    c = srv.client
+    plan = c.post("/api/metadata/taskdefs", params={"dryRun": "true"}, json=[taskdef("parse")])
+    assert plan.json()["taskDefs"][0]["action"] == "create"
+    assert srv.deps.provisioner.list_queues() == []  # dry run wrote nothing
+    r = c.post("/api/metadata/taskdefs", json=[taskdef("parse")])
+    assert r.status_code == 200
+    assert sorted(srv.deps.provisioner.list_queues()) == [
+        "eu-parse",
+        "parse",
+        "parse-high",
+        "us-parse",
+    ]
+    again = c.post("/api/metadata/taskdefs", json=[taskdef("parse")]).json()["taskDefs"][0]
+    assert again["action"] == "unchanged"
+    assert {q["action"] for q in again["queues"]} == {"unchanged"}
+    changed = c.put("/api/metadata/taskdefs", json=taskdef("parse", responseTimeoutSeconds=90))
+    entry = changed.json()["taskDefs"][0]
+    assert entry["action"] == "update" and entry["queues"][0]["changed"] == [
+        "lock_duration_seconds"
+    ]
+    assert c.get("/api/metadata/taskdefs/parse").json()["responseTimeoutSeconds"] == 90
+    assert [d["name"] for d in c.get("/api/metadata/taskdefs").json()] == ["parse"]
+    assert_error(c.get("/api/metadata/taskdefs/nope"), 404)
+
+
+def test_taskdef_errors_all_at_once_and_nothing_half_written(srv: Server) -> None:
+    r = srv.client.post(
+        "/api/metadata/taskdefs",
+        json=[taskdef("good"), {"name": "bad-high"}, {"name": "x", "retryCount": -1}, "oops"],
+    )
+    body = assert_error(r, 400)
+    paths = [e["path"] for e in body["validationErrors"]]
+    assert any(p.startswith("$[1]") for p in paths) and any(p.startswith("$[2]") for p in paths)
+    assert "$[3]" in paths
+    assert srv.deps.provisioner.list_queues() == [] and srv.deps.run_store.list_task_defs() == []
+
+
+def test_workflow_definitions(srv: Server) -> None:
+    c = srv.client
+    r = c.post("/api/metadata/workflow", json=wf())
+    body = assert_error(r, 400)  # routing is strict: 'parse' has no task definition
+    assert any("parse" in e["message"] for e in body["validationErrors"])
+    srv.register(taskdef("parse"))
+    assert c.post("/api/metadata/workflow/validate", json=wf()).json()["valid"] is True
+    assert c.post("/api/metadata/workflow", json=wf()).status_code == 200
+    assert_error(c.post("/api/metadata/workflow", json=wf()), 409)
+    r = c.put("/api/metadata/workflow", json=[wf(), wf(version=2)])
+    assert [w["action"] for w in r.json()["workflows"]] == ["unchanged", "create"]
+    assert c.get("/api/metadata/workflow/wf").json()["version"] == 2
+    assert c.get("/api/metadata/workflow/wf", params={"version": 1}).json()["version"] == 1
+    assert_error(c.delete("/api/metadata/taskdefs/parse"), 409)  # still used
+    assert c.delete("/api/metadata/workflow/wf/2").status_code == 200
+    assert_error(c.get("/api/metadata/workflow/wf", params={"version": 2}), 404)
+    assert_error(
+        c.put("/api/metadata/workflow", json=[wf(), {"name": "x", "tasks": 3}]), 400, "$[1]"
+    )
+
+
+def test_start_read_steer_and_search(srv: Server) -> None:
+    c = srv.client
+    srv.register(taskdef("parse"))
+    schema = {"type": "object", "required": ["url"], "properties": {"url": {"type": "string"}}}
+    c.post("/api/metadata/workflow", json=wf(inputSchema=schema))
+    assert_error(c.post("/api/workflow/wf", json={"url": 3}), 400, "$.input.url")
+    assert_error(c.post("/api/workflow/nope", json={}), 404)
+    assert_error(c.post("/api/workflow", json={"name": "wf", "priority": 100}), 400, "priority")
+    r = c.post("/api/workflow/wf", params={"correlationId": "k1", "priority": 3}, json={"url": "u"})
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/plain")
+    wid = r.text
+    start = next(s for s in srv.signals.calls if s.kind == "start")
+    assert start.workflow_id == wid and start.data["name"] == "wf"
+    assert start.data["input"] == {"url": "u"} and start.data["priority"] == 3
+    req = {
+        "name": "wf",
+        "input": {"url": "v"},
+        "idempotencyKey": "once",
+        "taskToDomain": {"parse": "eu"},
+    }
+    first = c.post("/api/workflow", json=req).text
+    assert c.post("/api/workflow", json=req).text == first
+    assert len([s for s in srv.signals.calls if s.kind == "start"]) == 2
+    got = c.get(f"/api/workflow/{wid}").json()
+    assert got["status"] == "RUNNING" and got["input"] == {"url": "u"} and got["tasks"] == []
+    assert got["correlationId"] == "k1" and got["workflowVersion"] == 1
+    assert c.put(f"/api/workflow/{wid}/pause").status_code == 200
+    assert c.get(f"/api/workflow/{wid}/status").json()["status"] == "PAUSED"
+    assert c.delete(f"/api/workflow/{wid}", params={"reason": "stop"}).status_code == 200
+    kinds = [(s.kind, s.name) for s in srv.signals.calls if s.workflow_id == wid]
+    assert kinds[-3:] == [("suspend", None), ("resume", None), ("event", "stepway.terminate")]
+    srv.deps.run_store.update_run(wid, RunUpdate(status=RunStatus.TERMINATED), 1)
+    assert_error(c.put(f"/api/workflow/{wid}/pause"), 409)
+    assert c.post(f"/api/workflow/{wid}/retry").status_code == 200
+    assert c.get(f"/api/workflow/{wid}/status").json()["status"] == "RUNNING"
+    assert_error(c.post(f"/api/workflow/{wid}/restart"), 409)  # running
+    res = c.get("/api/workflow/search", params={"workflowType": "wf"}).json()
+    assert res["totalHits"] == 2
+    res = c.get("/api/workflow/search", params={"query": "correlationId = 'k1'"}).json()
+    assert [r["workflowId"] for r in res["results"]] == [wid]
+    assert_error(c.get("/api/workflow/search", params={"status": "NOPE"}), 400, "status")
+    assert_error(c.get("/api/workflow/missing"), 404)
+
+
+def test_start_failure_leaves_no_run(srv: Server) -> None:
+    srv.register(taskdef("parse"))
+    srv.client.post("/api/metadata/workflow", json=wf())
+    srv.signals.fail_next = RuntimeError("backend down")
+    assert_error(srv.client.post("/api/workflow/wf", json={}), 503)
+    assert srv.client.get("/api/workflow/search").json()["totalHits"] == 0
+
+
+def test_openapi_and_docs(srv: Server) -> None:
+    spec = srv.client.get("/openapi.json").json()
+    assert "/api/tasks/poll/batch/{tasktype}" in spec["paths"]
+    assert srv.client.get("/docs").status_code == 200
+
+
+def test_token_auth_roles_and_worker_types(make_server: Any, tmp_path: Path) -> None:
+    tokens = tmp_path / "tokens.json"
+    tokens.write_text(
+        json.dumps(
+            {
+                "tokens": [
+                    {
+                        "token": "admin-token-0123456789",
+                        "name": "ops",
+                        "roles": ["admin", "operator"],
+                    },
+                    {
+                        "token": "worker-token-0123456789",
+                        "name": "doc",
+                        "roles": ["worker"],
+                        "taskTypes": ["parse"],
+                    },
+                    {"token": "reader-token-0123456789", "name": "ro", "roles": ["reader"]},
+                ]
+            }
+        )
+    )
+    srv = make_server(auth_mode="tokens", tokens_file=tokens)
+
+    def h(tok: str) -> dict[str, str]:
+        return {"Authorization": f"Bearer {tok}"}
+
+    c = httpx.Client(base_url=srv.url)
+    assert_error(c.get("/api/metadata/taskdefs"), 401)
+    assert_error(c.get("/api/metadata/taskdefs", headers=h("wrong-token-000000000")), 401)
+    for name in ("parse", "other"):
+        r = c.post(
+            "/api/metadata/taskdefs", json=[taskdef(name)], headers=h("admin-token-0123456789")
+        )
+        assert r.status_code == 200
+    assert_error(
+        c.post("/api/metadata/taskdefs", json=[taskdef("x")], headers=h("reader-token-0123456789")),
+        403,
+    )
+    assert c.get("/api/metadata/taskdefs", headers=h("reader-token-0123456789")).status_code == 200
+    w = h("worker-token-0123456789")
+    assert c.get("/api/tasks/poll/batch/parse", headers=w).status_code == 200
+    assert_error(c.get("/api/tasks/poll/batch/other", headers=w), 403)
+    assert_error(c.post("/api/workflow/wf", json={}, headers=w), 403)
+    c.close()
+
+
+def test_entra_jwt(make_server: Any) -> None:
+    import time
+
+    import jwt
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    jwk = json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(key.public_key()))
+    jwk["kid"] = "k1"
+    issuer = "https://login.microsoftonline.com/t1/v2.0"
+    srv = make_server(
+        auth_mode="entra",
+        entra_tenant_id="t1",
+        entra_audience=["api://stepway"],
+        entra_jwks={"keys": [jwk]},
+        entra_worker_task_types={"client-doc": ["parse"]},
+    )
+
+    def token(**claims: Any) -> dict[str, str]:
+        base = {
+            "iss": issuer,
+            "aud": "api://stepway",
+            "exp": int(time.time()) + 600,
+            "azp": "client-doc",
+            "roles": ["worker"],
+        }
+        tok = jwt.encode({**base, **claims}, key, algorithm="RS256", headers={"kid": "k1"})
+        return {"Authorization": f"Bearer {tok}"}
+
+    c = httpx.Client(base_url=srv.url)
+    r = c.post("/api/metadata/taskdefs", json=[taskdef("parse")], headers=token(roles=["admin"]))
+    assert r.status_code == 200
+    assert c.get("/api/tasks/poll/batch/parse", headers=token()).status_code == 200
+    assert_error(c.get("/api/tasks/poll/batch/parse", headers=token(aud="other")), 401)
+    assert_error(c.get("/api/tasks/poll/batch/parse", headers=token(exp=1)), 401)
+    assert_error(c.get("/api/metadata/taskdefs", headers=token()), 403)
+    # a worker app's managed identity has no app role: the identity map is its grant
+    assert c.get("/api/tasks/poll/batch/parse", headers=token(roles=[])).status_code == 200
+    assert_error(c.get("/api/tasks/poll/batch/other", headers=token(roles=[])), 403)
+    assert_error(c.get("/api/tasks/poll/batch/parse", headers=token(roles=[], azp="someone")), 403)
+    c.close()

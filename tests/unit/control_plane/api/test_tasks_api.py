@@ -1,0 +1,334 @@
+"""Task API contract over real HTTP."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from tests.unit.control_plane.conftest import Server, assert_error, taskdef
+
+
+def poll(srv: Server, task_type: str, worker: str = "w1", **params: Any) -> Any:
+    r = srv.client.get(f"/api/tasks/poll/batch/{task_type}", params={"workerid": worker, **params})
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def test_poll_hands_out_task_json_and_records_lease(srv: Server) -> None:
+    srv.register(taskdef("parse"))
+    task_id = srv.dispatch("parse", input={"url": "x"})
+    tasks = poll(srv, "parse", count=5, timeout=100)
+    assert len(tasks) == 1
+    t = tasks[0]
+    assert t["taskId"] == task_id and t["taskType"] == "parse" and t["status"] == "IN_PROGRESS"
+    assert t["inputData"] == {"url": "x"} and t["referenceTaskName"] == "t1"
+    assert t["workerId"] == "w1" and t["pollCount"] == 1 and t["responseTimeoutSeconds"] == 60
+    assert t["workflowType"] == "wf" and t["correlationId"] == "c1"
+    lease = srv.deps.run_store.get_lease(task_id, 1)
+    assert lease is not None and lease.worker_id == "w1" and lease.sequence_number is not None
+    started = srv.signals.events(task_id + ".started")
+    assert len(started) == 1 and started[0].data["attempt"] == 1
+    # the message is deferred: invisible to the next poll
+    assert poll(srv, "parse", timeout=0) == []
+    assert srv.deps.queue.depth("parse").deferred == 1
+
+
+def test_empty_poll_is_recorded_and_single_poll_gives_204(srv: Server) -> None:
+    srv.register(taskdef("idle"))
+    t0 = time.monotonic()
+    assert poll(srv, "idle", worker="w9", timeout=300) == []
+    assert time.monotonic() - t0 >= 0.25  # long poll waited
+    r = srv.client.get("/api/tasks/poll/idle", params={"workerid": "w9"})
+    assert r.status_code == 204
+    data = srv.client.get("/api/tasks/queue/polldata", params={"taskType": "idle"}).json()
+    assert data[0]["workerId"] == "w9" and data[0]["queueName"] == "idle"
+    assert srv.client.get("/api/tasks/queue/polldata/all").json()
+
+
+def test_long_poll_returns_when_a_task_arrives(srv: Server) -> None:
+    import threading
+
+    srv.register(taskdef("late"))
+    threading.Timer(0.3, lambda: srv.dispatch("late")).start()
+    t0 = time.monotonic()
+    tasks = poll(srv, "late", timeout=3000)
+    assert len(tasks) == 1 and time.monotonic() - t0 < 2.8  # before the 3 s poll timeout
+
+
+def test_high_priority_first_and_domains(srv: Server) -> None:
+    srv.settings.task_domains["ocr"] = ["eu"]
+    srv.register(taskdef("ocr"))
+    low = srv.dispatch("ocr")
+    high = srv.dispatch("ocr", priority=5)
+    in_domain = srv.dispatch("ocr", domain="eu")
+    assert [t["taskId"] for t in poll(srv, "ocr", count=1)] == [high]
+    assert [t["taskId"] for t in poll(srv, "ocr", count=5)] == [low]
+    got = poll(srv, "ocr", domain="eu")
+    assert [t["taskId"] for t in got] == [in_domain] and got[0]["domain"] == "eu"
+    assert_error(
+        srv.client.get("/api/tasks/poll/batch/ocr", params={"domain": "us"}), 400, "domain"
+    )
+
+
+def test_stale_messages_are_dropped(srv: Server) -> None:
+    srv.register(taskdef("st"))
+    gone = srv.dispatch("st")
+    srv.deps.run_store.update_task(
+        gone,
+        1,
+        __import__("engine.ports.run_store", fromlist=["TaskUpdate"]).TaskUpdate(status="CANCELED"),
+        1,
+    )
+    old = srv.dispatch("st")
+    srv.dispatch("st", task_id=old, attempt=2)  # row moves on to attempt 2
+    got = poll(srv, "st", count=10)
+    assert [(t["taskId"], t["retryCount"]) for t in got] == [(old, 1)]
+    d = srv.deps.queue.depth("st")
+    assert d.active == 0 and d.deferred == 1
+
+
+def test_complete_and_update_rules(srv: Server) -> None:
+    srv.register(taskdef("c"))
+    task_id = srv.dispatch("c")
+    wf = srv.deps.run_store.get_task(task_id).workflow_id  # type: ignore[union-attr]
+    poll(srv, "c", worker="w1")
+    result = {
+        "workflowInstanceId": wf,
+        "taskId": task_id,
+        "status": "COMPLETED",
+        "outputData": {"ok": 1},
+        "workerId": "w2",
+    }
+    assert_error(srv.client.post("/api/tasks", json=result), 409)  # not the lease holder
+    result["workerId"] = "w1"
+    r = srv.client.post("/api/tasks", json=result)
+    assert r.status_code == 200 and r.text == task_id
+    row = srv.deps.run_store.get_task(task_id)
+    assert row is not None and row.status == "COMPLETED" and row.output_data == {"ok": 1}
+    events = srv.signals.events(task_id)
+    assert len(events) == 1
+    assert events[0].data == {
+        "attempt": 1,
+        "status": "COMPLETED",
+        "output": {"ok": 1},
+        "reason": None,
+        "workerId": "w1",
+    }
+    assert srv.deps.queue.depth("c").total == 0  # deferred message completed
+    # repeated identical post: harmless, no second event
+    assert srv.client.post("/api/tasks", json=result).status_code == 200
+    assert len(srv.signals.events(task_id)) == 1
+    # a different result for a finished task: 409, nothing changes
+    assert_error(srv.client.post("/api/tasks", json={**result, "status": "FAILED"}), 409)
+    assert srv.deps.run_store.get_task(task_id).status == "COMPLETED"  # type: ignore[union-attr]
+    assert_error(srv.client.post("/api/tasks", json={**result, "taskId": "nope"}), 404)
+
+
+def test_failed_result_leaves_message_deferred(srv: Server) -> None:
+    srv.register(taskdef("f"))
+    task_id = srv.dispatch("f")
+    poll(srv, "f")
+    r = srv.client.post(
+        "/api/tasks/update-v2",
+        json={
+            "taskId": task_id,
+            "status": "FAILED",
+            "reasonForIncompletion": "boom",
+            "workerId": "w1",
+        },
+    )
+    assert r.status_code == 204
+    assert srv.deps.queue.depth("f").deferred == 1
+    lease = srv.deps.run_store.get_lease(task_id, 1)
+    assert lease is not None and lease.sequence_number is not None
+    assert srv.signals.events(task_id)[0].data["reason"] == "boom"
+
+
+def test_stale_attempt_is_refused(srv: Server) -> None:
+    srv.register(taskdef("sa"))
+    task_id = srv.dispatch("sa")
+    poll(srv, "sa", worker="old")
+    srv.dispatch("sa", task_id=task_id, attempt=2)
+    r = srv.client.post(
+        "/api/tasks", json={"taskId": task_id, "status": "COMPLETED", "workerId": "old"}
+    )
+    assert_error(r, 409)
+    row = srv.deps.run_store.get_task(task_id)
+    assert row is not None and row.status == "SCHEDULED" and row.attempt == 2
+    assert srv.signals.events(task_id) == []
+
+
+def test_update_v2_returns_next_task(srv: Server) -> None:
+    srv.register(taskdef("v2"))
+    first = srv.dispatch("v2")
+    second = srv.dispatch("v2")
+    poll(srv, "v2")
+    r = srv.client.post(
+        "/api/tasks/update-v2", json={"taskId": first, "status": "COMPLETED", "workerId": "w1"}
+    )
+    assert r.status_code == 200 and r.json()["taskId"] == second
+
+
+def test_unpolled_worker_may_post_for_scheduled_task(srv: Server) -> None:
+    srv.register(taskdef("fn"))
+    task_id = srv.dispatch("fn")
+    r = srv.client.post(
+        "/api/tasks",
+        json={
+            "taskId": task_id,
+            "status": "COMPLETED",
+            "workerId": "func-1",
+            "outputData": {"a": 1},
+        },
+    )
+    assert r.status_code == 200
+    assert [e.name for e in srv.signals.events()] == [task_id + ".started", task_id]
+
+
+def test_in_progress_callback_requeues_with_delay(srv: Server) -> None:
+    srv.register(taskdef("cb"))
+    task_id = srv.dispatch("cb")
+    poll(srv, "cb")
+    r = srv.client.post(
+        "/api/tasks",
+        json={
+            "taskId": task_id,
+            "status": "IN_PROGRESS",
+            "callbackAfterSeconds": 1,
+            "workerId": "w1",
+            "outputData": {"progress": 50},
+        },
+    )
+    assert r.status_code == 200
+    row = srv.deps.run_store.get_task(task_id)
+    assert row is not None and row.status == "IN_PROGRESS" and row.callback_after_seconds == 1
+    assert row.output_data == {"progress": 50}
+    assert poll(srv, "cb", timeout=0) == []
+    assert srv.deps.queue.depth("cb").scheduled == 1
+    got = poll(srv, "cb", worker="w2", timeout=3000)
+    assert [t["taskId"] for t in got] == [task_id] and got[0]["pollCount"] == 2
+
+
+def test_extend_lease(srv: Server) -> None:
+    srv.register(taskdef("ext", responseTimeoutSeconds=30))
+    task_id = srv.dispatch("ext")
+    poll(srv, "ext")
+    before = srv.deps.run_store.get_lease(task_id, 1)
+    time.sleep(0.05)
+    r = srv.client.post(
+        "/api/tasks",
+        json={"taskId": task_id, "status": "IN_PROGRESS", "extendLease": True, "workerId": "w1"},
+    )
+    assert r.status_code == 200
+    after = srv.deps.run_store.get_lease(task_id, 1)
+    assert before and after and after.expires_at > before.expires_at
+    assert after.sequence_number == before.sequence_number
+    assert len(srv.signals.events(task_id + ".started")) == 2
+
+
+def test_large_output_goes_to_payload_store(srv: Server) -> None:
+    srv.register(taskdef("big"))
+    task_id = srv.dispatch("big")
+    poll(srv, "big")
+    out = {"text": "x" * 5000}
+    r = srv.client.post(
+        "/api/tasks",
+        json={"taskId": task_id, "status": "COMPLETED", "workerId": "w1", "outputData": out},
+    )
+    assert r.status_code == 200
+    row = srv.deps.run_store.get_task(task_id)
+    assert row is not None and row.output_ref and row.output_data is None
+    assert srv.signals.events(task_id)[0].data["outputRef"] == row.output_ref
+    full = srv.client.get(f"/api/tasks/{task_id}").json()
+    assert full["externalOutputPayloadStoragePath"] == row.output_ref
+
+
+def test_external_storage_upload_and_reference(srv: Server) -> None:
+    srv.register(taskdef("up"))
+    task_id = srv.dispatch("up")
+    poll(srv, "up")
+    loc = srv.client.get(
+        "/api/tasks/external-storage-location",
+        params={"operation": "WRITE", "payloadType": "TASK_OUTPUT"},
+    ).json()
+    assert srv.client.put(loc["uri"], content=b'{"big": true}').status_code == 201
+    tampered = loc["uri"].replace("sig=", "sig=x")
+    assert_error(srv.client.put(tampered, content=b"{}"), 403)
+    r = srv.client.post(
+        "/api/tasks",
+        json={
+            "taskId": task_id,
+            "status": "COMPLETED",
+            "workerId": "w1",
+            "externalOutputPayloadStoragePath": loc["path"],
+        },
+    )
+    assert r.status_code == 200
+    read = srv.client.get(
+        "/api/tasks/external-storage-location",
+        params={"operation": "READ", "payloadType": "TASK_OUTPUT", "path": loc["path"]},
+    ).json()
+    assert srv.client.get(read["uri"]).json() == {"big": True}
+    assert_error(
+        srv.client.get(
+            "/api/tasks/external-storage-location",
+            params={"operation": "DELETE", "payloadType": "TASK_OUTPUT"},
+        ),
+        400,
+        "operation",
+    )
+
+
+def test_logs_get_task_and_queue_sizes(srv: Server) -> None:
+    srv.register(taskdef("lg"))
+    task_id = srv.dispatch("lg")
+    srv.dispatch("lg")
+    assert srv.client.get("/api/tasks/queue/sizes", params={"taskType": ["lg"]}).json() == {"lg": 2}
+    assert srv.client.post(f"/api/tasks/{task_id}/log", json="line one").status_code == 200
+    logs = srv.client.get(f"/api/tasks/{task_id}/log").json()
+    assert [entry["log"] for entry in logs] == ["line one"]
+    t = srv.client.get(f"/api/tasks/{task_id}").json()
+    assert t["status"] == "SCHEDULED" and t["taskType"] == "lg"
+    assert_error(srv.client.get("/api/tasks/missing"), 404)
+
+
+def test_human_task_by_ref(srv: Server) -> None:
+    from engine.ports.run_store import TaskRecord
+
+    wf = srv.run()
+    srv.deps.run_store.upsert_task(
+        TaskRecord(task_id="h1", workflow_id=wf, reference_task_name="approve", task_type="HUMAN"),
+        1,
+    )
+    r = srv.client.post(f"/api/tasks/{wf}/approve/COMPLETED", json={"approved": True})
+    assert r.status_code == 200 and r.text == "h1"
+    ev = srv.signals.events("h1")[0]
+    assert ev.data["status"] == "COMPLETED" and ev.data["output"] == {"approved": True}
+    assert_error(srv.client.post(f"/api/tasks/{wf}/approve/DONE", json={}), 400, "status")
+    assert_error(srv.client.post(f"/api/tasks/{wf}/nope/COMPLETED", json={}), 404)
+
+
+def test_bad_input(srv: Server) -> None:
+    srv.register(taskdef("b"))
+    assert_error(srv.client.get("/api/tasks/poll/batch/b", params={"count": 0}), 400, "count")
+    assert_error(srv.client.get("/api/tasks/poll/batch/b", params={"count": 101}), 400, "count")
+    assert_error(
+        srv.client.get("/api/tasks/poll/batch/b", params={"timeout": 5001}), 400, "timeout"
+    )
+    assert_error(srv.client.get("/api/tasks/poll/batch/b", params={"count": "x"}), 400, "count")
+    assert_error(srv.client.get("/api/tasks/poll/batch/unknown"), 404, "taskType")
+    r = srv.client.post(
+        "/api/tasks", content=b'{"taskId": ', headers={"content-type": "application/json"}
+    )
+    body = assert_error(r, 400)
+    assert "malformed JSON" in body["message"]
+    assert_error(
+        srv.client.post("/api/tasks", json={"taskId": "x", "status": "DONE"}), 400, "$.status"
+    )
+    assert_error(srv.client.post("/api/tasks", json={"status": "COMPLETED"}), 400, "$.taskId")
+    big = b'{"taskId": "' + b"x" * (13 * 1024 * 1024) + b'"}'
+    assert_error(
+        srv.client.post("/api/tasks", content=big, headers={"content-type": "application/json"}),
+        413,
+    )
+    assert_error(srv.client.get("/api/nothing-here"), 404)

@@ -1,0 +1,56 @@
+"""Starting a run reads its definition once and never reads back the row it wrote:
+counted as SQL statements on the run store (a SQLAlchemy event listener), not timed."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from sqlalchemy import event
+
+from tests.unit.control_plane.conftest import Server, taskdef
+
+
+@contextmanager
+def statements(srv: Server) -> Iterator[list[str]]:
+    """Every SQL statement the run store executes inside the block."""
+    seen: list[str] = []
+    engine: Any = srv.deps.run_store.engine  # type: ignore[attr-defined]
+
+    def record(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        seen.append(" ".join(statement.split()))
+
+    event.listen(engine, "before_cursor_execute", record)
+    try:
+        yield seen
+    finally:
+        event.remove(engine, "before_cursor_execute", record)
+
+
+def reads_of(table: str, seen: list[str]) -> list[str]:
+    return [s for s in seen if s.startswith("SELECT") and re.search(rf"\bFROM {table}\b", s)]
+
+
+def test_a_start_reads_the_definition_once_and_not_the_run_it_wrote(srv: Server) -> None:
+    srv.register(taskdef("parse"))
+    schema = {"type": "object", "properties": {"url": {"type": "string"}}}
+    definition = {
+        "name": "wf",
+        "version": 1,
+        "inputSchema": schema,
+        "tasks": [{"name": "parse", "taskReferenceName": "p1", "type": "SIMPLE"}],
+    }
+    assert srv.client.post("/api/metadata/workflow", json=definition).status_code == 200
+
+    with statements(srv) as seen:
+        r = srv.client.post("/api/workflow/wf", json={"url": "u"})
+    assert r.status_code == 200, r.text
+
+    assert len(reads_of("definitions", seen)) == 1
+    inserted = next(i for i, s in enumerate(seen) if s.startswith("INSERT INTO runs"))
+    assert reads_of("runs", seen[inserted:]) == []
+    # the run was started with the snapshot of what was read
+    start = next(s for s in srv.signals.calls if s.kind == "start")
+    assert start.workflow_id == r.text and start.data["definitionRef"].startswith("definitions/")

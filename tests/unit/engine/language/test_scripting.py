@@ -1,0 +1,346 @@
+"""engine.language.scripting: deterministic sandboxed JavaScript."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from engine.language import scripting
+from engine.language.scripting import ScriptError, evaluate, evaluate_condition
+
+
+@pytest.fixture(autouse=True)
+def fresh_cache() -> Iterator[None]:
+    scripting.clear_cache()
+    yield
+    scripting.clear_cache()
+
+
+INPUT = {"$": {"a": 2, "i": 1, "items": [1, 2, 3], "name": "x", "nested": {"k": [{"v": 1}]}}}
+
+
+# --------------------------------------------------------------------------- forms
+
+
+@pytest.mark.parametrize(
+    ("expression", "expected"),
+    [
+        ("$.a > 1 ? 'big' : 'small'", "big"),
+        ("$.a + 1", 3),
+        ("if ($.i < 3) { true; } else { false; }", True),
+        ("if ($.i > 3) { 'yes'; } else { 'no'; }", "no"),
+        ("(function () { return $.items.length; })()", 3),
+        ("(() => $.items.map(x => x * 2))()", [2, 4, 6]),
+        ("var total = 0; for (var k of $.items) { total += k; } total", 6),
+        ("$.nested.k[0].v", 1),
+        ("$.name.toUpperCase()", "X"),
+        ("switch ($.name) { case 'x': 'matched'; break; default: 'other'; }", "matched"),
+    ],
+)
+def test_expression_forms(expression: str, expected: Any) -> None:
+    assert evaluate(expression, INPUT) == expected
+
+
+def test_other_bindings_and_empty_bindings() -> None:
+    assert evaluate("$ + other.n", {"$": 1, "other": {"n": 2}}) == 3
+    assert evaluate("1 + 1", {}) == 2
+    assert evaluate("typeof $", {}) == "undefined"
+
+
+def test_bindings_are_copies() -> None:
+    data = {"$": {"list": [1]}}
+    evaluate("$.list.push(2); $.list", data)
+    assert data == {"$": {"list": [1]}}
+
+
+# --------------------------------------------------------------------------- results
+
+
+@pytest.mark.parametrize(
+    ("expression", "expected"),
+    [
+        (
+            "({a: 1, b: [1, 'x', null], c: {d: true}})",
+            {"a": 1, "b": [1, "x", None], "c": {"d": True}},
+        ),
+        ("[]", []),
+        ("({})", {}),
+        ("undefined", None),
+        ("null", None),
+        ("({u: undefined, f: function () {}})", {}),
+        ("(function () {})", None),
+        ("NaN", None),
+        ("1 / 0", None),
+        ("-0", 0),
+        ("1.5", 1.5),
+        ("2 ** 40", 2**40),
+        ("1e21", 1e21),
+        ("'text'", "text"),
+        ("false", False),
+        ("new Date(0)", "1970-01-01T00:00:00.000Z"),
+        ("new Date('2024-01-01').toISOString()", "2024-01-01T00:00:00.000Z"),
+        ("Date.UTC(2024, 0, 2)", 1704153600000),
+    ],
+)
+def test_results_are_json(expression: str, expected: Any) -> None:
+    result = evaluate(expression, {})
+    assert result == expected
+    assert type(result) is type(expected)
+
+
+def test_large_integers_come_back_as_int() -> None:
+    assert evaluate("var s = 0; for (var i = 0; i < 1000000; i++) s += i; s", {}) == 499999500000
+
+
+# --------------------------------------------------------------------------- conditions
+
+
+@pytest.mark.parametrize(
+    ("expression", "expected"),
+    [
+        ("$.i < 3", True),
+        ("$.i > 3", False),
+        ("0", False),
+        ("1", True),
+        ("''", False),
+        ("'0'", True),
+        ("null", False),
+        ("undefined", False),
+        ("NaN", False),
+        ("[]", True),
+        ("({})", True),
+        ("(function () {})", True),
+        ("if ($.i < 3) { true; } else { false; }", True),
+    ],
+)
+def test_condition_truthiness(expression: str, expected: bool) -> None:
+    assert evaluate_condition(expression, INPUT) is expected
+
+
+# --------------------------------------------------------------------------- errors
+
+
+@pytest.mark.parametrize(
+    ("expression", "message"),
+    [
+        ("x", "ReferenceError: 'x' is not defined"),
+        ("$.a.b.c", "TypeError: cannot read property 'c' of undefined"),
+        ("throw new Error('boom')", "Error: boom"),
+        ("throw new TypeError('bad\\nthing')", "TypeError: bad\nthing"),
+        ("throw 'plain'", "plain"),
+        ("var a = {}; a.self = a; a", "TypeError: circular reference"),
+    ],
+)
+def test_runtime_errors_carry_the_script_message(expression: str, message: str) -> None:
+    with pytest.raises(ScriptError) as info:
+        evaluate(expression, INPUT)
+    assert str(info.value) == message
+    assert info.value.reason == "error"
+
+
+def test_syntax_error() -> None:
+    with pytest.raises(ScriptError) as info:
+        evaluate("$.a > (", INPUT)
+    assert str(info.value).startswith("SyntaxError:")
+    assert "at <input>" not in str(info.value)
+
+
+def test_stack_overflow_is_a_script_error() -> None:
+    with pytest.raises(ScriptError, match="stack overflow"):
+        evaluate("function f() { return f(); } f()", {})
+
+
+def test_cached_errors_raise_again() -> None:
+    for _ in range(3):
+        with pytest.raises(ScriptError, match="is not defined"):
+            evaluate("nope", {})
+
+
+@pytest.mark.parametrize("bindings", [{"bad name": 1}, {"1x": 1}, {"__proto__": {}}])
+def test_invalid_binding_names(bindings: dict[str, Any]) -> None:
+    with pytest.raises(ScriptError) as info:
+        evaluate("1", bindings)
+    assert info.value.reason == "bindings"
+
+
+def test_bindings_must_be_json() -> None:
+    with pytest.raises(ScriptError) as info:
+        evaluate("1", {"$": {"x": object()}})
+    assert info.value.reason == "bindings"
+    with pytest.raises(ScriptError):
+        evaluate("1", {"$": float("nan")})
+
+
+# --------------------------------------------------------------------------- determinism
+
+
+@pytest.mark.parametrize(
+    ("expression", "what"),
+    [
+        ("Date.now()", "Date.now()"),
+        ("new Date()", "new Date() without arguments"),
+        ("new Date().getTime()", "new Date() without arguments"),
+        ("Date()", "Date()"),
+        ("Math.random()", "Math.random()"),
+        ("(function () { return Math.random() < 0.5; })()", "Math.random()"),
+    ],
+)
+def test_no_clock_and_no_randomness(expression: str, what: str) -> None:
+    with pytest.raises(ScriptError) as info:
+        evaluate(expression, {})
+    assert what in str(info.value)
+    assert "deterministic" in str(info.value)
+
+
+def test_clock_hooks_are_gone() -> None:
+    assert evaluate("typeof __date_clock", {}) == "undefined"
+    assert evaluate("Object.getPrototypeOf(new Date(0)).constructor === Date", {}) is True
+    assert evaluate("new Date(0) instanceof Date", {}) is True
+    with pytest.raises(ScriptError, match="deterministic"):
+        evaluate("new (Object.getPrototypeOf(new Date(0)).constructor)()", {})
+
+
+def test_explicit_dates_work() -> None:
+    assert evaluate("new Date(2024, 0, 31).getMonth()", {}) == 0
+    assert evaluate("Date.parse('2024-01-01T00:00:00Z')", {}) == 1704067200000
+    assert evaluate("new Date('2024-03-01T10:20:30Z').getUTCHours()", {}) == 10
+
+
+@given(
+    st.dictionaries(
+        st.text(min_size=1, max_size=5),
+        st.integers(-1000, 1000) | st.text(max_size=5) | st.booleans() | st.none(),
+        max_size=5,
+    )
+)
+@settings(max_examples=50, deadline=None)
+def test_same_input_same_output(data: dict[str, Any]) -> None:
+    script = "JSON.stringify(Object.keys($).sort().map(function (k) { return [k, $[k]]; }))"
+    first = evaluate(script, {"$": data})
+    scripting.clear_cache()
+    assert evaluate(script, {"$": data}) == first
+
+
+# --------------------------------------------------------------------------- sandbox
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["std", "os", "require", "process", "module", "exports", "fetch", "XMLHttpRequest", "print"],
+)
+def test_no_host_objects(name: str) -> None:
+    assert evaluate(f"typeof {name}", {}) == "undefined"
+
+
+def test_no_module_loading() -> None:
+    with pytest.raises(ScriptError, match="SyntaxError"):
+        evaluate("import * as std from 'std'; 1", {})
+    # A dynamic import only yields a promise whose job never runs here.
+    assert evaluate_condition("import('os')", {}) is True
+
+
+def test_time_limit() -> None:
+    started = time.perf_counter()
+    with pytest.raises(ScriptError) as info:
+        evaluate("while (true) {}", {}, time_limit_s=0.2)
+    assert time.perf_counter() - started < 2
+    assert info.value.reason == "time_limit"
+    assert str(info.value) == "script exceeded the time limit of 0.2 s"
+
+
+def test_time_limit_is_not_cached() -> None:
+    with pytest.raises(ScriptError, match="time limit"):
+        evaluate("var n = 0; while (n < 5e6) n++; n", {}, time_limit_s=0.005)
+    assert evaluate("var n = 0; while (n < 5e6) n++; n", {}, time_limit_s=10) == 5000000
+
+
+@pytest.mark.parametrize(
+    "expression",
+    [
+        "'x'.repeat(1 << 28)",
+        "var a = []; while (true) { a.push('xxxxxxxxxxxxxxxxxxxxxxxxxxx' + a.length); }",
+        "new ArrayBuffer(1 << 30)",
+    ],
+)
+def test_memory_limit(expression: str) -> None:
+    with pytest.raises(ScriptError) as info:
+        evaluate(expression, {}, time_limit_s=5, memory_limit_bytes=16 * 1024 * 1024)
+    assert info.value.reason == "memory_limit"
+    assert str(info.value) == "script exceeded the memory limit of 16 MiB"
+
+
+def test_usable_after_limits() -> None:
+    with pytest.raises(ScriptError):
+        evaluate("while (true) {}", {}, time_limit_s=0.05)
+    with pytest.raises(ScriptError):
+        evaluate("'x'.repeat(1 << 28)", {})
+    assert evaluate("$ * 2", {"$": 21}) == 42
+
+
+# --------------------------------------------------------------------------- isolation
+
+
+def test_globals_do_not_leak_between_evaluations() -> None:
+    evaluate(
+        "var leakedVar = 1; leakedImplicit = 2; globalThis.leakedProp = 3;"
+        "function leakedFn() {} Array.prototype.leakedProto = 4;"
+        "Math.random = function () { return 0.5; }; JSON.parse = null; 1",
+        {"$": 1, "extra": 2},
+    )
+    assert evaluate(
+        "[typeof leakedVar, typeof leakedImplicit, typeof leakedProp, typeof leakedFn,"
+        " typeof [].leakedProto, typeof extra, typeof JSON.parse]",
+        {"$": 1},
+    ) == ["undefined", "undefined", "undefined", "undefined", "undefined", "undefined", "function"]
+    with pytest.raises(ScriptError, match=r"Math\.random"):
+        evaluate("Math.random()", {})
+
+
+def test_a_script_cannot_replace_the_clock_guard_for_the_next() -> None:
+    evaluate("Date.now = function () { return 1; }; Date.now()", {})
+    with pytest.raises(ScriptError, match=r"Date\.now\(\)"):
+        evaluate("Date.now()", {})
+
+
+def test_results_are_not_shared_through_the_cache() -> None:
+    first = evaluate("({list: [1]})", {})
+    first["list"].append(2)
+    assert evaluate("({list: [1]})", {}) == {"list": [1]}
+
+
+def test_parallel_threads() -> None:
+    errors: list[BaseException] = []
+    results: dict[int, Any] = {}
+
+    def work(n: int) -> None:
+        try:
+            for i in range(20):
+                results[n * 100 + i] = evaluate("$.n * 1000 + $.i", {"$": {"n": n, "i": i}})
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors
+    assert results == {n * 100 + i: n * 1000 + i for n in range(8) for i in range(20)}
+
+
+# --------------------------------------------------------------------------- cost
+
+
+def test_repeated_evaluations_give_the_same_result() -> None:
+    """Memoised evaluation (costs are measured in bench, not asserted here) must not change
+    results: the same expression and bindings give the same value, other bindings another."""
+    first = [evaluate(f"$.a + {i}", INPUT) for i in range(20)]
+    again = [evaluate(f"$.a + {i}", INPUT) for i in range(20)]
+    assert first == again
+    assert evaluate("$.a + 1", {"$": {"a": 100}}) != evaluate("$.a + 1", INPUT)

@@ -1,0 +1,716 @@
+"""engine.language.validation: one test per rule, all errors at once, never a crash."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from engine.language.definitions import TaskDef, WorkflowDef
+from engine.language.validation import (
+    MAX_DOMAIN_LENGTH,
+    MAX_TASK_TYPE_LENGTH,
+    ValidationIssue,
+    check_coverage,
+    parse_duration,
+    queue_name_problem,
+    validate_task_def,
+    validate_workflow,
+)
+from workers.catalog import WorkerCatalogEntry
+
+
+def task(ref: str, type_: str = "WORKER", name: str | None = None, **fields: Any) -> dict[str, Any]:
+    return {"name": name or ref, "taskReferenceName": ref, "type": type_, **fields}
+
+
+def workflow(*tasks: dict[str, Any], **fields: Any) -> dict[str, Any]:
+    return {"name": "wf", "tasks": list(tasks), **fields}
+
+
+def issues(data: Any, task_defs: dict[str, TaskDef] | None = None) -> list[tuple[str, str]]:
+    return [(i.path, i.message) for i in validate_workflow(data, task_defs)]
+
+
+def paths(data: Any) -> list[str]:
+    return [path for path, _ in issues(data)]
+
+
+def only(data: Any) -> tuple[str, str]:
+    found = issues(data)
+    assert len(found) == 1, found
+    return found[0]
+
+
+# --- a valid definition ------------------------------------------------------------------
+
+
+def test_a_valid_workflow_has_no_issues() -> None:
+    data = workflow(
+        task("parse", inputParameters={"url": "${workflow.input.url}"}),
+        task(
+            "classify", inputParameters={"text": "${parse.output.text}", "id": "${CPEWF_TASK_ID}"}
+        ),
+        outputParameters={"class": "${classify.output.class}"},
+    )
+    assert issues(data) == []
+    assert validate_workflow(WorkflowDef.model_validate(data)) == []
+
+
+# --- structure (pydantic) ----------------------------------------------------------------
+
+
+def test_structural_errors_all_at_once_with_wire_paths() -> None:
+    data = {
+        "name": "wf",
+        "timeoutPolicy": "NEVER",
+        "tasks": [
+            {"name": "a", "taskReferenceName": "a", "retryCount": -1},
+            {
+                "name": "s",
+                "taskReferenceName": "s",
+                "type": "SWITCH",
+                "decisionCases": {"yes": [{"name": "b"}]},
+            },
+            5,
+        ],
+    }
+    found = dict(issues(data))
+    assert set(found) == {
+        "$.timeoutPolicy",
+        "$.tasks[0].retryCount",
+        "$.tasks[1].decisionCases.yes[0].taskReferenceName",
+        "$.tasks[2]",
+    }
+    assert "'TIME_OUT_WF' or 'ALERT_ONLY'" in found["$.timeoutPolicy"]
+    assert "NEVER" in found["$.timeoutPolicy"]
+    assert found["$.tasks[1].decisionCases.yes[0].taskReferenceName"] == "Field required"
+
+
+def test_task_def_enum_error_names_the_allowed_values() -> None:
+    [issue] = validate_task_def({"name": "t", "timeoutPolicy": "SOMETIMES"})
+    assert issue.path == "$.timeoutPolicy"
+    assert "'RETRY', 'TIME_OUT_WF' or 'ALERT_ONLY'" in issue.message
+
+
+def test_a_document_that_is_not_an_object() -> None:
+    assert paths(["not", "a", "workflow"]) == ["$"]  # type: ignore[arg-type]
+
+
+# --- references --------------------------------------------------------------------------
+
+
+def test_duplicate_reference_name_reports_second_occurrence_and_first() -> None:
+    data = workflow(
+        task("a"),
+        task(
+            "s",
+            "SWITCH",
+            expression="k",
+            inputParameters={"k": "x"},
+            decisionCases={"yes": [task("a", name="other")]},
+        ),
+    )
+    path, message = only(data)
+    assert path == "$.tasks[1].decisionCases.yes[0].taskReferenceName"
+    assert "'a'" in message and "$.tasks[0]" in message
+
+
+def test_reference_to_unknown_task_suggests_a_close_name() -> None:
+    path, message = only(
+        workflow(task("parse"), task("b", inputParameters={"x": "${pares.output.text}"}))
+    )
+    assert path == "$.tasks[1].inputParameters.x"
+    assert "'pares'" in message and "not a task" in message and "'parse'" in message
+
+
+def test_reference_to_a_later_task() -> None:
+    path, message = only(workflow(task("a", inputParameters={"x": "${b.output}"}), task("b")))
+    assert path == "$.tasks[0].inputParameters.x"
+    assert "runs later" in message
+
+
+def test_reference_to_itself() -> None:
+    _, message = only(workflow(task("a", inputParameters={"x": "${a.status}"})))
+    assert "itself" in message
+
+
+def test_reference_into_a_parallel_fork_branch() -> None:
+    data = workflow(
+        task(
+            "fork",
+            "FORK_JOIN",
+            forkTasks=[[task("a")], [task("b", inputParameters={"x": "${a.output}"})]],
+        ),
+        task("join", "JOIN", joinOn=["a", "b"]),
+    )
+    path, message = only(data)
+    assert path == "$.tasks[0].forkTasks[1][0].inputParameters.x"
+    assert "parallel branch of FORK_JOIN 'fork'" in message
+
+
+def test_reference_into_another_switch_case() -> None:
+    data = workflow(
+        task(
+            "s",
+            "SWITCH",
+            expression="k",
+            inputParameters={"k": "v"},
+            decisionCases={"yes": [task("a")]},
+            defaultCase=[task("b", inputParameters={"x": "${a.input.y}"})],
+        ),
+    )
+    path, message = only(data)
+    assert path == "$.tasks[0].defaultCase[0].inputParameters.x"
+    assert "another case of SWITCH 's'" in message
+
+
+def test_tasks_after_a_switch_or_fork_may_reference_tasks_inside() -> None:
+    data = workflow(
+        task(
+            "s",
+            "SWITCH",
+            expression="k",
+            inputParameters={"k": "v"},
+            decisionCases={"yes": [task("a")]},
+            defaultCase=[task("b")],
+        ),
+        task("fork", "FORK_JOIN", forkTasks=[[task("c")], [task("d")]]),
+        task("join", "JOIN", joinOn=["c", "d"]),
+        task("e", inputParameters={"x": "${a.output} ${b.output} ${c.output} ${d.output}"}),
+    )
+    assert issues(data) == []
+
+
+def test_nested_tasks_may_reference_their_containers() -> None:
+    data = workflow(
+        task(
+            "s",
+            "SWITCH",
+            expression="k",
+            inputParameters={"k": "v"},
+            decisionCases={
+                "yes": [task("a", inputParameters={"x": "${s.output.evaluationResult}"})]
+            },
+        ),
+        task(
+            "loop",
+            "DO_WHILE",
+            loopCondition="$.loop['iteration'] < 2",
+            loopOver=[task("b", inputParameters={"i": "${loop.output.iteration}"})],
+        ),
+    )
+    assert issues(data) == []
+
+
+def test_do_while_body_sees_earlier_body_tasks_only() -> None:
+    data = workflow(
+        task(
+            "loop",
+            "DO_WHILE",
+            loopCondition="${b.output.more}",
+            loopOver=[
+                task("a", inputParameters={"x": "${b.output}"}),
+                task("b", inputParameters={"x": "${a.output}"}),
+            ],
+        ),
+        task("after", inputParameters={"x": "${a.output}", "y": "${b__2.output}"}),
+    )
+    path, message = only(data)
+    assert path == "$.tasks[0].loopOver[0].inputParameters.x"
+    assert "runs later" in message
+
+
+def test_output_parameters_may_reference_any_task_but_not_unknown_ones() -> None:
+    data = workflow(task("a"), outputParameters={"x": "${a.output}", "y": "${zz.output}"})
+    assert paths(data) == ["$.outputParameters.y"]
+
+
+def test_expression_syntax_error_is_reported_at_the_parameter() -> None:
+    path, message = only(
+        workflow(task("a", inputParameters={"deep": {"list": ["ok", "${workflow.input.x"]}}))
+    )
+    assert path == "$.tasks[0].inputParameters.deep.list[1]"
+    assert "unclosed" in message
+
+
+# --- FORK_JOIN / JOIN --------------------------------------------------------------------
+
+
+def test_join_on_names_a_task_outside_the_fork() -> None:
+    data = workflow(
+        task("x"),
+        task("fork", "FORK_JOIN", forkTasks=[[task("a")], [task("b")]]),
+        task("join", "JOIN", joinOn=["a", "x"]),
+    )
+    path, message = only(data)
+    assert path == "$.tasks[2].joinOn[1]"
+    assert "'x'" in message and "'fork'" in message
+
+
+def test_join_must_follow_a_fork_and_fork_needs_a_join() -> None:
+    data = workflow(
+        task("fork", "FORK_JOIN", forkTasks=[[task("a")]]),
+        task("b"),
+        task("join", "JOIN", joinOn=["a"]),
+    )
+    assert paths(data) == ["$.tasks[0]", "$.tasks[2]"]
+
+
+def test_fork_needs_branches() -> None:
+    data = workflow(task("fork", "FORK_JOIN"), task("join", "JOIN"))
+    assert paths(data) == ["$.tasks[0].forkTasks"]
+
+
+# --- per type ----------------------------------------------------------------------------
+
+
+def test_wait_with_both_duration_and_until() -> None:
+    data = workflow(
+        task("w", "WAIT", inputParameters={"duration": "5m", "until": "2030-01-01 10:00"})
+    )
+    assert only(data)[0] == "$.tasks[0].inputParameters"
+
+
+def test_wait_without_duration_or_until_is_allowed() -> None:
+    assert issues(workflow(task("w", "WAIT"))) == []
+
+
+@pytest.mark.parametrize("duration", ["5 parsecs", "m5", "", "10m 1h", 30])
+def test_wait_invalid_duration(duration: Any) -> None:
+    assert only(workflow(task("w", "WAIT", inputParameters={"duration": duration})))[0] == (
+        "$.tasks[0].inputParameters.duration"
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [("30s", 30), ("1h 5m", 3900), ("2 days", 172800), ("1d2h3m4s", 93784), ("10 minutes", 600)],
+)
+def test_parse_duration(text: str, seconds: int) -> None:
+    assert parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize(
+    "until",
+    [
+        "2030-01-01 10:00",
+        "2030-01-01T10:00:00Z",
+        "2030-01-01 10:00 Europe/Berlin",
+        "${workflow.input.at}",
+    ],
+)
+def test_wait_valid_until(until: str) -> None:
+    assert issues(workflow(task("w", "WAIT", inputParameters={"until": until}))) == []
+
+
+def test_wait_invalid_until() -> None:
+    assert only(workflow(task("w", "WAIT", inputParameters={"until": "tomorrow"})))[0].endswith(
+        ".until"
+    )
+
+
+@pytest.mark.parametrize(("status", "word"), [(None, "missing"), ("DONE", "DONE")])
+def test_terminate_status(status: str | None, word: str) -> None:
+    params = {} if status is None else {"terminationStatus": status}
+    path, message = only(workflow(task("t", "TERMINATE", inputParameters=params)))
+    assert path == "$.tasks[0].inputParameters.terminationStatus"
+    assert word in message and "COMPLETED, FAILED or TERMINATED" in message
+
+
+def test_switch_without_expression() -> None:
+    assert (
+        only(workflow(task("s", "SWITCH", evaluatorType="value-param")))[0]
+        == "$.tasks[0].expression"
+    )
+
+
+def test_switch_unknown_evaluator() -> None:
+    path, message = only(workflow(task("s", "SWITCH", evaluatorType="python", expression="x")))
+    assert path == "$.tasks[0].evaluatorType"
+    assert "value-param" in message and "javascript" in message
+
+
+@pytest.mark.parametrize("evaluator", ["javascript", "graaljs"])
+def test_switch_javascript_evaluators(evaluator: str) -> None:
+    assert (
+        issues(workflow(task("s", "SWITCH", evaluatorType=evaluator, expression="$.x > 1"))) == []
+    )
+
+
+def test_switch_value_param_names_a_missing_input() -> None:
+    data = workflow(
+        task("s", "SWITCH", evaluatorType="value-param", expression="${workflow.input.x}")
+    )
+    assert only(data)[0] == "$.tasks[0].expression"
+
+
+def test_legacy_decision_with_case_value_param() -> None:
+    data = workflow(
+        task(
+            "d",
+            "DECISION",
+            caseValueParam="k",
+            inputParameters={"k": "${workflow.input.k}"},
+            decisionCases={"a": [task("a")]},
+        )
+    )
+    assert issues(data) == []
+
+
+def test_do_while_needs_condition_and_tasks() -> None:
+    assert paths(workflow(task("l", "DO_WHILE"))) == [
+        "$.tasks[0].loopCondition",
+        "$.tasks[0].loopOver",
+    ]
+
+
+def test_sub_workflow_needs_a_name() -> None:
+    assert paths(workflow(task("s", "SUB_WORKFLOW"))) == ["$.tasks[0].subWorkflowParam.name"]
+    assert paths(workflow(task("s", "SUB_WORKFLOW", subWorkflowParam={"version": 1}))) == [
+        "$.tasks[0].subWorkflowParam.name"
+    ]
+
+
+def test_http_needs_a_uri() -> None:
+    assert paths(
+        workflow(task("h", "HTTP", inputParameters={"http_request": {"method": "GET"}}))
+    ) == ["$.tasks[0].inputParameters.http_request.uri"]
+    ok = task(
+        "h",
+        "HTTP",
+        inputParameters={"http_request": {"uri": "https://x.example/${workflow.input.id}"}},
+    )
+    assert issues(workflow(ok)) == []
+
+
+def test_human_instructions_must_be_a_name_not_a_path() -> None:
+    data = workflow(task("h", "HUMAN", inputParameters={"instructions": "../../secrets"}))
+    assert paths(data) == ["$.tasks[0].inputParameters.instructions"]
+
+
+def test_unknown_type_lists_the_known_ones() -> None:
+    path, message = only(workflow(task("x", "FORK_JOIN_DYNAMIC")))
+    assert path == "$.tasks[0].type"
+    assert "FORK_JOIN_DYNAMIC" in message and "WORKER" in message and "SET_VARIABLE" in message
+
+
+def test_simple_is_an_alias_of_worker() -> None:
+    assert issues(workflow(task("a", "SIMPLE"))) == []
+
+
+def test_worker_name_must_be_a_queue_name() -> None:
+    path, message = only(workflow(task("a", name="parse pdf")))
+    assert path == "$.tasks[0].name"
+    assert "queue name" in message
+
+
+def test_worker_types_need_a_task_definition_when_task_defs_are_given() -> None:
+    defs = {"a": TaskDef(name="a")}
+    data = workflow(task("a"), task("b"))
+    assert issues(data, defs) == [("$.tasks[1].name", "no task definition for WORKER type 'b'")]
+
+
+def test_inline_task_definition_gets_the_task_def_checks() -> None:
+    data = workflow(
+        task("a", taskDefinition={"name": "a", "timeoutSeconds": 10, "responseTimeoutSeconds": 20})
+    )
+    assert paths(data) == ["$.tasks[0].taskDefinition.responseTimeoutSeconds"]
+
+
+def test_workflow_needs_tasks_and_a_name() -> None:
+    assert paths({"name": " ", "tasks": []}) == ["$.name", "$.tasks"]
+
+
+# --- task definitions --------------------------------------------------------------------
+
+
+def test_a_valid_task_def() -> None:
+    data = {
+        "name": "parse_pdf",
+        "timeoutSeconds": 300,
+        "responseTimeoutSeconds": 120,
+        "totalTimeoutSeconds": 900,
+        "inputSchema": {"type": "object"},
+    }
+    assert validate_task_def(data) == []
+
+
+def test_response_timeout_above_timeout() -> None:
+    assert validate_task_def(
+        {"name": "t", "timeoutSeconds": 60, "responseTimeoutSeconds": 120}
+    ) == [
+        ValidationIssue(
+            "$.responseTimeoutSeconds",
+            "responseTimeoutSeconds (120) must not exceed timeoutSeconds (60)",
+        )
+    ]
+    # timeoutSeconds 0 means no timeout
+    assert (
+        validate_task_def({"name": "t", "timeoutSeconds": 0, "responseTimeoutSeconds": 120}) == []
+    )
+
+
+def test_timeout_above_total_timeout() -> None:
+    found = validate_task_def(
+        {
+            "name": "t",
+            "timeoutSeconds": 600,
+            "responseTimeoutSeconds": 60,
+            "totalTimeoutSeconds": 300,
+        }
+    )
+    assert [i.path for i in found] == ["$.timeoutSeconds"]
+    assert (
+        validate_task_def({"name": "t", "timeoutSeconds": 600, "responseTimeoutSeconds": 60}) == []
+    )
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "",
+        "has space",
+        ".dot_first",
+        "dash_last-",
+        "slash/name",
+        "x" * (MAX_TASK_TYPE_LENGTH + 1),
+        "parse-high",
+    ],
+)
+def test_invalid_queue_names(name: str) -> None:
+    assert queue_name_problem(name) is not None
+    assert [i.path for i in validate_task_def({"name": name})] == ["$.name"]
+
+
+@pytest.mark.parametrize("name", ["a", "parse_pdf", "v1.parse-pdf", "x" * MAX_TASK_TYPE_LENGTH])
+def test_valid_queue_names(name: str) -> None:
+    assert queue_name_problem(name) is None
+
+
+def test_max_task_type_length_leaves_room_for_suffix_and_domain() -> None:
+    assert MAX_TASK_TYPE_LENGTH + len("-high") <= 260
+    assert MAX_DOMAIN_LENGTH + 1 + MAX_TASK_TYPE_LENGTH <= 260
+
+
+def test_validator_and_catalog_agree_on_task_type_names() -> None:
+    longest = "x" * MAX_TASK_TYPE_LENGTH
+    assert queue_name_problem(longest) is None
+    assert queue_name_problem(longest + "x") is not None
+    catalog_entry = {"name": "area", "taskTypes": [longest], "image": "img:1"}
+    WorkerCatalogEntry.model_validate(catalog_entry)
+    with pytest.raises(ValueError):
+        WorkerCatalogEntry.model_validate({**catalog_entry, "taskTypes": [longest + "x"]})
+
+
+def test_invalid_json_schemas() -> None:
+    found = validate_task_def(
+        {
+            "name": "t",
+            "inputSchema": {"type": "nope"},
+            "outputSchema": {"properties": {"a": {"type": 3}}},
+        }
+    )
+    assert [i.path for i in found] == ["$.inputSchema.type", "$.outputSchema.properties.a.type"]
+
+
+def test_schema_dialect_follows_dollar_schema() -> None:
+    draft4 = {
+        "$schema": "http://json-schema.org/draft-04/schema#",
+        "minimum": 1,
+        "exclusiveMinimum": True,
+    }
+    assert validate_task_def({"name": "t", "inputSchema": draft4}) == []
+    latest = {"minimum": 1, "exclusiveMinimum": True}
+    assert [i.path for i in validate_task_def({"name": "t", "inputSchema": latest})] == [
+        "$.inputSchema.exclusiveMinimum"
+    ]
+    unknown = {"$schema": "https://example.com/my-dialect"}
+    assert [i.path for i in validate_task_def({"name": "t", "inputSchema": unknown})] == [
+        "$.inputSchema.$schema"
+    ]
+
+
+# --- coverage ----------------------------------------------------------------------------
+
+
+def test_check_coverage() -> None:
+    wf = WorkflowDef.model_validate(
+        workflow(
+            task("a", name="covered"),
+            task("b", name="no_def"),
+            task("c", name="no_worker"),
+            task("d", name="neither"),
+            task("e", name="no_def"),
+            task("h", "HTTP", inputParameters={"http_request": {"uri": "https://x"}}),
+        )
+    )
+    defs = {n: TaskDef(name=n) for n in ("covered", "no_worker")}
+    catalog = [
+        WorkerCatalogEntry.model_validate(
+            {"name": "area", "taskTypes": ["covered", "no_def"], "image": "img"}
+        )
+    ]
+    found = check_coverage([wf], defs, catalog)
+    assert [i.path for i in found] == ["$.tasks[1].name", "$.tasks[2].name", "$.tasks[3].name"]
+    no_def, no_worker, neither = (i.message for i in found)
+    assert (
+        "'no_def'" in no_def
+        and "no task definition" in no_def
+        and "workers/area/taskdefs" in no_def
+    )
+    assert "'no_worker'" in no_worker and "no worker in the catalog" in no_worker
+    assert "no task definition" in neither and "no worker" in neither
+    assert (
+        check_coverage(
+            [wf],
+            {n: TaskDef(name=n) for n in ("covered", "no_def", "no_worker", "neither")},
+            [
+                catalog[0].model_copy(
+                    update={"task_types": ["covered", "no_def", "no_worker", "neither"]}
+                )
+            ],
+        )
+        == []
+    )
+
+
+# --- all at once, never a crash ----------------------------------------------------------
+
+
+def test_all_semantic_errors_come_back_at_once() -> None:
+    data = workflow(
+        task("parse", inputParameters={"x": "${later.output}"}),
+        task("parse", name="again"),
+        task("w", "WAIT", inputParameters={"duration": "soon"}),
+        task("t", "TERMINATE", inputParameters={"terminationStatus": "OK"}),
+        task(
+            "s",
+            "SWITCH",
+            evaluatorType="value-param",
+            expression="k",
+            inputParameters={"k": 1},
+            decisionCases={"yes": [task("h", "HTTP")]},
+        ),
+        task("later", "NOPE"),
+    )
+    assert paths(data) == [
+        "$.tasks[1].taskReferenceName",
+        "$.tasks[0].inputParameters.x",
+        "$.tasks[2].inputParameters.duration",
+        "$.tasks[3].inputParameters.terminationStatus",
+        "$.tasks[4].decisionCases.yes[0].inputParameters.http_request.uri",
+        "$.tasks[5].type",
+    ]
+
+
+def test_unknown_conductor_fields_are_ignored() -> None:
+    data = workflow(
+        task(
+            "a",
+            rateLimited=True,
+            taskToDomain={"a": "x"},
+            permissive=False,
+            onStateChange={"x": [1]},
+            cacheConfig={"key": "k", "ttlInSeconds": 10},
+        ),
+        task("f", "FORK_JOIN", forkTasks=[[task("b", extraThing=None)]]),
+        task("j", "JOIN", joinOn=["b"], expression=None),
+        accessPolicy={},
+        workflowStatusListenerSink="x",
+        maskedFields=["a"],
+        createTime=1700000000000,
+    )
+    assert issues(data) == []
+
+
+_json = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False)
+    | st.text(max_size=10)
+    | st.sampled_from(
+        ["${", "${a.output}", "${workflow.input.x}", "WORKER", "SWITCH", "JOIN", "FORK_JOIN"]
+    ),
+    lambda children: (
+        st.lists(children, max_size=4)
+        | st.dictionaries(
+            st.sampled_from(
+                [
+                    "name",
+                    "taskReferenceName",
+                    "type",
+                    "tasks",
+                    "inputParameters",
+                    "forkTasks",
+                    "decisionCases",
+                    "defaultCase",
+                    "loopOver",
+                    "joinOn",
+                    "expression",
+                    "evaluatorType",
+                    "taskDefinition",
+                    "subWorkflowParam",
+                    "duration",
+                    "x",
+                ]
+            ),
+            children,
+            max_size=6,
+        )
+    ),
+    max_leaves=30,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_json)
+def test_never_crashes_on_arbitrary_json(data: Any) -> None:
+    for issue in validate_workflow(data):
+        assert issue.path.startswith("$")
+    for issue in validate_task_def(data):
+        assert issue.path.startswith("$")
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.fixed_dictionaries(
+            {
+                "name": st.sampled_from(["a", "b"]),
+                "taskReferenceName": st.sampled_from(["a", "b", "c", "d"]),
+                "type": st.sampled_from(
+                    [
+                        "WORKER",
+                        "SWITCH",
+                        "FORK_JOIN",
+                        "JOIN",
+                        "DO_WHILE",
+                        "WAIT",
+                        "TERMINATE",
+                        "HTTP",
+                        "HUMAN",
+                        "SUB_WORKFLOW",
+                        "SET_VARIABLE",
+                        "X",
+                    ]
+                ),
+                "inputParameters": st.dictionaries(
+                    st.sampled_from(["p", "duration", "until", "http_request"]),
+                    st.sampled_from(["${a.output}", "${", "1m", 3, {"uri": 1}]),
+                    max_size=3,
+                ),
+            },
+            optional={
+                "joinOn": st.lists(st.sampled_from(["a", "b", "z"])),
+                "loopCondition": st.just("${c.output}"),
+            },
+        ),
+        max_size=6,
+    )
+)
+def test_never_crashes_on_structurally_valid_workflows(tasks: list[dict[str, Any]]) -> None:
+    validate_workflow(workflow(*tasks))

@@ -1,0 +1,311 @@
+"""The ``WorkflowInterpreter`` orchestration without a server: durabletask's own
+orchestration executor replays it over a history this test writes (orchestration
+started, activity scheduled and completed, timer created and fired, event raised), the
+way durabletask's tests/durabletask/test_orchestration_executor.py drives orchestrators.
+Each step returns the actions the interpreter asks for; the test answers them with the
+next events. Definitions come from a real SQLite run store.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from durabletask import worker
+from durabletask.internal import helpers
+from durabletask.internal import orchestrator_service_pb2 as pb
+from durabletask.serialization import JsonDataConverter
+
+from engine.adapters.run_store_sql import SqlRunStore
+from engine.runtime.activity_io import (
+    ACTIVITY_BUILTIN,
+    ACTIVITY_DISPATCH,
+    ACTIVITY_FINISH,
+    ACTIVITY_RECORD,
+)
+from engine.runtime.definition_cache import DefinitionCache
+from engine.runtime.interpreter import STEPS_PER_EXECUTION, make_workflow_interpreter
+from engine.runtime.payload_cache import PayloadCache
+from protocol.events import (
+    TERMINATE_EVENT,
+    TaskResultEvent,
+    TaskStartedEvent,
+    TerminateEvent,
+    result_event,
+    started_event,
+)
+from protocol.runs import ORCHESTRATOR_NAME, RunInput
+
+INSTANCE = "wf-1"
+T0 = datetime(2030, 1, 1, 12, 0, 0)
+LOG = logging.getLogger("tests.interpreter")
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[SqlRunStore]:
+    s = SqlRunStore(f"sqlite:///{tmp_path / 'runs.db'}")
+    try:
+        yield s
+    finally:
+        s.close()
+
+
+class Replay:
+    """One orchestration instance and its history; :meth:`step` runs the interpreter
+    over the history plus new events, as a durabletask worker does per work item, and
+    records the actions it returned as the history events the backend would write."""
+
+    def __init__(self, store: SqlRunStore, run: RunInput) -> None:
+        registry = worker._Registry()
+        registry.add_named_orchestrator(
+            ORCHESTRATOR_NAME, make_workflow_interpreter(DefinitionCache(store, PayloadCache(None)))
+        )
+        self.registry = registry
+        self.history: list[pb.HistoryEvent] = []
+        self.first: list[pb.HistoryEvent] = [
+            helpers.new_execution_started_event(
+                ORCHESTRATOR_NAME, INSTANCE, encoded_input=json.dumps(run.wire())
+            )
+        ]
+        self.now = T0
+
+    def step(self, *events: pb.HistoryEvent, at: datetime | None = None) -> list[Any]:
+        self.now = at or self.now
+        new = [helpers.new_orchestrator_started_event(self.now), *self.first, *events]
+        self.first = []
+        executor = worker._OrchestrationExecutor(self.registry, LOG, JsonDataConverter())
+        actions = list(executor.execute(INSTANCE, self.history, new).actions)
+        self.history.extend(new)
+        for action in actions:
+            if action.HasField("scheduleTask"):
+                self.history.append(
+                    helpers.new_task_scheduled_event(
+                        action.id, action.scheduleTask.name, action.scheduleTask.input.value
+                    )
+                )
+            elif action.HasField("createTimer"):
+                self.history.append(
+                    helpers.new_timer_created_event(
+                        action.id, action.createTimer.fireAt.ToDatetime()
+                    )
+                )
+        return actions
+
+
+def activities(actions: list[Any], name: str | None = None) -> list[tuple[int, str, Any]]:
+    """The activity calls among ``actions``: (id, name, input)."""
+    return [
+        (a.id, a.scheduleTask.name, json.loads(a.scheduleTask.input.value))
+        for a in actions
+        if a.HasField("scheduleTask") and (name is None or a.scheduleTask.name == name)
+    ]
+
+
+def timers(actions: list[Any]) -> list[tuple[int, datetime]]:
+    return [(a.id, a.createTimer.fireAt.ToDatetime()) for a in actions if a.HasField("createTimer")]
+
+
+def completed(actions: list[Any]) -> Any:
+    found = [a.completeOrchestration for a in actions if a.HasField("completeOrchestration")]
+    assert len(found) == 1, actions
+    return found[0]
+
+
+def done(activity_id: int, output: Any = None) -> pb.HistoryEvent:
+    return helpers.new_task_completed_event(activity_id, json.dumps(output or {}))
+
+
+def raised(name: str, payload: dict[str, Any]) -> pb.HistoryEvent:
+    return helpers.new_event_raised_event(name, json.dumps(payload))
+
+
+def register(store: SqlRunStore, definition: dict[str, Any], *task_defs: dict[str, Any]) -> None:
+    for td in task_defs:
+        store.put_task_def(td["name"], td, 1)
+    store.put_definition(definition["name"], definition.get("version", 1), definition, 1)
+
+
+WORKER_FLOW = {
+    "name": "one_worker",
+    "version": 1,
+    "tasks": [
+        {
+            "name": "parse",
+            "taskReferenceName": "p",
+            "type": "WORKER",
+            "inputParameters": {"url": "${workflow.input.url}"},
+        }
+    ],
+    "outputParameters": {"text": "${p.output.text}"},
+}
+
+
+def test_a_worker_task_is_dispatched_awaited_and_the_run_finished(store: SqlRunStore) -> None:
+    register(store, WORKER_FLOW)
+    run = Replay(store, RunInput(name="one_worker", version=1, input={"url": "u"}))
+
+    actions = run.step()
+    [(dispatch_id, _, dispatch)] = activities(actions)
+    assert activities(actions)[0][1] == ACTIVITY_DISPATCH
+    task = dispatch["task"]
+    assert (task["name"], task["attempt"], task["input"]) == ("parse", 1, {"url": "u"})
+    assert dispatch["workflowId"] == INSTANCE and dispatch["workflowType"] == "one_worker"
+    assert [r["status"] for r in dispatch["records"]] == ["SCHEDULED"]
+    assert timers(actions) == []  # no task definition, no workflow timeout: no deadline
+
+    # the queue took it; a worker took it and posted its result
+    task_id = task["taskId"]
+    actions = run.step(
+        done(dispatch_id, {"queue": "parse"}),
+        raised(started_event(task_id), TaskStartedEvent(attempt=1, worker_id="w1").payload()),
+        raised(
+            result_event(task_id),
+            TaskResultEvent(attempt=1, status="COMPLETED", output={"text": "hi"}).payload(),
+        ),
+        at=T0 + timedelta(seconds=2),
+    )
+    [(finish_id, name, finish)] = activities(actions)
+    assert name == ACTIVITY_FINISH
+    assert finish["result"]["status"] == "COMPLETED"
+    assert finish["result"]["output"] == {"text": "hi"}
+    assert [(r["ref"], r["status"], r["workerId"]) for r in finish["records"]] == [
+        ("p", "COMPLETED", "w1")
+    ]
+
+    summary = {"status": "COMPLETED", "output": {"text": "hi"}, "reason": None}
+    result = completed(run.step(done(finish_id, summary)))
+    assert result.orchestrationStatus == pb.ORCHESTRATION_STATUS_COMPLETED
+    assert json.loads(result.result.value) == summary
+
+
+def test_a_result_for_another_attempt_is_ignored(store: SqlRunStore) -> None:
+    register(store, WORKER_FLOW)
+    run = Replay(store, RunInput(name="one_worker", version=1, input={"url": "u"}))
+    [(dispatch_id, _, dispatch)] = activities(run.step())
+    task_id = dispatch["task"]["taskId"]
+
+    stale = TaskResultEvent(attempt=2, status="COMPLETED", output={"text": "late"})
+    assert (
+        activities(run.step(done(dispatch_id), raised(result_event(task_id), stale.payload())))
+        == []
+    )
+
+    fresh = TaskResultEvent(attempt=1, status="COMPLETED", output={"text": "hi"})
+    [(_, name, finish)] = activities(run.step(raised(result_event(task_id), fresh.payload())))
+    assert name == ACTIVITY_FINISH and finish["result"]["output"] == {"text": "hi"}
+
+
+def test_a_failed_attempt_is_retried_after_its_delay_on_a_durable_timer(
+    store: SqlRunStore,
+) -> None:
+    register(
+        store,
+        WORKER_FLOW,
+        {"name": "parse", "retryCount": 1, "retryLogic": "FIXED", "retryDelaySeconds": 10},
+    )
+    run = Replay(store, RunInput(name="one_worker", version=1, input={"url": "u"}))
+    [(dispatch_id, _, dispatch)] = activities(run.step())
+    task_id = dispatch["task"]["taskId"]
+
+    failed = TaskResultEvent(attempt=1, status="FAILED", reason="boom")
+    actions = run.step(done(dispatch_id), raised(result_event(task_id), failed.payload()))
+    [(_, name, retry)] = activities(actions)
+    assert name == ACTIVITY_DISPATCH
+    assert (retry["task"]["attempt"], retry["task"]["delaySeconds"]) == (2, 10.0)
+
+
+def test_terminate_ends_the_run_and_cancels_the_waiting_task(store: SqlRunStore) -> None:
+    register(store, WORKER_FLOW)
+    run = Replay(store, RunInput(name="one_worker", version=1, input={"url": "u"}))
+    [(dispatch_id, _, _)] = activities(run.step())
+
+    actions = run.step(
+        done(dispatch_id), raised(TERMINATE_EVENT, TerminateEvent(reason="stop").payload())
+    )
+    [(_, name, finish)] = activities(actions)
+    assert name == ACTIVITY_FINISH
+    assert (finish["result"]["status"], finish["result"]["reason"]) == ("TERMINATED", "stop")
+    assert [(r["ref"], r["status"]) for r in finish["records"]] == [("p", "CANCELED")]
+
+
+def test_a_wait_task_is_a_durable_timer(store: SqlRunStore) -> None:
+    register(
+        store,
+        {
+            "name": "pause",
+            "tasks": [
+                {
+                    "name": "w",
+                    "taskReferenceName": "w",
+                    "type": "WAIT",
+                    "inputParameters": {"duration": "30s"},
+                }
+            ],
+        },
+    )
+    run = Replay(store, RunInput(name="pause", version=1))
+    actions = run.step()
+    [(timer_id, fire_at)] = timers(actions)
+    assert fire_at == T0 + timedelta(seconds=30)
+    # the SCHEDULED row is recorded while the timer runs
+    assert [a[1] for a in activities(actions)] == [ACTIVITY_RECORD]
+    record_id = activities(actions)[0][0]
+
+    actions = run.step(
+        done(record_id),
+        helpers.new_timer_fired_event(timer_id, fire_at),
+        at=fire_at,
+    )
+    [(_, name, finish)] = activities(actions)
+    assert name == ACTIVITY_FINISH and finish["result"]["status"] == "COMPLETED"
+
+
+def test_a_run_whose_definition_is_gone_is_finished_failed(store: SqlRunStore) -> None:
+    run = Replay(store, RunInput(name="missing", version=3))
+    [(_, name, finish)] = activities(run.step())
+    assert name == ACTIVITY_FINISH
+    assert finish["result"]["status"] == "FAILED"
+    assert "'missing'" in finish["result"]["reason"] and "3" in finish["result"]["reason"]
+
+
+def test_a_long_run_carries_its_state_into_a_new_execution(store: SqlRunStore) -> None:
+    steps = STEPS_PER_EXECUTION + 2
+    register(
+        store,
+        {
+            "name": "long",
+            "tasks": [
+                {
+                    "name": "get",
+                    "taskReferenceName": f"g{i}",
+                    "type": "HTTP",
+                    "inputParameters": {"http_request": {"uri": "http://x"}},
+                }
+                for i in range(steps)
+            ],
+        },
+    )
+    run = Replay(store, RunInput(name="long", version=1))
+    actions = run.step()
+    for i in range(STEPS_PER_EXECUTION):
+        [(activity_id, _, call)] = activities(actions, ACTIVITY_BUILTIN)
+        assert call["task"]["ref"] == f"g{i}"
+        envelope = {"status": "COMPLETED", "output": {"i": i}}
+        actions = run.step(done(activity_id, envelope))
+
+    # at a point with nothing outstanding, the state goes into a new execution
+    carried = completed(actions)
+    assert carried.orchestrationStatus == pb.ORCHESTRATION_STATUS_CONTINUED_AS_NEW
+    next_input = RunInput.model_validate(json.loads(carried.result.value))
+    assert (next_input.name, next_input.executions) == ("long", 1)
+    assert next_input.started_at_ms == int(T0.timestamp() * 1000)
+    state = next_input.state or {}
+    last = f"g{STEPS_PER_EXECUTION - 1}"
+    # only the live part of the state is carried: the task that finished last, whose row
+    # the next execution records
+    assert list(state["tasks"]) == [last] and state["dirty"] == [last]
