@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
+from engine.app.config import EnvReader
+
 
 class ConsoleSettings(BaseModel):
     #: serve the console at all (the API is unaffected)
@@ -34,3 +36,27 @@ class ConsoleSettings(BaseModel):
     #: mark cookies Secure even when the request arrives over plain HTTP (behind a TLS
     #: terminating ingress that does not send X-Forwarded-Proto)
     secure_cookies: bool = False
+
+
+def console_settings_from_env(env: EnvReader) -> ConsoleSettings:
+    """``STEPWAY_CONSOLE*`` variables (docs/configuration.md); problems are reported on
+    ``env`` with every other bad variable."""
+    values: dict[str, object] = {"enabled": env.flag("STEPWAY_CONSOLE", True)}
+    for var, key in (
+        ("STEPWAY_CONSOLE_CLIENT_ID", "client_id"),
+        ("STEPWAY_CONSOLE_CLIENT_SECRET", "client_secret"),
+        ("STEPWAY_CONSOLE_SCOPE", "scope"),
+    ):
+        if env.has(var):
+            values[key] = env.text(var)
+    for var, key in (
+        ("STEPWAY_CONSOLE_AUTHORITY", "authority"),
+        ("STEPWAY_CONSOLE_REDIRECT_URL", "redirect_url"),
+    ):
+        url = env.https_url(var, allow_loopback_http=True)
+        if url:
+            values[key] = url
+    if env.has("STEPWAY_CONSOLE_SESSION_SECONDS"):
+        values["session_seconds"] = env.integer("STEPWAY_CONSOLE_SESSION_SECONDS", 1, minimum=60)
+    values["secure_cookies"] = env.flag("STEPWAY_CONSOLE_SECURE_COOKIES", False)
+    return ConsoleSettings.model_validate(values)

@@ -419,3 +419,12 @@ def test_the_start_form_starts_a_run(make_console: Any) -> None:
     assert run is not None and run.correlation_id == "from-the-form" and run.priority == 3
     assert [c.kind for c in console.signals.calls] == ["start"]
     assert operator.get(r.headers["location"]).status_code == 200
+
+
+def test_the_console_can_be_turned_off(make_console: Any) -> None:
+    from control_plane.console.config import ConsoleSettings
+
+    console = make_console("none", console=ConsoleSettings(enabled=False))
+    client = console.browser()
+    assert client.get("/").status_code == 404
+    assert client.get("/api/workflow/search").status_code == 200

@@ -82,7 +82,9 @@ def test_first_session_of_the_readme_completes(tmp_path: Path) -> None:
             assert run.poll() is None, run.communicate()
             listed = _cli("runs", "--status", "RUNNING", env=cli_env)
             assert listed.returncode == 0, listed.stderr
-            ids = [line.split()[0] for line in listed.stdout.splitlines() if "invoice_intake" in line]
+            ids = [
+                line.split()[0] for line in listed.stdout.splitlines() if "invoice_intake" in line
+            ]
             for candidate in ids:
                 shown = _cli("status", candidate, env=cli_env)
                 if "waiting for a person: approval" in shown.stdout:
