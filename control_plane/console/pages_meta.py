@@ -93,7 +93,7 @@ def task_types(request: Request, viewer: CurrentViewer) -> Response:
         last = max((p.last_poll_time for p in mine), default=None)
         active = last is not None and now - last <= settings.no_worker_after_ms
         warning = (
-            Markup('<span class="badge s-none">active</span>')
+            Markup('<span class="badge s-completed">active</span>')
             if active
             else html(
                 '<span class="badge s-failed" role="note">no active worker</span> '

@@ -199,9 +199,12 @@ def live_section(console: Console, run: RunRecord, rows: list[TaskRecord]) -> Ma
         )
     active = not run.status.is_terminal
     return html(
-        '<section id="live" aria-live="polite" data-status="{status}"{poll}>'
-        "<h2>Graph</h2>{graph}<h2>Timeline</h2>{timeline}{table}</section>",
+        '<section id="live" aria-live="polite" data-status="{status}" data-waiting="{waiting}"'
+        "{poll}><h2>Graph</h2>{graph}<h2>Timeline</h2>{timeline}{table}</section>",
         status=run.status.value,
+        waiting=" ".join(
+            r.reference_task_name for r in rows if not r.status.is_terminal and _completable(r)
+        ),
         poll=html(' data-poll="/runs/{}/live"', run.workflow_id) if active else "",
         graph=graph,
         timeline=_timeline(rows, run, now, run.workflow_id),

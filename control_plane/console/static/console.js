@@ -1,7 +1,8 @@
 // Stepway console: optional enhancements; every page works without this script.
 // 1. Times: <time datetime> elements are shown in the reader's local time zone.
 // 2. Live parts: an element with data-poll="URL" is refreshed from that URL every
-//    2 seconds while the tab is visible; when a run's status changes the page reloads.
+//    2 seconds while the tab is visible; when a run's status changes, or a task starts or
+//    stops waiting for a person (data-waiting), the page reloads to show its new forms.
 // 3. Forms with data-confirm="question" ask before they are sent.
 (function () {
   "use strict";
@@ -31,6 +32,7 @@
   function poll(el) {
     var url = el.getAttribute("data-poll");
     var status = el.getAttribute("data-status");
+    var waiting = el.getAttribute("data-waiting");
     function tick() {
       if (document.hidden) { setTimeout(tick, 2000); return; }
       fetch(url, { credentials: "same-origin", headers: { "Accept": "text/html" } })
@@ -43,6 +45,9 @@
           if (!fresh) { setTimeout(tick, 2000); return; }
           var newStatus = fresh.getAttribute("data-status");
           if (status && newStatus && newStatus !== status) { location.reload(); return; }
+          if (waiting !== null && fresh.getAttribute("data-waiting") !== waiting) {
+            location.reload(); return;
+          }
           el.innerHTML = fresh.innerHTML;
           localTimes(el);
           if (fresh.hasAttribute("data-poll")) setTimeout(tick, 2000);
