@@ -26,14 +26,15 @@ from typing import Any
 import httpx
 import uvicorn
 
-from control_plane.app import create_app
-from control_plane.deps import Deps, RecordingRunSignals, Settings
-from control_plane.metadata_service import MetadataService
+from control_plane.api.app import create_app
+from control_plane.deps import Deps, Settings
+from control_plane.services.metadata import MetadataService
 from engine.adapters.payload_local import LocalPayloadStore
 from engine.adapters.queue_provisioning_sqlite import SqliteQueueProvisioner
 from engine.adapters.queue_sqlite import SqliteTaskQueue
+from engine.adapters.run_signals_recording import RecordingRunSignals
 from engine.adapters.run_store_sql import SqlRunStore, runs, tasks
-from engine.loading import load_paths
+from engine.language.loading import load_paths
 
 REPO = Path(__file__).resolve().parents[1]
 STATUSES = ["COMPLETED"] * 6 + ["FAILED", "TERMINATED", "RUNNING", "TIMED_OUT"]

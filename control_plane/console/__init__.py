@@ -28,8 +28,8 @@ def _static_router() -> APIRouter:
     from fastapi import APIRouter
     from fastapi.responses import Response
 
+    from control_plane.api.errors import ApiError
     from control_plane.console.routing import ConsoleRoute
-    from control_plane.problems import ApiError
 
     router = APIRouter(route_class=ConsoleRoute)
     files: dict[str, bytes] = {

@@ -22,7 +22,7 @@ from typing import Any
 from markupsafe import Markup
 
 from control_plane.console.html import TASK_STATUS_CLASS, html, join
-from engine.definitions import TaskType, WorkflowDef, WorkflowTask
+from engine.language.definitions import TaskType, WorkflowDef, WorkflowTask
 from engine.ports.run_store import TaskRecord
 
 NODE_W = 200.0

@@ -20,7 +20,7 @@ from urllib.parse import urlencode
 
 import httpx
 
-from control_plane.problems import ApiError
+from control_plane.api.errors import ApiError
 
 DISCOVERY_TTL_SECONDS = 3600.0
 

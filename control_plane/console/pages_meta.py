@@ -9,18 +9,18 @@ from fastapi import APIRouter, Request
 from fastapi.responses import RedirectResponse, Response
 from markupsafe import Markup
 
+from control_plane.api.errors import ApiError, bad_request, not_found
 from control_plane.auth import require_role
 from control_plane.console.graph import render_graph
 from control_plane.console.html import ago, csrf_field, html, join, json_block, page, url
 from control_plane.console.routing import ConsoleRoute
 from control_plane.console.services import Console
 from control_plane.console.session import CurrentViewer, Form, Viewer
-from control_plane.problems import ApiError, bad_request, not_found
-from control_plane.workflow_service import StartWorkflowRequest
-from engine.definitions import TaskDef, WorkflowDef
+from control_plane.services.workflows import StartWorkflowRequest
+from engine.language.definitions import TaskDef, WorkflowDef
+from engine.language.validation import validate_task_def, validate_workflow
 from engine.ports.queue import QueueError
-from engine.ports.queue_provisioning import HIGH_PRIORITY_SUFFIX, queue_names
-from engine.validation import validate_task_def, validate_workflow
+from protocol.queues import HIGH_PRIORITY_SUFFIX, queue_names
 
 router = APIRouter(route_class=ConsoleRoute)
 
@@ -55,7 +55,7 @@ def _page(
 def task_types(request: Request, viewer: CurrentViewer) -> Response:
     console = Console.of(request)
     store, queue = console.deps.run_store, console.deps.queue
-    settings = console.tasks.settings
+    settings = console.workflows.settings
     now = console.deps.clock()
     polls = store.get_all_poll_data()
     types = sorted({r.name for r in store.list_task_defs()} | {p.task_type for p in polls})

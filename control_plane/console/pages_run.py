@@ -8,6 +8,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import RedirectResponse, Response
 from markupsafe import Markup
 
+from control_plane.api.errors import ApiError, bad_request
 from control_plane.console.graph import GraphSummary, NodeState, node_states, render_graph
 from control_plane.console.html import (
     csrf_field,
@@ -27,8 +28,7 @@ from control_plane.console.markdown import render_markdown
 from control_plane.console.routing import ConsoleRoute
 from control_plane.console.services import RUN_ACTIONS, Console
 from control_plane.console.session import CurrentViewer, Form, Viewer
-from control_plane.problems import ApiError, bad_request
-from control_plane.task_service import task_type_name
+from control_plane.services.wire import task_type_name
 from engine.ports.run_store import RunRecord, TaskRecord
 
 router = APIRouter(route_class=ConsoleRoute)

@@ -9,6 +9,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import RedirectResponse, Response
 from markupsafe import Markup
 
+from control_plane.api.errors import bad_request
 from control_plane.console.html import (
     duration,
     html,
@@ -21,8 +22,7 @@ from control_plane.console.html import (
 from control_plane.console.routing import ConsoleRoute
 from control_plane.console.services import Console
 from control_plane.console.session import CurrentViewer
-from control_plane.problems import bad_request
-from engine.definitions import RunStatus
+from engine.language.definitions import RunStatus
 
 router = APIRouter(route_class=ConsoleRoute)
 

@@ -9,9 +9,9 @@ from fastapi import Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.routing import APIRoute
 
+from control_plane.api.errors import ApiError
 from control_plane.console.html import html, page, url
 from control_plane.console.session import SIGNIN_PATH, SignInRequired
-from control_plane.problems import ApiError
 
 SECURITY_HEADERS = {
     "Content-Security-Policy": (

@@ -15,13 +15,13 @@ from typing import Any
 
 from fastapi import Request
 
+from control_plane.api.errors import ApiError, bad_request, not_found
 from control_plane.auth import Principal, require_role
 from control_plane.deps import Deps
-from control_plane.metadata_service import MetadataService
-from control_plane.problems import ApiError, bad_request, not_found
-from control_plane.task_service import TaskResultIn, TaskService
-from control_plane.workflow_service import WorkflowService
-from engine.definitions import TaskStatus, WorkflowDef
+from control_plane.services.metadata import MetadataService
+from control_plane.services.task_results import TaskResultIn, TaskResults
+from control_plane.services.workflows import WorkflowService
+from engine.language.definitions import TaskStatus, WorkflowDef
 from engine.ports.payload_store import PayloadError, resolve
 from engine.ports.run_store import RunRecord, TaskRecord
 
@@ -42,14 +42,14 @@ class Console:
     """The control plane's services, as the console pages use them."""
 
     workflows: WorkflowService
-    tasks: TaskService
+    results: TaskResults
     metadata: MetadataService
     deps: Deps
 
     @classmethod
     def of(cls, request: Request) -> Console:
         state = request.app.state
-        return cls(state.workflow_service, state.task_service, state.metadata_service, state.deps)
+        return cls(state.workflow_service, state.task_results, state.metadata_service, state.deps)
 
     # --- reads ------------------------------------------------------------------------
 
@@ -149,7 +149,7 @@ class Console:
         if not waiting:
             raise ApiError(409, f"task {ref} of run {workflow_id} is not waiting")
         row = waiting[-1]
-        self.tasks.update(
+        self.results.update(
             TaskResultIn(
                 workflow_instance_id=workflow_id,
                 task_id=row.task_id,

@@ -24,11 +24,11 @@ from urllib.parse import parse_qsl, urlsplit
 from fastapi import Depends, Request
 from fastapi.responses import HTMLResponse, Response
 
+from control_plane.api.errors import ApiError
 from control_plane.auth import ANONYMOUS, Authenticator, Principal, require_role
 from control_plane.console.config import ConsoleSettings
 from control_plane.console.oidc import Pending
 from control_plane.deps import Settings
-from control_plane.problems import ApiError
 
 SESSION_COOKIE = "stepway_session"
 CSRF_COOKIE = "stepway_csrf"

@@ -20,6 +20,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
+from control_plane.api.errors import ApiError
 from control_plane.auth import Authenticator, require_role
 from control_plane.console.config import ConsoleSettings
 from control_plane.console.html import csrf_field, html, page, url
@@ -40,7 +41,6 @@ from control_plane.console.session import (
     set_cookie,
     settings_of,
 )
-from control_plane.problems import ApiError
 
 router = APIRouter(route_class=ConsoleRoute)
 

@@ -20,18 +20,19 @@ import pytest
 import uvicorn
 import yaml
 
-from control_plane.app import create_app
-from control_plane.deps import Deps, RecordingRunSignals, Settings
-from control_plane.metadata_service import MetadataService
+from control_plane.api.app import create_app
+from control_plane.deps import Deps, Settings
+from control_plane.services.metadata import MetadataService
 from engine.adapters.payload_local import LocalPayloadStore
 from engine.adapters.queue_provisioning_sqlite import SqliteQueueProvisioner
 from engine.adapters.queue_sqlite import SqliteTaskQueue
+from engine.adapters.run_signals_recording import RecordingRunSignals
 from engine.adapters.run_store_sql import SqlRunStore
-from engine.loading import load_paths
+from engine.language.loading import load_paths
 from engine.ports.payload_store import PayloadLimits
 from engine.ports.run_store import NewRun, TaskRecord, TaskStatus
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[4]
 
 TOKENS = {
     "admin": "admin-token-0123456789abcdef",

@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Any
 
 from control_plane.console.graph import NodeState, node_states, render_graph
-from engine.definitions import TaskStatus, WorkflowDef
+from engine.language.definitions import TaskStatus, WorkflowDef
 from engine.ports.run_store import TaskRecord
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[4]
 SVG = "{http://www.w3.org/2000/svg}"
 
 

@@ -11,7 +11,7 @@ import httpx
 
 from control_plane.console.html import INLINE_JSON_LIMIT
 from engine.ports.run_store import NewRun, TaskRecord, TaskStatus
-from tests.console.conftest import TOKENS, csrf_of, now_ms
+from tests.unit.control_plane.console.conftest import TOKENS, csrf_of, now_ms
 
 
 def _status_of(page: str, ref: str) -> str | None:

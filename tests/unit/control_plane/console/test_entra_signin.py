@@ -12,8 +12,8 @@ import pytest
 
 from control_plane.console.config import ConsoleSettings
 from control_plane.console.oidc import challenge
-from tests.console.conftest import csrf_of
-from tests.console.fake_oidc import FakeOidcProvider, User
+from tests.unit.control_plane.console.conftest import csrf_of
+from tests.unit.control_plane.console.fake_oidc import FakeOidcProvider, User
 
 AUDIENCE = "api://stepway-test"
 CLIENT_ID = "console-client-id"
