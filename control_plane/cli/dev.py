@@ -199,7 +199,8 @@ class DevPlatform:
         url = f"http://{self.host}:{self.port}"
         lines = [
             "Stepway is running (embedded: no cloud account).",
-            f"  control plane   {url}   (API docs: {url}/docs)",
+            f"  console         {url}/",
+            f"  control plane   {url}/api   (API docs: {url}/docs)",
             f"  durable backend {self.backend.address} (in memory)",
             f"  data            {self.data_dir}",
         ]

@@ -92,7 +92,9 @@ class Console:
     # --- actions ----------------------------------------------------------------------
 
     def supports(self, action: str) -> bool:
-        """rerun and skip appear once the workflow service implements them."""
+        """rerun and skip appear once the workflow service implements them, as
+        ``rerun(workflow_id, request)`` with a Conductor ``RerunWorkflowRequest`` dict and
+        ``skip_task(workflow_id, task_ref, request)`` with a ``SkipTaskRequest`` dict."""
         return action in RUN_ACTIONS and self._action(action) is not None
 
     def _action(self, action: str) -> Callable[..., Any] | None:
