@@ -118,6 +118,7 @@ def _fill(store: SqlRunStore, count: int) -> dict[str, str]:
                     "callback_after_seconds": 0,
                     "domain": None,
                     "queue_name": queue,
+                    "task_def_name": queue,
                     "iteration": 0,
                 }
             )

@@ -111,6 +111,7 @@ def _fail_it(srv: Server, done: threading.Event) -> None:
         scheduled_time=now,
         start_time=now,
         queue_name="parse",
+        task_def_name="parse",
     )
     store.upsert_task(row, now)
     time.sleep(0.8)

@@ -122,6 +122,7 @@ class Console:
                     end_time=t + i + 1,
                     worker_id="w-1" if kind == "WORKER" else None,
                     queue_name=queue,
+                    task_def_name=queue,
                 ),
                 t,
             )

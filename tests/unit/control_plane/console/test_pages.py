@@ -243,6 +243,7 @@ def test_task_details_offloaded_and_large_values(make_console: Any) -> None:
             scheduled_time=t,
             worker_id="w-9",
             queue_name="lodge_return",
+            task_def_name="lodge_return",
         ),
         t,
     )
