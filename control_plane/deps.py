@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from control_plane.console.config import ConsoleSettings
 from engine.ports.payload_store import PayloadStore
 from engine.ports.queue import TaskQueue
 from engine.ports.queue_provisioning import QueueProvisioner
@@ -43,6 +44,9 @@ class Settings(BaseModel):
     entra_role_map: dict[str, str] = Field(default_factory=dict)
     #: identity client id (``azp``/``appid``) -> task types that worker serves
     entra_worker_task_types: dict[str, list[str]] = Field(default_factory=dict)
+
+    #: the web console (its Entra ID sign-in; see control_plane/console/config.py)
+    console: ConsoleSettings = Field(default_factory=ConsoleSettings)
 
     #: task type -> domains declared for it (worker catalog); each gets a queue
     task_domains: dict[str, list[str]] = Field(default_factory=dict)

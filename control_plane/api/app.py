@@ -17,6 +17,7 @@ from control_plane.api import workflow as api_workflow
 from control_plane.api.error_handlers import BodySizeLimit, install_error_handlers
 from control_plane.api.errors import ApiError
 from control_plane.auth import build_authenticator
+from control_plane.console import mount_console
 from control_plane.deps import Deps, Settings
 from control_plane.services.metadata import MetadataService
 from control_plane.services.task_handout import TaskHandout
@@ -102,6 +103,7 @@ def create_app(settings: Settings | None = None, deps: Deps | None = None) -> Fa
     app.include_router(api_tasks.router)
     app.include_router(api_workflow.router)
     _payload_routes(app)
+    mount_console(app)
 
     @app.get("/health", tags=["health"], summary="Liveness")
     def health() -> dict[str, str]:

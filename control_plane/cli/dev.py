@@ -26,6 +26,7 @@ from typing import Any
 import uvicorn
 
 from control_plane.api.app import create_app
+from control_plane.cli.dev_sandbox import Sandbox
 from control_plane.deps import Deps, Settings
 from control_plane.services.metadata import MetadataService
 from engine.adapters.backend.config import BackendConfig
@@ -98,6 +99,9 @@ class DevPlatform:
     backend: EmbeddedBackend = field(default_factory=EmbeddedBackend)
     workers: list[subprocess.Popen[bytes]] = field(default_factory=list)
     registered: dict[str, list[str]] = field(default_factory=dict)
+    sandbox: Sandbox = field(default_factory=Sandbox)
+    #: variables the sandbox gave the workers (empty: the caller configured real systems)
+    sandbox_env: dict[str, str] = field(default_factory=dict)
 
     def start(self) -> Any:
         """Start backend and engine; return the control plane ASGI app."""
@@ -132,7 +136,9 @@ class DevPlatform:
         )
         self.metadata = MetadataService(settings, deps)
         self.catalog = catalog
-        return create_app(settings, deps)
+        app = create_app(settings, deps)
+        self.sandbox.mount(app)
+        return app
 
     def register_examples(self) -> None:
         """Register the example task definitions, workflows and instruction texts."""
@@ -160,10 +166,13 @@ class DevPlatform:
         }
 
     def start_workers(self) -> None:
+        url = f"http://{self.host}:{self.port}"
+        self.sandbox_env = self.sandbox.worker_env(url, dict(os.environ))
         env = {
             "STEPWAY_LOG_LEVEL": "WARNING",
             **os.environ,
-            "STEPWAY_SERVER_URL": f"http://{self.host}:{self.port}",
+            **self.sandbox_env,
+            "STEPWAY_SERVER_URL": url,
         }
         for entry in self.catalog:
             self.workers.append(
@@ -190,7 +199,8 @@ class DevPlatform:
         url = f"http://{self.host}:{self.port}"
         lines = [
             "Stepway is running (embedded: no cloud account).",
-            f"  control plane   {url}   (API docs: {url}/docs)",
+            f"  console         {url}/",
+            f"  control plane   {url}/api   (API docs: {url}/docs)",
             f"  durable backend {self.backend.address} (in memory)",
             f"  data            {self.data_dir}",
         ]
@@ -198,6 +208,12 @@ class DevPlatform:
             lines.append("  workflows       " + ", ".join(self.registered["workflows"]))
         if self.workers:
             lines.append(f"  workers         {len(self.workers)} code-area worker processes")
+        if self.sandbox_env:
+            lines.append(
+                f"  SANDBOX         the connector worker lodges with a made-up tax authority "
+                f"and bank at {url}/dev-sandbox/ (not real systems; set CONNECTOR_TAX_URL, "
+                "CONNECTOR_BANK_URL and CONNECTOR_API_KEY to use real ones)"
+            )
         if self.lost_runs:
             lines.append(
                 f"  note            {self.lost_runs} run(s) of the previous session "

@@ -28,6 +28,7 @@ from fastapi import FastAPI
 from pydantic import BaseModel, ConfigDict
 
 from control_plane.api.app import create_app
+from control_plane.console.config import console_settings_from_env
 from control_plane.deps import AuthMode, Deps, Settings
 from engine.adapters.backend.config import BackendConfig
 from engine.adapters.backend.connect import make_client
@@ -169,6 +170,7 @@ def _read_settings(env: EnvReader, host: str) -> Settings | None:
     domains = _list_map(env, "STEPWAY_TASK_DOMAINS")
     if domains is not None:
         values["task_domains"] = domains
+    values["console"] = console_settings_from_env(env)
     for var, key in (
         ("STEPWAY_MAX_BODY_BYTES", "max_body_bytes"),
         ("STEPWAY_SIGNED_URL_SECONDS", "signed_url_seconds"),

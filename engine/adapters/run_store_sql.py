@@ -544,6 +544,23 @@ class SqlRunStore:
         with self._read() as conn:
             return [self._task(r._mapping) for r in conn.execute(stmt)]
 
+    def list_open_tasks(
+        self, task_type: str, *, start: int = 0, size: int = 100
+    ) -> list[TaskRecord]:
+        # ix_tasks_type_status serves the filter; the open rows of one type are few
+        stmt = (
+            sa.select(tasks)
+            .where(
+                tasks.c.task_type == task_type,
+                tasks.c.status.in_([TaskStatus.SCHEDULED.value, TaskStatus.IN_PROGRESS.value]),
+            )
+            .order_by(tasks.c.scheduled_time, tasks.c.task_id)
+            .offset(start)
+            .limit(size)
+        )
+        with self._read() as conn:
+            return [self._task(r._mapping) for r in conn.execute(stmt)]
+
     def append_task_log(self, task_id: str, log: str, now: int) -> None:
         with self._write() as conn:
             conn.execute(sa.insert(task_logs).values(task_id=task_id, log=log, created_time=now))

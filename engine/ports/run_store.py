@@ -295,6 +295,14 @@ class RunStore(Protocol):
         """Task rows of a run ordered by seq, then task_id."""
         ...
 
+    def list_open_tasks(
+        self, task_type: str, *, start: int = 0, size: int = 100
+    ) -> list[TaskRecord]:
+        """Rows of ``task_type`` (the stored type: ``HUMAN``, ``WAIT`` ...) that are not
+        terminal, across all runs, oldest first (scheduled_time, then task_id): the HUMAN
+        inbox of the console. Paged with start/size."""
+        ...
+
     def append_task_log(self, task_id: str, log: str, now: int) -> None: ...
 
     def list_task_logs(self, task_id: str) -> list[TaskLog]:

@@ -400,6 +400,22 @@ def test_task_roundtrip_and_listing(store: SqlRunStore) -> None:
     assert store.get_task("missing") is None
 
 
+def test_open_tasks_of_a_type_oldest_first(store: SqlRunStore) -> None:
+    """The console's HUMAN inbox: every waiting task of a type across runs."""
+    store.upsert_task(task("late", workflow_id="w2", task_type="HUMAN", scheduled_time=T0 + 5), T0)
+    store.upsert_task(task("early", workflow_id="w1", task_type="HUMAN", scheduled_time=T0), T0)
+    store.upsert_task(task("worker", task_type="WORKER", scheduled_time=T0 - 9), T0)
+    store.upsert_task(
+        task("started", workflow_id="w3", task_type="HUMAN", scheduled_time=T0 + 7), T0
+    )
+    store.update_task("started", 1, TaskUpdate(status=TaskStatus.IN_PROGRESS), T0)
+    store.upsert_task(task("done", workflow_id="w4", task_type="HUMAN", scheduled_time=T0 - 1), T0)
+    store.update_task("done", 1, TaskUpdate(status=TaskStatus.COMPLETED), T0)
+    assert [t.task_id for t in store.list_open_tasks("HUMAN")] == ["early", "late", "started"]
+    assert [t.task_id for t in store.list_open_tasks("HUMAN", start=1, size=1)] == ["late"]
+    assert store.list_open_tasks("WAIT") == []
+
+
 def test_task_status_is_monotonic_within_an_attempt(store: SqlRunStore) -> None:
     assert store.upsert_task(task("t1"), T0)
     assert store.upsert_task(task("t1"), T0 + 1)  # repeated SCHEDULED write (activity retry)
