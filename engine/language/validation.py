@@ -53,6 +53,7 @@ from engine.language.definitions import (
     WorkflowTask,
 )
 from engine.language.expressions import expression_errors, reference_paths
+from protocol.limits import name_problem
 from protocol.queues import (
     HIGH_PRIORITY_SUFFIX,
     MAX_DOMAIN_LENGTH,
@@ -369,8 +370,9 @@ class _WorkflowChecker:
         self.issues.append(ValidationIssue(path, message))
 
     def run(self) -> list[ValidationIssue]:
-        if not self.wf.name.strip():
-            self.add("$.name", "the workflow name must not be empty")
+        problem = name_problem(self.wf.name, "the workflow name")
+        if problem is not None:
+            self.add("$.name", problem)
         if not self.wf.tasks:
             self.add("$.tasks", "a workflow needs at least one task")
         self._index(self.wf.tasks, "$.tasks", ())
