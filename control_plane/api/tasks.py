@@ -13,12 +13,16 @@ from fastapi import APIRouter, Body, Depends, Query, Request, Response
 from fastapi.responses import JSONResponse, PlainTextResponse
 
 from control_plane.api.errors import bad_request, not_found
+from control_plane.api.openapi import COMMON, errors
+from control_plane.api.routing import StepwayRoute
 from control_plane.auth import Principal, principal, require_role, require_worker
 from control_plane.services.task_handout import TaskHandout
 from control_plane.services.task_results import ResultStatus, TaskResultIn, TaskResults
 from control_plane.services.tasks import TaskService
+from engine.language.validation import queue_name_problem
 
-router = APIRouter(prefix="/api/tasks", tags=["tasks"])
+router = APIRouter(prefix="/api/tasks", tags=["tasks"], route_class=StepwayRoute, responses=COMMON)
+NO_TASK: dict[int | str, dict[str, Any]] = {204: {"description": "No task to hand out"}}
 
 Caller = Annotated[Principal, Depends(principal)]
 
@@ -68,7 +72,11 @@ async def _poll(
     return result
 
 
-@router.get("/poll/batch/{tasktype}", summary="Long-poll up to `count` tasks of a type")
+@router.get(
+    "/poll/batch/{tasktype}",
+    summary="Long-poll up to `count` tasks of a type",
+    responses=errors(404, 502, 503),
+)
 async def batch_poll(
     request: Request,
     handout: Handout,
@@ -82,7 +90,11 @@ async def batch_poll(
     return await _poll(request, handout, caller, tasktype, workerid, domain, count, timeout)
 
 
-@router.get("/poll/{tasktype}", summary="Poll one task of a type (204 when none)")
+@router.get(
+    "/poll/{tasktype}",
+    summary="Poll one task of a type (204 when none)",
+    responses={**NO_TASK, **errors(404, 502, 503)},
+)
 async def poll(
     request: Request,
     handout: Handout,
@@ -97,7 +109,12 @@ async def poll(
     return JSONResponse(tasks[0])
 
 
-@router.post("", response_class=PlainTextResponse, summary="Post a task result")
+@router.post(
+    "",
+    response_class=PlainTextResponse,
+    summary="Post a task result",
+    responses=errors(404, 409, 413, 501, 503),
+)
 def update_task(results: Results, caller: Caller, result: TaskResultIn) -> str:
     return results.update(result, caller).task_id
 
@@ -105,6 +122,7 @@ def update_task(results: Results, caller: Caller, result: TaskResultIn) -> str:
 @router.post(
     "/update-v2",
     summary="Post a task result; returns the next task of the same type for this worker, or 204",
+    responses={**NO_TASK, **errors(404, 409, 413, 501, 502, 503)},
 )
 def update_task_v2(
     results: Results, handout: Handout, caller: Caller, result: TaskResultIn
@@ -147,11 +165,19 @@ def queue_sizes(
     taskType: Annotated[list[str] | None, Query()] = None,
 ) -> dict[str, int]:
     require_role(caller, "reader")
+    for name in taskType or []:
+        problem = queue_name_problem(name)
+        if problem is not None:
+            raise bad_request(problem, "taskType")
     types = taskType or [r.name for r in handout.deps.run_store.list_task_defs()]
     return handout.queue_sizes(types)
 
 
-@router.get("/external-storage-location", summary="Signed URL to read or write a payload")
+@router.get(
+    "/external-storage-location",
+    summary="Signed URL to read or write a payload",
+    responses=errors(501),
+)
 @router.get("/externalstoragelocation", include_in_schema=False)
 def external_storage_location(
     service: Service,
@@ -168,6 +194,7 @@ def external_storage_location(
     "/{workflowId}/{taskRefName}/{status}",
     response_class=PlainTextResponse,
     summary="Complete or fail a task by reference name (HUMAN tasks; body = output)",
+    responses=errors(404, 409, 413, 501, 503),
 )
 def update_by_ref(
     results: Results,
@@ -181,7 +208,7 @@ def update_by_ref(
     return results.update_by_ref(workflowId, taskRefName, status, output, workerid, caller)
 
 
-@router.post("/{taskId}/log", summary="Append a log line to a task")
+@router.post("/{taskId}/log", summary="Append a log line to a task", responses=errors(404, 413))
 async def add_log(request: Request, service: Service, caller: Caller, taskId: str) -> Response:
     raw = await request.body()
     text = raw.decode("utf-8", errors="replace")
@@ -195,7 +222,7 @@ async def add_log(request: Request, service: Service, caller: Caller, taskId: st
     return Response(status_code=200)
 
 
-@router.get("/{taskId}/log", summary="Log lines of a task")
+@router.get("/{taskId}/log", summary="Log lines of a task", responses=errors(404))
 def get_logs(service: Service, caller: Caller, taskId: str) -> list[dict[str, Any]]:
     service.check_worker(taskId, caller) if not caller.can_read() else None
     return [
@@ -204,7 +231,7 @@ def get_logs(service: Service, caller: Caller, taskId: str) -> list[dict[str, An
     ]
 
 
-@router.get("/{taskId}", summary="A task by id")
+@router.get("/{taskId}", summary="A task by id", responses=errors(404))
 def get_task(service: Service, caller: Caller, taskId: str) -> dict[str, Any]:
     task = service.get_task(taskId, caller)
     if task is None:

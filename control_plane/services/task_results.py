@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
@@ -22,6 +22,7 @@ from control_plane.api.errors import ApiError, bad_request, conflict, forbidden,
 from control_plane.auth import Principal
 from control_plane.services.task_support import WORKER, TaskSupport
 from control_plane.services.wire import task_type_name
+from control_plane.services.wire_types import Int64, NonNegative32, Text
 from engine.ports.payload_store import (
     PayloadError,
     PayloadKind,
@@ -37,6 +38,7 @@ from engine.ports.queue import (
 from engine.ports.run_store import Lease, TaskRecord, TaskStatus, TaskUpdate
 from engine.runtime.settlement import MessageSettlement
 from protocol.events import TaskResultEvent, TaskStartedEvent, result_event, started_event
+from protocol.limits import MAX_INT32
 from protocol.messages import TaskMessage, callback_message_id
 from protocol.payload_keys import OUTPUT_REF, UPLOAD_PREFIX, task_output_key
 
@@ -51,27 +53,27 @@ class _Wire(BaseModel):
 
 
 class TaskExecLogIn(_Wire):
-    log: str
-    task_id: str | None = None
-    created_time: int | None = None
+    log: Text
+    task_id: Text | None = None
+    created_time: Int64 | None = None
 
 
 class TaskResultIn(_Wire):
     """Conductor's TaskResult (the fields Stepway reads)."""
 
-    workflow_instance_id: str | None = None
-    task_id: str = Field(min_length=1)
+    workflow_instance_id: Text | None = None
+    task_id: Text = Field(min_length=1)
     status: ResultStatus
     output_data: dict[str, Any] | None = None
-    reason_for_incompletion: str | None = None
-    callback_after_seconds: int = Field(default=0, ge=0)
+    reason_for_incompletion: Text | None = None
+    callback_after_seconds: NonNegative32 = 0
     extend_lease: bool = False
-    logs: list[TaskExecLogIn | str] = Field(default_factory=list)
-    external_output_payload_storage_path: str | None = None
-    worker_id: str | None = None
+    logs: list[TaskExecLogIn | Text] = Field(default_factory=list)
+    external_output_payload_storage_path: Text | None = None
+    worker_id: Text | None = None
     #: Stepway extension: the attempt the result is for (from the message body); a
     #: result for another attempt than the task's current one is refused.
-    attempt: int | None = Field(default=None, ge=1)
+    attempt: Annotated[int, Field(ge=1, le=MAX_INT32)] | None = None
 
 
 @dataclass(frozen=True)
