@@ -8,6 +8,7 @@ import json
 from functools import partial
 from typing import Annotated, Any
 
+import anyio.from_thread
 import anyio.to_thread
 from fastapi import APIRouter, Body, Depends, Query, Request, Response
 from fastapi.responses import JSONResponse, PlainTextResponse
@@ -63,12 +64,30 @@ async def _poll(
         raise bad_request(f"count must be at most {settings.max_poll_count}", "count")
     if timeout > settings.max_poll_timeout_ms:
         raise bad_request(f"timeout must be at most {settings.max_poll_timeout_ms} ms", "timeout")
+    holder = caller.subject or worker_id or caller.name
+
+    def receiver_gone() -> bool:  # asked from the poll's thread
+        gone: bool = anyio.from_thread.run(request.is_disconnected)
+        return gone
+
     call = partial(
-        service.poll, task_type, worker_id or caller.name, domain or None, count, timeout
+        service.poll,
+        task_type,
+        worker_id or caller.name,
+        domain or None,
+        count,
+        timeout,
+        holder=holder,
+        receiver_gone=receiver_gone,
     )
     result: list[dict[str, Any]] = await anyio.to_thread.run_sync(
         call, limiter=request.app.state.poll_limiter
     )
+    if result and await request.is_disconnected():
+        # nobody receives this response: the tasks go back to their queue now rather
+        # than waiting out their response timeout leased to a client that is gone
+        await anyio.to_thread.run_sync(service.give_back, result, holder)
+        return []
     return result
 
 
@@ -131,7 +150,8 @@ def update_task_v2(
     worker_id = outcome.worker_id or result.worker_id or caller.name
     if not caller.serves(outcome.task_type) or handout.taskdefs.get(outcome.task_type) is None:
         return Response(status_code=204)
-    tasks = handout.poll(outcome.task_type, worker_id, outcome.domain, 1, 0)
+    holder = caller.subject or worker_id
+    tasks = handout.poll(outcome.task_type, worker_id, outcome.domain, 1, 0, holder=holder)
     if not tasks:
         return Response(status_code=204)
     return JSONResponse(tasks[0])
