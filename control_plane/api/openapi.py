@@ -56,11 +56,20 @@ def errors(*codes: int) -> dict[int | str, dict[str, Any]]:
 COMMON = errors(400, 401, 403)
 
 
-def _without_422(document: dict[str, Any]) -> dict[str, Any]:
+_ERROR_CONTENT = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}
+
+
+def _finish(document: dict[str, Any]) -> dict[str, Any]:
+    """Drop FastAPI's 422; errors are JSON even where the success is text/plain."""
     for item in document.get("paths", {}).values():
         for operation in item.values():
-            if isinstance(operation, dict):
-                operation.get("responses", {}).pop("422", None)
+            if not isinstance(operation, dict):
+                continue
+            responses = operation.get("responses", {})
+            responses.pop("422", None)
+            for status, response in responses.items():
+                if status[:1] in ("4", "5"):
+                    response["content"] = _ERROR_CONTENT
     schemas = document.get("components", {}).get("schemas", {})
     text = str(document.get("paths"))
     for name in ("HTTPValidationError", "ValidationError"):
@@ -74,7 +83,7 @@ def install_openapi(app: FastAPI) -> None:
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
-            app.openapi_schema = _without_422(
+            app.openapi_schema = _finish(
                 get_openapi(
                     title=app.title,
                     version=app.version,

@@ -182,7 +182,9 @@ def _poll_json(p: Any) -> dict[str, Any]:
 def queue_sizes(
     handout: Handout,
     caller: Caller,
-    taskType: Annotated[list[str] | None, Query()] = None,
+    taskType: Annotated[
+        list[str], Query(default_factory=list, description="task types; none: all registered")
+    ],
 ) -> dict[str, int]:
     require_role(caller, "reader")
     for name in taskType or []:
