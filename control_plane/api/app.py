@@ -117,7 +117,7 @@ def create_app(settings: Settings | None = None, deps: Deps | None = None) -> Fa
     app.include_router(api_workflow.router)
     _payload_routes(app)
 
-    @app.get("/health", tags=["health"], summary="Liveness")
+    @app.get("/health", tags=["health"], summary="Liveness", responses=errors(400))
     def health() -> dict[str, str]:
         return {"status": "ok"}
 

@@ -11,6 +11,8 @@ semantic rules below, in definition order.
 
 Semantic rules for a workflow definition:
 
+* the name can travel in a URL path and a database key (``protocol.limits.name_problem``:
+  1-255 characters, no control characters, ``/`` or ``:``).
 * ``taskReferenceName`` is unique across the whole nesting; a duplicate is reported at
   its second occurrence, naming the first.
 * every ``${ref.…}`` reference names a task of the workflow that may have run before the
