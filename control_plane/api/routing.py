@@ -3,8 +3,7 @@
 * **Most specific path wins.** A path that several path templates match goes to the
   most specific one, whatever the order of registration: at the first segment where
   two templates differ, a literal segment beats a parameter (OpenAPI's "concrete paths
-  before templated ones", and Spring's most-specific-pattern rule that Conductor's
-  server follows). So ``POST /api/tasks/queue/polldata/all`` is a 405 of the
+  before templated ones"). So ``POST /api/tasks/queue/polldata/all`` is a 405 of the
   ``/queue/polldata/all`` path, not a complete-by-reference call on a task ``all``.
   Where templates overlap, a path parameter typed as an enumeration (a ``Literal``)
   takes only its values (``POST /api/tasks/poll/batch/x`` is not a result with
