@@ -8,17 +8,22 @@ import json
 from functools import partial
 from typing import Annotated, Any
 
+import anyio.from_thread
 import anyio.to_thread
 from fastapi import APIRouter, Body, Depends, Query, Request, Response
 from fastapi.responses import JSONResponse, PlainTextResponse
 
 from control_plane.api.errors import bad_request, not_found
+from control_plane.api.openapi import COMMON, errors
+from control_plane.api.routing import StepwayRoute
 from control_plane.auth import Principal, principal, require_role, require_worker
 from control_plane.services.task_handout import TaskHandout
 from control_plane.services.task_results import ResultStatus, TaskResultIn, TaskResults
 from control_plane.services.tasks import TaskService
+from engine.language.validation import queue_name_problem
 
-router = APIRouter(prefix="/api/tasks", tags=["tasks"])
+router = APIRouter(prefix="/api/tasks", tags=["tasks"], route_class=StepwayRoute, responses=COMMON)
+NO_TASK: dict[int | str, dict[str, Any]] = {204: {"description": "No task to hand out"}}
 
 Caller = Annotated[Principal, Depends(principal)]
 
@@ -59,16 +64,38 @@ async def _poll(
         raise bad_request(f"count must be at most {settings.max_poll_count}", "count")
     if timeout > settings.max_poll_timeout_ms:
         raise bad_request(f"timeout must be at most {settings.max_poll_timeout_ms} ms", "timeout")
+    holder = caller.subject or worker_id or caller.name
+
+    def receiver_gone() -> bool:  # asked from the poll's thread
+        gone: bool = anyio.from_thread.run(request.is_disconnected)
+        return gone
+
     call = partial(
-        service.poll, task_type, worker_id or caller.name, domain or None, count, timeout
+        service.poll,
+        task_type,
+        worker_id or caller.name,
+        domain or None,
+        count,
+        timeout,
+        holder=holder,
+        receiver_gone=receiver_gone,
     )
     result: list[dict[str, Any]] = await anyio.to_thread.run_sync(
         call, limiter=request.app.state.poll_limiter
     )
+    if result and await request.is_disconnected():
+        # nobody receives this response: the tasks go back to their queue now rather
+        # than waiting out their response timeout leased to a client that is gone
+        await anyio.to_thread.run_sync(service.give_back, result, holder)
+        return []
     return result
 
 
-@router.get("/poll/batch/{tasktype}", summary="Long-poll up to `count` tasks of a type")
+@router.get(
+    "/poll/batch/{tasktype}",
+    summary="Long-poll up to `count` tasks of a type",
+    responses=errors(404, 502, 503),
+)
 async def batch_poll(
     request: Request,
     handout: Handout,
@@ -82,7 +109,11 @@ async def batch_poll(
     return await _poll(request, handout, caller, tasktype, workerid, domain, count, timeout)
 
 
-@router.get("/poll/{tasktype}", summary="Poll one task of a type (204 when none)")
+@router.get(
+    "/poll/{tasktype}",
+    summary="Poll one task of a type (204 when none)",
+    responses={**NO_TASK, **errors(404, 502, 503)},
+)
 async def poll(
     request: Request,
     handout: Handout,
@@ -97,7 +128,12 @@ async def poll(
     return JSONResponse(tasks[0])
 
 
-@router.post("", response_class=PlainTextResponse, summary="Post a task result")
+@router.post(
+    "",
+    response_class=PlainTextResponse,
+    summary="Post a task result",
+    responses=errors(404, 409, 413, 501, 503),
+)
 def update_task(results: Results, caller: Caller, result: TaskResultIn) -> str:
     return results.update(result, caller).task_id
 
@@ -105,6 +141,7 @@ def update_task(results: Results, caller: Caller, result: TaskResultIn) -> str:
 @router.post(
     "/update-v2",
     summary="Post a task result; returns the next task of the same type for this worker, or 204",
+    responses={**NO_TASK, **errors(404, 409, 413, 501, 502, 503)},
 )
 def update_task_v2(
     results: Results, handout: Handout, caller: Caller, result: TaskResultIn
@@ -113,7 +150,8 @@ def update_task_v2(
     worker_id = outcome.worker_id or result.worker_id or caller.name
     if not caller.serves(outcome.task_type) or handout.taskdefs.get(outcome.task_type) is None:
         return Response(status_code=204)
-    tasks = handout.poll(outcome.task_type, worker_id, outcome.domain, 1, 0)
+    holder = caller.subject or worker_id
+    tasks = handout.poll(outcome.task_type, worker_id, outcome.domain, 1, 0, holder=holder)
     if not tasks:
         return Response(status_code=204)
     return JSONResponse(tasks[0])
@@ -144,14 +182,24 @@ def _poll_json(p: Any) -> dict[str, Any]:
 def queue_sizes(
     handout: Handout,
     caller: Caller,
-    taskType: Annotated[list[str] | None, Query()] = None,
+    taskType: Annotated[
+        list[str], Query(default_factory=list, description="task types; none: all registered")
+    ],
 ) -> dict[str, int]:
     require_role(caller, "reader")
+    for name in taskType or []:
+        problem = queue_name_problem(name)
+        if problem is not None:
+            raise bad_request(problem, "taskType")
     types = taskType or [r.name for r in handout.deps.run_store.list_task_defs()]
     return handout.queue_sizes(types)
 
 
-@router.get("/external-storage-location", summary="Signed URL to read or write a payload")
+@router.get(
+    "/external-storage-location",
+    summary="Signed URL to read or write a payload",
+    responses=errors(501),
+)
 @router.get("/externalstoragelocation", include_in_schema=False)
 def external_storage_location(
     service: Service,
@@ -168,6 +216,7 @@ def external_storage_location(
     "/{workflowId}/{taskRefName}/{status}",
     response_class=PlainTextResponse,
     summary="Complete or fail a task by reference name (HUMAN tasks; body = output)",
+    responses=errors(404, 409, 413, 501, 503),
 )
 def update_by_ref(
     results: Results,
@@ -181,7 +230,7 @@ def update_by_ref(
     return results.update_by_ref(workflowId, taskRefName, status, output, workerid, caller)
 
 
-@router.post("/{taskId}/log", summary="Append a log line to a task")
+@router.post("/{taskId}/log", summary="Append a log line to a task", responses=errors(404, 413))
 async def add_log(request: Request, service: Service, caller: Caller, taskId: str) -> Response:
     raw = await request.body()
     text = raw.decode("utf-8", errors="replace")
@@ -195,7 +244,7 @@ async def add_log(request: Request, service: Service, caller: Caller, taskId: st
     return Response(status_code=200)
 
 
-@router.get("/{taskId}/log", summary="Log lines of a task")
+@router.get("/{taskId}/log", summary="Log lines of a task", responses=errors(404))
 def get_logs(service: Service, caller: Caller, taskId: str) -> list[dict[str, Any]]:
     service.check_worker(taskId, caller) if not caller.can_read() else None
     return [
@@ -204,7 +253,7 @@ def get_logs(service: Service, caller: Caller, taskId: str) -> list[dict[str, An
     ]
 
 
-@router.get("/{taskId}", summary="A task by id")
+@router.get("/{taskId}", summary="A task by id", responses=errors(404))
 def get_task(service: Service, caller: Caller, taskId: str) -> dict[str, Any]:
     task = service.get_task(taskId, caller)
     if task is None:

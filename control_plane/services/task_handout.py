@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 from control_plane.api.errors import ApiError, bad_request
@@ -40,7 +41,17 @@ class TaskHandout(TaskSupport):
         domain: str | None,
         count: int,
         timeout_ms: int,
+        *,
+        holder: str | None = None,
+        receiver_gone: Callable[[], bool] | None = None,
     ) -> list[dict[str, Any]]:
+        """Hand out up to ``count`` tasks, waiting up to ``timeout_ms`` for the first.
+        The lease goes to ``holder`` (the authenticated principal; default
+        ``worker_id``). ``receiver_gone`` is asked before each receive and before each
+        hand-out: once it answers True (the client went away) the poll ends, and a
+        message received meanwhile is made visible again instead of handed out."""
+        holder = holder or worker_id
+        gone = receiver_gone or (lambda: False)
         td = self.taskdefs.registered(task_type)
         self.deps.run_store.record_poll(task_type, domain, worker_id, self.deps.clock())
         queues = poll_queues(task_type, domain)
@@ -61,6 +72,8 @@ class TaskHandout(TaskSupport):
                 time.sleep(min(0.1, remaining))
                 first = False
                 continue
+            if gone():
+                break
             for i, queue in enumerate(queues):
                 last = i == len(queues) - 1
                 wait = 0.0 if (first or not last) else max(0.0, min(remaining, 0.5))
@@ -81,7 +94,10 @@ class TaskHandout(TaskSupport):
                         retryable=True,
                     ) from None
                 for message in messages:
-                    task = self._hand_out(td, task_type, worker_id, queue, message)
+                    if gone():
+                        self._make_visible(queue, message)
+                        continue
+                    task = self._hand_out(td, task_type, worker_id, holder, queue, message)
                     if task is not None:
                         handed.append(task)
                 want = count - len(handed)
@@ -92,8 +108,41 @@ class TaskHandout(TaskSupport):
                 break
         return handed
 
+    def _make_visible(self, queue: str, message: QueueMessage) -> None:
+        try:
+            self.deps.queue.requeue(queue, message, 0.0)
+        except QueueError as exc:  # its lock expires and it comes back by itself
+            log.warning("could not put %s back on %s: %s", message.message_id, queue, exc)
+
+    def give_back(self, tasks: list[dict[str, Any]], holder: str) -> None:
+        """Undo the hand-out of tasks whose poll response could not be delivered (the
+        client went away): release the lease and the concurrency slot and make the
+        message visible again, so that the next poll hands the task out at once
+        instead of after its response timeout. The row stays IN_PROGRESS; the next
+        hand-out starts it again."""
+        store = self.deps.run_store
+        for task in tasks:
+            task_id, attempt = str(task["taskId"]), int(task["attempt"])
+            lease = store.get_lease(task_id, attempt)
+            row = store.get_task(task_id)
+            if lease is None or row is None or lease.worker_id != holder or lease.released:
+                continue
+            if not store.release_lease(task_id, attempt, holder):
+                continue
+            task_type = str(task["taskType"])
+            if lease.sequence_number is not None:
+                store.release_concurrency(task_type)
+            log.info("poll of %s went unanswered: task %s goes back", task_type, task_id)
+            self._requeue(row, lease, task_type, 0)
+
     def _hand_out(
-        self, td: TaskDef, task_type: str, worker_id: str, queue: str, message: QueueMessage
+        self,
+        td: TaskDef,
+        task_type: str,
+        worker_id: str,
+        holder: str,
+        queue: str,
+        message: QueueMessage,
     ) -> dict[str, Any] | None:
         store, q = self.deps.run_store, self.deps.queue
         try:
@@ -124,6 +173,7 @@ class TaskHandout(TaskSupport):
             now=now,
             sequence_number=message.sequence_number,
             queue_name=queue,
+            holder=holder,
         )
         if started is None:  # stale after all, or a duplicate of a task handed out already
             store.release_concurrency(task_type)

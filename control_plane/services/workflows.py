@@ -24,6 +24,7 @@ from control_plane.api.errors import ApiError, bad_request, conflict, not_found
 from control_plane.deps import Deps, Settings
 from control_plane.services.tasks import TaskService
 from control_plane.services.wire import read_offloaded, run_summary, workflow_json
+from control_plane.services.wire_types import Text
 from engine.language.definitions import WorkflowDef
 from engine.ports.payload_store import (
     PayloadKind,
@@ -40,6 +41,7 @@ from engine.ports.run_store import (
 )
 from engine.runtime.snapshots import publish_snapshot
 from protocol.events import TERMINATE_EVENT, TerminateEvent
+from protocol.limits import MAX_INT32
 from protocol.payload_keys import INPUT_REF, workflow_input_key
 from protocol.runs import RunInput
 
@@ -49,13 +51,13 @@ log = logging.getLogger(__name__)
 class StartWorkflowRequest(BaseModel):
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
 
-    name: str = Field(min_length=1)
-    version: int | None = Field(default=None, ge=1)
+    name: Text = Field(min_length=1)
+    version: int | None = Field(default=None, ge=1, le=MAX_INT32)
     input: dict[str, Any] = Field(default_factory=dict)
-    correlation_id: str | None = None
+    correlation_id: Text | None = None
     priority: int = Field(default=0, ge=0, le=99)
-    task_to_domain: dict[str, str] = Field(default_factory=dict)
-    idempotency_key: str | None = None
+    task_to_domain: dict[Text, Text] = Field(default_factory=dict)
+    idempotency_key: Text | None = None
 
 
 def run_input(

@@ -492,6 +492,7 @@ class SqlRunStore:
         now: int,
         sequence_number: int | None = None,
         queue_name: str | None = None,
+        holder: str | None = None,
     ) -> TaskRecord | None:
         # The task row first: its row lock orders concurrent starts of one task.
         mark = (
@@ -519,7 +520,7 @@ class SqlRunStore:
                     conn,
                     task_id,
                     attempt,
-                    worker_id,
+                    holder or worker_id,
                     lease_expires_at,
                     now,
                     sequence_number,

@@ -216,6 +216,8 @@ class PollData(_Record):
 class Lease(_Record):
     task_id: str
     attempt: int
+    #: the lease holder: the authenticated principal that polled the attempt, or its
+    #: ``workerId`` when authentication is off
     worker_id: str
     expires_at: int
     acquired_at: int
@@ -281,9 +283,11 @@ class RunStore(Protocol):
         now: int,
         sequence_number: int | None = None,
         queue_name: str | None = None,
+        holder: str | None = None,
     ) -> TaskRecord | None:
         """The poll's bookkeeping in one transaction: acquire the lease of
-        (task_id, attempt) for ``worker_id`` and move the row to IN_PROGRESS
+        (task_id, attempt) for ``holder`` (default ``worker_id``; the control plane
+        passes the authenticated principal) and move the row to IN_PROGRESS
         (worker_id, start_time, poll_count + 1). Returns the updated row, or None
         (nothing written) when the task is stale (row missing, at another attempt,
         or terminal) or another worker holds a live lease."""

@@ -541,8 +541,13 @@ def test_start_task_is_the_poll_bookkeeping(store: SqlRunStore) -> None:
     assert got is not None and got.worker_id == "wk1" and got.poll_count == 1
     # callbackAfterSeconds: the lease is released, the message comes back, anyone may take it
     assert store.release_lease("t1", 1, "wk1")
-    again = store.start_task("t1", 1, "wk2", lease_expires_at=T0 + 90_000, now=T0 + 30)
+    again = store.start_task(
+        "t1", 1, "wk2", lease_expires_at=T0 + 90_000, now=T0 + 30, holder="token:team-a"
+    )
     assert again is not None and again.worker_id == "wk2" and again.poll_count == 2
+    # the lease belongs to the holder (the authenticated principal), the row names the worker
+    held = store.get_lease("t1")
+    assert held is not None and held.worker_id == "token:team-a" and not held.released
     # stale: wrong attempt, missing task, terminal task
     assert store.start_task("t1", 2, "wk3", lease_expires_at=T0 + 1, now=T0) is None
     assert store.start_task("nope", 1, "wk3", lease_expires_at=T0 + 1, now=T0) is None

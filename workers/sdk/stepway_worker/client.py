@@ -34,7 +34,7 @@ class ConflictError(TaskApiError):
 
 
 class RejectedError(TaskApiError):
-    """Any other 4xx: the request is wrong for good. Never retried."""
+    """Any other 4xx: the request is wrong for good. Never retried as is."""
 
 
 def _detail(response: httpx.Response) -> str:
@@ -44,7 +44,13 @@ def _detail(response: httpx.Response) -> str:
     except ValueError:
         return text
     if isinstance(body, dict):
-        return str(body.get("detail") or body.get("message") or body.get("title") or text)
+        message = str(body.get("detail") or body.get("message") or body.get("title") or text)
+        fields = [
+            str(e.get("path"))
+            for e in body.get("validationErrors") or []
+            if isinstance(e, dict) and e.get("path") and str(e.get("path")) not in message
+        ]
+        return f"{message} (fields: {', '.join(fields)})" if fields else message
     return text
 
 
@@ -180,7 +186,7 @@ class TaskClient:
         status = response.status_code
         if status < 400:
             return
-        message = f"PUT upload: {status} {response.text[:300]}"
+        message = f"PUT upload: {status} {_detail(response)[:300]}"
         if status >= 500 or status in RETRYABLE_STATUS:
             raise TransientError(message, status)
         raise RejectedError(message, status)

@@ -43,8 +43,10 @@ def handle_queue_message(
     """Run the handler of a Service Bus task message
     ``{taskId, workflowId, taskRef, taskType, attempt, input | inputRef}`` and post the
     result (offloading a large output, retrying transient errors for up to
-    ``post_timeout`` seconds). Returns the posted TaskResult body, or None when the
-    Task API refused it as stale (409) or for good (4xx).
+    ``post_timeout`` seconds). Returns the posted TaskResult body (a FAILED result
+    naming the refusal when the Task API refused the handler's result with a 4xx other
+    than 409), or None when the Task API refused it as stale (409) or refused the
+    FAILED replacement too.
 
     Raises ``TransientError`` when the result could not be posted in time: let the
     Functions runtime abandon the message so that it is delivered again.
@@ -101,7 +103,7 @@ def handle_queue_message(
                 log.warning("result of task %s dropped: stale attempt: %s", ctx.task_id, exc)
                 return None
             except RejectedError as exc:
-                log.error("result of task %s refused: %s", ctx.task_id, exc)
+                log.error("FAILED result of task %s refused too: %s", ctx.task_id, exc)
                 return None
             except TransientError:
                 if time.monotonic() + delay > deadline:

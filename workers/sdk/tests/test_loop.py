@@ -9,7 +9,6 @@ import threading
 import time
 from typing import Any
 
-import pytest
 from stepway_worker import InProgress, TaskContext, TerminalError, task_log, worker_task
 
 
@@ -138,24 +137,36 @@ def test_large_output_is_uploaded_and_only_its_path_posted(server, reg, start_wo
     assert json.loads(server.upload(path)) == {"rows": ["x" * 100] * 100}
 
 
-def test_transient_failures_are_retried_and_4xx_are_not(server, reg, start_worker) -> None:  # type: ignore[no-untyped-def]
+def test_transient_failures_are_retried_and_a_refusal_is_posted_as_failed(
+    server, reg, start_worker
+) -> None:  # type: ignore[no-untyped-def]
     @worker_task("t", registry=reg)
     def t() -> dict[str, int]:
         return {"v": 1}
 
     server.fail_next_results(503, 500, 429)
-    start_worker()
+    w = start_worker()
     first = server.enqueue("t", {})
     assert server.wait_result(first)["outputData"] == {"v": 1}
     assert server.state.result_failures == []
 
+    # a 4xx refusal is not dropped: a FAILED result naming it follows at once
     server.fail_next_results(400)
     second = server.enqueue("t", {})
-    with pytest.raises(TimeoutError):
-        server.wait_result(second, timeout=1.0)
-    # a later task is not stuck behind the refused one
+    refused = server.wait_result(second)
+    assert refused["status"] == "FAILED" and refused["outputData"] == {}
+    reason = refused["reasonForIncompletion"]
+    assert "400 injected failure" in reason and "outputData of 7 bytes" in reason, reason
+
+    # the FAILED replacement refused too: dropped, and a later task is not stuck behind it
+    server.fail_next_results(400, 400)
     third = server.enqueue("t", {})
-    assert server.wait_result(third)["status"] == "COMPLETED"
+    deadline = time.monotonic() + 5
+    while w.outbox.dropped == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert w.outbox.dropped == 1 and server.results_for(third) == []
+    fourth = server.enqueue("t", {})
+    assert server.wait_result(fourth)["status"] == "COMPLETED"
 
 
 def test_a_stale_attempt_409_is_dropped(server, reg, start_worker) -> None:  # type: ignore[no-untyped-def]

@@ -226,4 +226,11 @@ def test_entra_jwt(make_server: Any) -> None:
     assert c.get("/api/tasks/poll/batch/parse", headers=token(roles=[])).status_code == 200
     assert_error(c.get("/api/tasks/poll/batch/other", headers=token(roles=[])), 403)
     assert_error(c.get("/api/tasks/poll/batch/parse", headers=token(roles=[], azp="someone")), 403)
+    # the lease of a task belongs to the identity (oid) that polled it
+    task_id = srv.dispatch("parse")
+    polled = c.get("/api/tasks/poll/batch/parse", headers=token(oid="mi-1")).json()
+    assert [t["taskId"] for t in polled] == [task_id]
+    result = {"taskId": task_id, "status": "COMPLETED"}
+    assert_error(c.post("/api/tasks", json=result, headers=token(oid="mi-2")), 409)
+    assert c.post("/api/tasks", json=result, headers=token(oid="mi-1")).status_code == 200
     c.close()
