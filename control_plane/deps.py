@@ -60,6 +60,9 @@ class Settings(BaseModel):
     signed_url_seconds: int = 3600
     #: a type with no poll for this long is reported without an active worker
     no_worker_after_ms: int = 10_000
+    #: a worker's poll time is written at most this often per (type, domain, worker)
+    #: and process (poll data is this much behind at most)
+    poll_record_interval_ms: int = 1_000
     #: task definitions are re-read at most this often per process
     taskdef_cache_seconds: float = 1.0
     #: long polls run in threads; at most this many at once per process

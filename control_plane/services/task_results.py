@@ -86,7 +86,7 @@ class UpdateOutcome:
 class TaskResults(TaskSupport):
     def update(self, result: TaskResultIn, caller: Principal) -> UpdateOutcome:
         store = self.deps.run_store
-        row = store.get_task(result.task_id)
+        row, lease = store.get_task_with_lease(result.task_id)
         if row is None:
             raise not_found(f"task {result.task_id} not found")
         if result.workflow_instance_id and result.workflow_instance_id != row.workflow_id:
@@ -100,7 +100,6 @@ class TaskResults(TaskSupport):
             return self._complete_non_worker(row, result, caller)
         if not caller.serves(task_type):
             raise forbidden(f"{caller.name} is not a worker of task type {task_type!r}")
-        lease = store.get_lease(row.task_id, row.attempt)
         # workerId is optional in Conductor's TaskResult (the official SDKs leave it out
         # of a TaskResult the worker function builds itself): such a result is the
         # current attempt's, from the worker that polled it.
@@ -162,7 +161,8 @@ class TaskResults(TaskSupport):
             return outcome
 
         output, output_ref = self._store_output(row, result, task_type, caller)
-        applied = store.update_task(
+        # the point of acceptance; the lease (and the concurrency slot it holds) goes with it
+        applied = store.finish_task(
             row.task_id,
             row.attempt,
             TaskUpdate(
@@ -174,19 +174,17 @@ class TaskResults(TaskSupport):
                 end_time=now,
             ),
             now,
+            holder=holder,
         )
         if not applied:
             current = store.get_task(row.task_id)
             if current is not None and self._same_result(current, result, worker_id):
                 return repeated
             raise conflict(f"task {row.task_id} attempt {row.attempt} changed meanwhile")
-        if lease.sequence_number is not None:
-            store.release_concurrency(task_type)
         if result.status == "COMPLETED":
             # nothing is left to decide: the message is done (a failed attempt's message
             # is the engine's to complete for a retry or dead-letter)
             MessageSettlement(store, self.deps.queue).settle(lease)
-        store.release_lease(row.task_id, row.attempt, holder)
         event = TaskResultEvent(
             attempt=row.attempt,
             status=result.status,
@@ -281,26 +279,20 @@ class TaskResults(TaskSupport):
         )
         if result.output_data is not None:
             update.output_data = result.output_data
-        if not store.update_task(row.task_id, row.attempt, update, now):
-            raise conflict(f"task {row.task_id} attempt {row.attempt} changed meanwhile")
+        changed = f"task {row.task_id} attempt {row.attempt} changed meanwhile"
         if result.callback_after_seconds > 0:
-            if lease.sequence_number is not None:
-                store.release_concurrency(task_type)
-            store.release_lease(row.task_id, row.attempt, holder)
+            # the lease (and its concurrency slot) goes; the message comes back later
+            if not store.finish_task(row.task_id, row.attempt, update, now, holder=holder):
+                raise conflict(changed)
             self._requeue(row, lease, task_type, result.callback_after_seconds)
             return
+        if not store.update_task(row.task_id, row.attempt, update, now):
+            raise conflict(changed)
         if result.extend_lease:
             td = self.taskdefs.get(task_type)
             rto = td.response_timeout_seconds if td is not None else 3600
-            store.release_lease(row.task_id, row.attempt, holder)
-            store.acquire_lease(
-                row.task_id,
-                row.attempt,
-                holder,
-                expires_at=now + rto * 1000,
-                now=now,
-                sequence_number=lease.sequence_number,
-                queue_name=lease.queue_name,
+            store.extend_lease(
+                row.task_id, row.attempt, holder, expires_at=now + rto * 1000, now=now
             )
             # a new startTime re-arms the run's response timeout
             self._signal(

@@ -452,7 +452,7 @@ class RunActivities:
                         and existing.status == TaskStatus.IN_PROGRESS
                     ):
                         # the engine ended an attempt a worker holds (timeout, cancel)
-                        self._release_slot(change.name, row.task_id, row.attempt)
+                        self._release_lease(row.task_id, row.attempt)
             else:
                 self.store.upsert_task(row, now)
             if row.task_type == TaskType.WORKER and row.status.is_terminal:
@@ -486,17 +486,13 @@ class RunActivities:
             return row
         return row.model_copy(update={"input_data": {**row.input_data, "instructionsText": text}})
 
-    def _release_slot(self, task_type: str, task_id: str, attempt: int) -> None:
-        """Free the concurrency slot of an attempt a worker polled (its lease carries the
-        message's sequence number) when the engine, not the worker, ends it. Call only
-        after a status write of this attempt applied: that write happens once, so the slot
-        the Task API took at hand-out is given back once, by whoever ended the attempt."""
-        lease = self.store.get_lease(task_id, attempt)
-        if lease is None or lease.sequence_number is None or lease.released:
-            return
+    def _release_lease(self, task_id: str, attempt: int) -> None:
+        """Release the lease of an attempt a worker holds, and with it the concurrency
+        slot it holds (``Lease.slot``), when the engine, not the worker, ends it. Call
+        only after a status write of this attempt applied: that write happens once, and
+        a lease is released once, so the slot the Task API took at hand-out is given
+        back once, by whoever ended the attempt."""
         self.store.release_lease(task_id, attempt)
-        if task_type:
-            self.store.release_concurrency(task_type)
 
     def _close_attempt(self, task_type: str, task_id: str, attempt: int, now: int) -> None:
         """End an attempt that is being replaced by the next one (it timed out while a
@@ -516,7 +512,7 @@ class RunActivities:
             now,
         )
         if applied and held:
-            self._release_slot(task_type, task_id, attempt)
+            self._release_lease(task_id, attempt)
 
     # -- payloads ------------------------------------------------------------------------
 
