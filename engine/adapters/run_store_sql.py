@@ -299,6 +299,8 @@ class SqlRunStore:
             threading.Lock() if self.dialect == "sqlite" else None
         )
         self._stmts: dict[Hashable, Any] = {}
+        # the connection of this thread's batch (see ``batch``)
+        self._batch = threading.local()
         self._closed = threading.Event()
         if migrate:
             upgrade_to_head(self._engine)
@@ -334,7 +336,7 @@ class SqlRunStore:
             conn.exec_driver_sql("BEGIN" if read_only else "BEGIN IMMEDIATE")
 
     @contextmanager
-    def _write(self) -> Iterator[Connection]:
+    def _begin(self) -> Iterator[Connection]:
         if self._write_lock is None:
             with self._engine.begin() as conn:
                 yield conn
@@ -343,7 +345,37 @@ class SqlRunStore:
             yield conn
 
     @contextmanager
+    def _write(self, *, partial: bool = False) -> Iterator[Connection]:
+        """A write transaction, or this thread's batch (``partial``: a method that may
+        roll back after a write gets a savepoint in a batch)."""
+        batch: Connection | None = getattr(self._batch, "conn", None)
+        if batch is None:
+            with self._begin() as conn:
+                yield conn
+        elif partial:
+            with batch.begin_nested():
+                yield batch
+        else:
+            yield batch
+
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        if getattr(self._batch, "conn", None) is not None:
+            yield  # part of the enclosing batch
+            return
+        with self._begin() as conn:
+            self._batch.conn = conn
+            try:
+                yield
+            finally:
+                self._batch.conn = None
+
+    @contextmanager
     def _read(self) -> Iterator[Connection]:
+        batch: Connection | None = getattr(self._batch, "conn", None)
+        if batch is not None:  # reads see the batch's own writes
+            yield batch
+            return
         with self._engine.connect() as conn:
             conn = conn.execution_options(stepway_read_only=True)
             with conn.begin():
@@ -624,7 +656,7 @@ class SqlRunStore:
         }
         slot = limits.task_type if limits is not None and limits.concurrency_limit > 0 else None
         try:
-            with self._write() as conn:
+            with self._write(partial=True) as conn:
                 row = conn.execute(mark, params).first()
                 if row is None:
                     raise _Rollback

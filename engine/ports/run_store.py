@@ -3,7 +3,8 @@
 The run store is the durable record of everything the control plane and the
 interpreter's activities need outside the orchestration history. The API is
 synchronous: it is called from durabletask activities and from FastAPI handlers
-running in threads. Every method is one transaction, and most are one statement.
+running in threads. Every method is one transaction, and most are one statement;
+``batch`` makes several calls one transaction.
 
 Conventions
 -----------
@@ -33,6 +34,7 @@ duplicate write never moves a row backwards:
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager
 from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -251,6 +253,13 @@ class RunStore(Protocol):
     """The run store port. Adapters: ``engine.adapters.run_store_sql.SqlRunStore``."""
 
     def close(self) -> None: ...
+
+    def batch(self) -> AbstractContextManager[None]:
+        """A block in which the calls of this thread are one transaction: committed at
+        its end, rolled back when it raises; reads inside it see its writes. A batch
+        inside a batch is part of it. Other threads' calls wait for (SQLite) or do not
+        see (PostgreSQL) its writes until it ends."""
+        ...
 
     # --- runs ---------------------------------------------------------------
     def create_run(self, run: NewRun) -> CreateRunResult:

@@ -116,6 +116,8 @@ class RunActivities:
         self.services = services
         self.store = services.run_store
         self.settlement = MessageSettlement(services.run_store, services.queue)
+        #: task type -> the latest poll time read from the store (see _polled_since)
+        self._last_polls: dict[str, int] = {}
 
     # -- the activities ------------------------------------------------------------------
 
@@ -123,8 +125,9 @@ class RunActivities:
         """Record task rows and run warnings (a step with no other I/O)."""
         data = RecordInput.model_validate(raw)
         now = _now_ms()
-        self._write_changes(data.workflow_id, data.records, now)
-        self._write_warnings(data.workflow_id, data.warnings, now)
+        with self.store.batch():
+            self._write_changes(data.workflow_id, data.records, now)
+            self._write_warnings(data.workflow_id, data.warnings, now)
         return {}
 
     def dispatch(self, ctx: dt.ActivityContext, raw: dict[str, Any]) -> dict[str, Any]:
@@ -142,7 +145,8 @@ class RunActivities:
     def builtin(self, ctx: dt.ActivityContext, raw: dict[str, Any]) -> dict[str, Any]:
         """Run one attempt of a built-in activity type (HTTP, CALL_TOOL, ...)."""
         data = BuiltinInput.model_validate(raw)
-        self._write_changes(data.workflow_id, data.records, _now_ms())
+        with self.store.batch():
+            self._write_changes(data.workflow_id, data.records, _now_ms())
         task = data.task
         task_input = dict(dereference(task.input, self.services.payload_cache.read))
         task_input.setdefault(ACTIVITY_PREFIX_KEY, activity_prefix(data.workflow_id, task.task_id))
@@ -169,12 +173,6 @@ class RunActivities:
         task = data.task
         task_id, attempt = task.task_id, task.attempt
         task_type = task.name
-        if attempt > 1:
-            # before the records replace its row: the previous attempt is over
-            self._close_attempt(task_type, task_id, attempt - 1, now)
-        # the row of this attempt is written once, below, with its queue
-        others = [c for c in data.records if (c.task_id, c.attempt) != (task_id, attempt)]
-        self._write_changes(data.workflow_id, others, now)
         queue, domain = queue_for(task_type, data.priority, data.task_to_domain)
         scheduled = now + int(task.delay_seconds * 1000)
 
@@ -203,10 +201,6 @@ class RunActivities:
             input_ref=ref,
         )
 
-        if attempt > 1:
-            # the previous attempt failed or timed out: its message (if handed out) is done
-            self.settlement.settle_attempt(task_id, attempt - 1)
-
         row = TaskRecord(
             task_id=task_id,
             workflow_id=data.workflow_id,
@@ -225,7 +219,17 @@ class RunActivities:
             queue_name=queue,
             iteration=_iteration(task.ref, task.def_ref or task.ref),
         )
-        self.store.upsert_task(row, now)
+        with self.store.batch():  # the rows of this step: one transaction
+            if attempt > 1:
+                # before the records replace its row: the previous attempt is over
+                self._close_attempt(task_type, task_id, attempt - 1, now)
+            # the row of this attempt is written once, below, with its queue
+            others = [c for c in data.records if (c.task_id, c.attempt) != (task_id, attempt)]
+            self._write_changes(data.workflow_id, others, now)
+            self.store.upsert_task(row, now)
+        if attempt > 1:
+            # the previous attempt failed or timed out: its message (if handed out) is done
+            self.settlement.settle_attempt(task_id, attempt - 1)
         try:
             svc.queue.send(
                 queue,
@@ -240,8 +244,7 @@ class RunActivities:
         except QueueError as exc:
             return DispatchResult(error=f"cannot queue task {task.ref!r} on {queue!r}: {exc}")
 
-        polls = self.store.get_poll_data(task_type)
-        if not any(p.last_poll_time >= now - svc.no_worker_warning_ms for p in polls):
+        if not self._polled_since(task_type, now - svc.no_worker_warning_ms):
             warning = (
                 f"no worker polled task type {task_type!r} in the last "
                 f"{svc.no_worker_warning_ms // 1000} s; task queued on {queue!r}"
@@ -251,12 +254,24 @@ class RunActivities:
             return DispatchResult(queue=queue, scheduled_time=scheduled, warning=warning)
         return DispatchResult(queue=queue, scheduled_time=scheduled)
 
+    def _polled_since(self, task_type: str, since: int) -> bool:
+        """Whether a worker polled ``task_type`` at ``since`` or later. The latest poll
+        time read is remembered, so while workers poll the store is read about once per
+        warning window, not once per dispatch."""
+        if self._last_polls.get(task_type, -1) >= since:
+            return True
+        polls = self.store.get_poll_data(task_type)
+        latest = max((p.last_poll_time for p in polls), default=-1)
+        self._last_polls[task_type] = latest
+        return latest >= since
+
     # -- child runs ----------------------------------------------------------------------
 
     def _resolve_child(self, data: ResolveChildInput) -> ChildResolution:
         svc = self.services
         now = _now_ms()
-        self._write_changes(data.workflow_id, data.records, now)
+        with self.store.batch():
+            self._write_changes(data.workflow_id, data.records, now)
         task = data.task
         child = task.sub_workflow
         name = child.name if child is not None else ""
@@ -295,9 +310,6 @@ class RunActivities:
         svc = self.services
         now = _now_ms()
         workflow_id, run, result = data.workflow_id, data.run, data.result
-        self._ensure_run_row(workflow_id, run, now)
-        self._write_changes(workflow_id, data.records, now)
-        self._write_warnings(workflow_id, data.warnings, now)
         status = result.status
         reason = result.reason
         output_ref = None
@@ -307,19 +319,23 @@ class RunActivities:
             )
         except PayloadTooLarge as exc:
             status, inline, reason = RunStatus.FAILED, {}, str(exc)
-        self.store.update_run(
-            workflow_id,
-            RunUpdate(
-                status=status,
-                output=inline if output_ref is None else None,
-                output_ref=output_ref,
-                variables=data.variables,
-                reason_for_incompletion=reason,
-                failed_reference_task_names=result.failed_reference_task_names,
-                end_time=now,
-            ),
-            now,
-        )
+        with self.store.batch():  # the run's end and its last rows: one transaction
+            self._ensure_run_row(workflow_id, run, now)
+            self._write_changes(workflow_id, data.records, now)
+            self._write_warnings(workflow_id, data.warnings, now)
+            self.store.update_run(
+                workflow_id,
+                RunUpdate(
+                    status=status,
+                    output=inline if output_ref is None else None,
+                    output_ref=output_ref,
+                    variables=data.variables,
+                    reason_for_incompletion=reason,
+                    failed_reference_task_names=result.failed_reference_task_names,
+                    end_time=now,
+                ),
+                now,
+            )
         client = svc.client()
         for child_id in data.cancel_children:
             try:

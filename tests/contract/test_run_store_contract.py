@@ -745,6 +745,31 @@ def test_extend_lease_keeps_its_slot(store: SqlRunStore) -> None:
     assert store.concurrency_in_use("pdf") == 0
 
 
+def test_a_batch_is_one_transaction(store: SqlRunStore, store_url: str) -> None:
+    other = SqlRunStore(store_url, migrate=False)
+    try:
+        with store.batch():
+            store.upsert_task(task("t1"), T0)
+            with store.batch():  # joins the enclosing batch
+                store.update_task("t1", 1, TaskUpdate(status=TaskStatus.IN_PROGRESS), T0 + 1)
+            row = store.get_task("t1")  # the batch reads its own writes
+            assert row is not None and row.status == TaskStatus.IN_PROGRESS
+            # a hand-out that finds the task stale inside a batch writes nothing
+            assert store.hand_out_task("t1", 2, "wk", lease_expires_at=T0, now=T0).task is None
+            # another store sees nothing of it yet (PostgreSQL; SQLite readers see the
+            # last commit)
+            assert other.get_task("t1") is None
+        row = other.get_task("t1")
+        assert row is not None and row.status == TaskStatus.IN_PROGRESS and row.poll_count == 0
+        # a batch that raises writes nothing
+        with pytest.raises(RuntimeError), store.batch():
+            store.upsert_task(task("t2"), T0)
+            raise RuntimeError("boom")
+        assert store.get_task("t2") is None and other.get_task("t2") is None
+    finally:
+        other.close()
+
+
 # --- definitions ---------------------------------------------------------------
 
 
