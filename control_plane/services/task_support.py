@@ -30,6 +30,8 @@ class TaskDefCache:
         self.deps = deps
         self._taskdefs: dict[str, tuple[float, TaskDef | None]] = {}
         self._lock = threading.Lock()
+        #: changes each time a task definition is forgotten (registered, deleted)
+        self.generation = 0
 
     def get(self, task_type: str) -> TaskDef | None:
         now = time.monotonic()
@@ -46,6 +48,7 @@ class TaskDefCache:
     def forget(self, task_type: str) -> None:
         with self._lock:
             self._taskdefs.pop(task_type, None)
+            self.generation += 1
 
     def registered(self, task_type: str) -> TaskDef:
         """The task definition of ``task_type``; 404 when there is none."""

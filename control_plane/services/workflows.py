@@ -22,6 +22,7 @@ from pydantic.alias_generators import to_camel
 
 from control_plane.api.errors import ApiError, bad_request, conflict, not_found
 from control_plane.deps import Deps, Settings
+from control_plane.services.start_cache import StartCache
 from control_plane.services.tasks import TaskService
 from control_plane.services.wire import read_offloaded, run_summary, workflow_json
 from control_plane.services.wire_types import Text
@@ -84,15 +85,16 @@ class WorkflowService:
         self.settings = settings
         self.deps = deps
         self.tasks = tasks
+        self.start_cache = StartCache(settings, deps, tasks.taskdefs)
 
     def _definition(self, name: str, version: int | None) -> tuple[DefinitionRecord, WorkflowDef]:
-        """The registered definition, read and parsed once (the snapshot a run starts
-        with is built from it)."""
+        """The registered definition, read once (parsed once per registration; the
+        snapshot a run starts with is built from it)."""
         record = self.deps.run_store.get_definition(name, version)
         if record is None:
             which = f" version {version}" if version is not None else ""
             raise not_found(f"workflow definition {name!r}{which} not found")
-        return record, WorkflowDef.model_validate(record.definition)
+        return record, self.start_cache.parsed(record)
 
     def start(self, request: StartWorkflowRequest) -> str:
         record, wf = self._definition(request.name, request.version)
@@ -133,7 +135,7 @@ class WorkflowService:
         if not created.created:
             return created.workflow_id
         try:
-            snapshot = publish_snapshot(self.deps.run_store, self.deps.payloads, record, wf)
+            snapshot = self.start_cache.snapshot(record, wf)
             self.deps.signals.start_run(workflow_id, run_input(run, request.input, snapshot))
         except Exception as exc:
             log.exception("could not start run %s", workflow_id)
