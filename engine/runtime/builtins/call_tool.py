@@ -68,6 +68,7 @@ def call_tool_activity(deps: ActivityDeps, task_input: dict[str, Any]) -> Activi
             headers={"Content-Type": "application/json", "Accept": "application/json"},
             content=json.dumps(tool_input, separators=(",", ":")).encode("utf-8"),
             authorization=authorization,
+            clients=deps.http_clients,
         )
     except InputError as exc:
         return ActivityResult.terminal(f"invalid CALL_TOOL input: {exc}")

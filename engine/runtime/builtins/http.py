@@ -284,6 +284,7 @@ def http_activity(deps: ActivityDeps, task_input: dict[str, Any]) -> ActivityRes
             authorization=authorization,
             connect_timeout_seconds=connect_timeout,
             read_timeout_seconds=read_timeout,
+            clients=deps.http_clients,
         )
         output = {"response": response_output(deps, task_input, response)}
     except InputError as exc:

@@ -209,6 +209,8 @@ class ActivityDeps:
       ``AzureKeyCredential`` accepted too).
     * ``logic_app_default_poll_seconds``: poll interval of the asynchronous pattern when
       the service sends no ``Retry-After``.
+    * ``http_clients``: the outbound HTTP clients, reused across calls (connections kept
+      alive); copies of these deps share them.
     """
 
     payload_store: PayloadStoreLike | None = None
@@ -224,6 +226,15 @@ class ActivityDeps:
     document_intelligence_api_version: str | None = None
     logic_app_default_poll_seconds: float = 5.0
     document_intelligence_default_poll_seconds: float = 2.0
+    #: the reusable outbound HTTP clients of the engine process
+    #: (``engine.runtime.builtins.outbound.OutboundClients``)
+    http_clients: Any = field(default_factory=lambda: _outbound_clients())
+
+
+def _outbound_clients() -> Any:
+    from engine.runtime.builtins.outbound import OutboundClients  # it imports this module
+
+    return OutboundClients()
 
 
 #: The signature of every built-in activity and poll function.
