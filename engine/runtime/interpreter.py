@@ -82,7 +82,7 @@ BOOKKEEPING_RETRY = dt.RetryPolicy(
     max_retry_interval=timedelta(seconds=60),
 )
 #: outcomes handled per orchestration execution before carrying state into a new one
-STEPS_PER_EXECUTION = 25
+STEPS_PER_EXECUTION = 10
 
 
 def _ms(moment: datetime) -> int:
