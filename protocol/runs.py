@@ -39,7 +39,13 @@ class RunInput(BaseModel):
     state: dict[str, Any] | None = None
     started_at_ms: int | None = None
     executions: int = 0
+    #: W3C trace context of the span that started the run: every span of the run is in
+    #: its trace (engine/runtime/tracing.py). Kept in the input so replays see the same
+    #: value; None when tracing is off.
+    traceparent: str | None = None
 
     def wire(self) -> dict[str, Any]:
-        """The JSON input of the orchestration."""
-        return self.model_dump(mode="json", by_alias=True)
+        """The JSON input of the orchestration (no ``traceparent`` when there is none)."""
+        return self.model_dump(
+            mode="json", by_alias=True, exclude=None if self.traceparent else {"traceparent"}
+        )

@@ -9,6 +9,10 @@ API over HTTP like any remote worker.
 The embedded backend keeps orchestration state in memory: runs in flight do not survive a
 restart of ``stepway dev``. Their records are not left RUNNING: at start, runs the
 previous session left RUNNING or PAUSED are marked FAILED with that reason.
+
+Tracing is off unless the environment names an exporter (engine/app/telemetry.py, e.g.
+``OTEL_EXPORTER_OTLP_ENDPOINT`` of a local collector); the worker processes read the same
+variables.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import uvicorn
+from opentelemetry.trace import TracerProvider
 
 from control_plane.api.app import create_app
 from control_plane.cli.dev_sandbox import Sandbox
@@ -34,12 +39,14 @@ from engine.adapters.backend.connect import start_worker, stop_worker
 from engine.adapters.backend.embedded import EmbeddedBackend
 from engine.adapters.queue_provisioning_sqlite import SqliteQueueProvisioner
 from engine.adapters.run_signals_durable import DurableRunSignals
+from engine.app.config import ConfigError, EnvReader
 from engine.app.host import (
     LocalSettings,
     build_local_services,
     make_engine_client,
     make_engine_worker,
 )
+from engine.app.telemetry import TelemetryConfig, build_tracer_provider
 from engine.language.definitions import RunStatus
 from engine.language.loading import load_paths
 from engine.ports.run_store import RunQuery, RunUpdate
@@ -102,6 +109,8 @@ class DevPlatform:
     sandbox: Sandbox = field(default_factory=Sandbox)
     #: variables the sandbox gave the workers (empty: the caller configured real systems)
     sandbox_env: dict[str, str] = field(default_factory=dict)
+    #: where the engine's and the control plane's spans go (None: tracing off)
+    tracer_provider: TracerProvider | None = None
 
     def start(self) -> Any:
         """Start backend and engine; return the control plane ASGI app."""
@@ -115,6 +124,7 @@ class DevPlatform:
                 public_url=f"http://{self.host}:{self.port}",
             ),
             config,
+            tracer_provider=self.tracer_provider,
         )
         self.lost_runs = fail_lost_runs(self.services)
         self.engine = make_engine_worker(config, self.services)
@@ -133,6 +143,7 @@ class DevPlatform:
             provisioner=SqliteQueueProvisioner(self.data_dir / "queues.db"),
             payloads=self.services.payloads,
             signals=DurableRunSignals(self.client),
+            tracer_provider=self.services.tracer_provider,
         )
         self.metadata = MetadataService(settings, deps)
         self.catalog = catalog
@@ -178,7 +189,7 @@ class DevPlatform:
             self.workers.append(
                 subprocess.Popen(
                     [sys.executable, "-m", "stepway_worker", "--app", f"workers.{entry.name}"],
-                    env=env,
+                    env={**env, "OTEL_SERVICE_NAME": f"stepway-worker-{entry.name}"},
                     cwd=self.repo_root,
                 )
             )
@@ -241,7 +252,16 @@ def serve(data_dir: Path, host: str, port: int, with_workers: bool) -> None:
             "authentication, so anyone who can reach it could run and change workflows. "
             "Use 127.0.0.1, or set STEPWAY_ALLOW_ANONYMOUS=true if that is really intended."
         )
-    platform = DevPlatform(data_dir=data_dir.resolve(), host=host, port=port)
+    env = EnvReader()
+    telemetry = TelemetryConfig.read(env, "stepway-dev")
+    try:
+        env.raise_if_errors()
+    except ConfigError as exc:
+        raise SystemExit(f"stepway dev: {exc}") from None
+    tracer_provider = build_tracer_provider(telemetry)
+    platform = DevPlatform(
+        data_dir=data_dir.resolve(), host=host, port=port, tracer_provider=tracer_provider
+    )
     try:
         app = platform.start()
         platform.register_examples()
@@ -252,4 +272,6 @@ def serve(data_dir: Path, host: str, port: int, with_workers: bool) -> None:
         server.run()
     finally:
         platform.stop()
+        if tracer_provider is not None:
+            tracer_provider.shutdown()  # exports the spans still batched
         print("Stepway stopped.", flush=True)

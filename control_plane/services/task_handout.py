@@ -4,7 +4,8 @@ Receive from ``<type>-high`` then ``<type>`` (or only ``<domain>-<type>``), drop
 messages (row missing, terminal or at another attempt), take a concurrency slot and a
 rate token (at a limit the message is requeued with a delay), take the lease and move the
 row to IN_PROGRESS in one transaction (``start_task``), raise ``<taskId>.started`` on the
-run, defer the message, and return Conductor Task JSON. The protocol is
+run, defer the message, and return Conductor Task JSON (with the message's
+``traceparent``: each hand-out is a span in the run's trace). The protocol is
 docs/architecture.md, "The worker-task protocol".
 """
 
@@ -17,6 +18,7 @@ from typing import Any
 
 from control_plane.api.errors import ApiError, bad_request
 from control_plane.services.task_support import TaskSupport
+from control_plane.services.task_tracing import record_handout
 from control_plane.services.wire import task_json
 from engine.language.definitions import TaskDef
 from engine.ports.queue import (
@@ -97,8 +99,10 @@ class TaskHandout(TaskSupport):
                     if gone():
                         self._make_visible(queue, message)
                         continue
+                    began = time.time_ns()
                     task = self._hand_out(td, task_type, worker_id, holder, queue, message)
                     if task is not None:
+                        record_handout(self.deps.tracer_provider, task, began)
                         handed.append(task)
                 want = count - len(handed)
                 if want <= 0:
@@ -196,6 +200,7 @@ class TaskHandout(TaskSupport):
             correlation_id=body.correlation_id,
             priority=body.priority,
             response_timeout_seconds=td.response_timeout_seconds,
+            traceparent=body.traceparent,
         )
 
     # --- update -----------------------------------------------------------------------

@@ -40,6 +40,7 @@ from sqlalchemy.exc import ArgumentError
 
 from engine.adapters.backend.config import BackendConfig, CredentialKind
 from engine.adapters.backend.connect import ROLES, Role
+from engine.app.telemetry import TelemetryConfig
 from engine.ports.payload_store import PayloadLimits
 from engine.runtime.builtins.results import OutboundSettings
 
@@ -534,6 +535,14 @@ _ROLE_ALIASES: dict[str, Role] = {
 }
 
 
+#: the default OpenTelemetry service name of each role (Pulumi sets OTEL_SERVICE_NAME)
+_SERVICE_NAMES = {
+    "orchestrator": "stepway-engine-orchestrator",
+    "activities": "stepway-engine-activity",
+    "all": "stepway-engine",
+}
+
+
 class EngineConfig(BaseModel):
     """Everything an engine process (``stepway engine``) is configured with."""
 
@@ -552,6 +561,8 @@ class EngineConfig(BaseModel):
     no_worker_warning_ms: int = 10_000
     #: per process: concurrent work items of each kind (None = durabletask's default)
     max_concurrent_work_items: int | None = None
+    #: where traces go (engine/app/telemetry.py); default: nowhere
+    telemetry: TelemetryConfig = Field(default_factory=TelemetryConfig)
 
     @classmethod
     def from_env(
@@ -577,6 +588,7 @@ class EngineConfig(BaseModel):
         outbound = _read_outbound(env)
         warning_ms = env.integer("STEPWAY_NO_WORKER_WARNING_MS", 10_000)
         concurrency = env.optional_int("STEPWAY_MAX_CONCURRENT_WORK_ITEMS", minimum=1)
+        telemetry = TelemetryConfig.read(env, _SERVICE_NAMES.get(role_value or "", "stepway"))
         env.raise_if_errors()
         assert data is not None and backend is not None and role_value is not None
         return cls(
@@ -590,6 +602,7 @@ class EngineConfig(BaseModel):
             outbound=outbound,
             no_worker_warning_ms=warning_ms,
             max_concurrent_work_items=concurrency,
+            telemetry=telemetry,
         )
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from durabletask.client import TaskHubGrpcClient
 from durabletask.worker import ConcurrencyOptions, TaskHubGrpcWorker
+from opentelemetry.trace import NoOpTracerProvider, TracerProvider
 
 from engine.adapters.backend.config import BackendConfig
 from engine.adapters.backend.connect import Role, make_client, make_worker, register
@@ -43,7 +44,10 @@ class LocalSettings:
 
 
 def build_local_services(
-    settings: LocalSettings, backend: BackendConfig, activity_deps: ActivityDeps | None = None
+    settings: LocalSettings,
+    backend: BackendConfig,
+    activity_deps: ActivityDeps | None = None,
+    tracer_provider: TracerProvider | None = None,
 ) -> EngineServices:
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     store = SqlRunStore(settings.store_url())
@@ -64,6 +68,7 @@ def build_local_services(
         payload_limits=settings.limits,
         client_factory=lambda: make_client(backend),
         activity_deps=deps,
+        tracer_provider=tracer_provider or NoOpTracerProvider(),
     )
 
 

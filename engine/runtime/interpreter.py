@@ -186,6 +186,7 @@ class _Run:
                     task=action,
                     records=self._take_records(task_id),
                     now_ms=self.now(),
+                    traceparent=self.run.traceparent,
                 ).wire(),
             )
             self._track(task_id, "dispatch", dispatch)
@@ -237,6 +238,7 @@ class _Run:
                     workflow_id=self.ctx.instance_id,
                     task=action,
                     records=self._take_records(task_id),
+                    traceparent=self.run.traceparent,
                 ).wire(),
             ),
         )
@@ -307,6 +309,7 @@ class _Run:
                                 attempt=action.attempt,
                                 ref=action.ref,
                             ),
+                            traceparent=self.run.traceparent,
                         ).wire(),
                     ),
                 )
@@ -365,6 +368,7 @@ class _Run:
                 parent_workflow_id=self.ctx.instance_id,
                 parent_task_id=task_id,
                 definition_ref=child.definition_ref,
+                traceparent=child.traceparent or self.run.traceparent,
             )
             entry.phase = "child"
             self._track(
@@ -522,7 +526,10 @@ class _Run:
                 ACTIVITY_RECORD,
                 retry_policy=BOOKKEEPING_RETRY,
                 input=RecordInput(
-                    workflow_id=self.ctx.instance_id, records=records, warnings=warnings
+                    workflow_id=self.ctx.instance_id,
+                    records=records,
+                    warnings=warnings,
+                    traceparent=self.run.traceparent,
                 ).wire(),
             )
 

@@ -15,6 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from opentelemetry.trace import NoOpTracerProvider, TracerProvider
+
 from engine.ports.payload_store import PayloadLimits, PayloadStore
 from engine.ports.queue import TaskQueue
 from engine.ports.run_store import RunStore
@@ -37,6 +39,8 @@ class EngineServices:
     activity_deps: ActivityDeps = field(default_factory=ActivityDeps)
     #: a type with no poll in this many ms gets a warning when work is queued for it
     no_worker_warning_ms: int = 10_000
+    #: where the activities' spans go (engine.app.telemetry); the default records none
+    tracer_provider: TracerProvider = field(default_factory=NoOpTracerProvider)
     #: offloaded payloads and definition snapshots, read once per process
     payload_cache: PayloadCache = field(init=False)
     definitions: DefinitionCache = field(init=False)
