@@ -40,9 +40,12 @@ from engine.app.host import (
     make_engine_client,
     make_engine_worker,
 )
+from engine.evaluators import EvaluatorLimits
 from engine.language.definitions import RunStatus
 from engine.language.loading import load_paths
+from engine.ports.payload_store import PayloadLimits
 from engine.ports.run_store import RunQuery, RunUpdate
+from engine.run_limits import RunLimits
 from engine.runtime.services import EngineServices
 from workers.catalog import load_catalog
 
@@ -102,6 +105,10 @@ class DevPlatform:
     sandbox: Sandbox = field(default_factory=Sandbox)
     #: variables the sandbox gave the workers (empty: the caller configured real systems)
     sandbox_env: dict[str, str] = field(default_factory=dict)
+    #: limits (``stepway dev`` reads them from the same variables as a deployed engine)
+    payload_limits: PayloadLimits = field(default_factory=PayloadLimits)
+    evaluator_limits: EvaluatorLimits = field(default_factory=EvaluatorLimits)
+    run_limits: RunLimits = field(default_factory=RunLimits)
 
     def start(self) -> Any:
         """Start backend and engine; return the control plane ASGI app."""
@@ -113,9 +120,14 @@ class DevPlatform:
                 data_dir=self.data_dir,
                 payload_secret=_payload_secret(self.data_dir),
                 public_url=f"http://{self.host}:{self.port}",
+                limits=self.payload_limits,
+                evaluator_limits=self.evaluator_limits,
+                run_limits=self.run_limits,
             ),
             config,
         )
+        if self.services.activity_deps.evaluators is not None:
+            self.services.activity_deps.evaluators.start()
         self.lost_runs = fail_lost_runs(self.services)
         self.engine = make_engine_worker(config, self.services)
         start_worker(self.engine)
@@ -193,6 +205,8 @@ class DevPlatform:
                 proc.kill()
         if hasattr(self, "engine"):
             stop_worker(self.engine)
+        if hasattr(self, "services"):
+            self.services.close()
         self.backend.stop()
 
     def banner(self) -> str:
@@ -241,7 +255,23 @@ def serve(data_dir: Path, host: str, port: int, with_workers: bool) -> None:
             "authentication, so anyone who can reach it could run and change workflows. "
             "Use 127.0.0.1, or set STEPWAY_ALLOW_ANONYMOUS=true if that is really intended."
         )
-    platform = DevPlatform(data_dir=data_dir.resolve(), host=host, port=port)
+    from engine.app.config import ConfigError, EnvReader, read_engine_limits, read_payload_limits
+
+    env = EnvReader()
+    payload_limits = read_payload_limits(env)
+    evaluator_limits, run_limits = read_engine_limits(env)
+    try:
+        env.raise_if_errors()
+    except ConfigError as exc:
+        raise SystemExit(f"stepway dev: {exc}") from None
+    platform = DevPlatform(
+        data_dir=data_dir.resolve(),
+        host=host,
+        port=port,
+        payload_limits=payload_limits,
+        evaluator_limits=evaluator_limits,
+        run_limits=run_limits,
+    )
     try:
         app = platform.start()
         platform.register_examples()

@@ -35,6 +35,7 @@ from engine.adapters.queue_servicebus import ServiceBusTaskQueue
 from engine.adapters.queue_sqlite import SqliteTaskQueue
 from engine.adapters.run_store_sql import SqlRunStore, upgrade_to_head
 from engine.app.config import POSTGRES_TOKEN_SCOPE, DataConfig, EngineConfig, RunStoreConfig
+from engine.evaluators import EvaluatorPool
 from engine.ports.payload_store import PayloadStore
 from engine.ports.queue import TaskQueue
 from engine.runtime.builtins import ActivityDeps, token_provider_from_credential
@@ -156,6 +157,7 @@ def build_services(
         document_intelligence_credential=credential
         if config.document_intelligence_endpoint
         else None,
+        evaluators=EvaluatorPool(config.evaluators) if config.role != "orchestrator" else None,
     )
     backend = config.backend
     log.info(
@@ -174,4 +176,5 @@ def build_services(
         client_factory=lambda: make_client(backend),
         activity_deps=deps,
         no_worker_warning_ms=config.no_worker_warning_ms,
+        run_limits=config.run_limits,
     )

@@ -18,7 +18,9 @@ from engine.adapters.backend.connect import Role, make_client, make_worker, regi
 from engine.adapters.payload_local import LocalPayloadStore
 from engine.adapters.queue_sqlite import SqliteTaskQueue
 from engine.adapters.run_store_sql import SqlRunStore
+from engine.evaluators import EvaluatorLimits, EvaluatorPool
 from engine.ports.payload_store import PayloadLimits
+from engine.run_limits import RunLimits
 from engine.runtime.builtins import ActivityDeps
 from engine.runtime.registry import activities, orchestrators
 from engine.runtime.services import EngineServices
@@ -33,6 +35,8 @@ class LocalSettings:
     payload_secret: str = field(default_factory=lambda: secrets.token_hex(32))
     public_url: str = "http://127.0.0.1:8080"
     limits: PayloadLimits = field(default_factory=PayloadLimits)
+    evaluator_limits: EvaluatorLimits = field(default_factory=EvaluatorLimits)
+    run_limits: RunLimits = field(default_factory=RunLimits)
 
     @property
     def queue_path(self) -> Path:
@@ -55,7 +59,9 @@ def build_local_services(
         limits=settings.limits,
     )
     deps = activity_deps or ActivityDeps(
-        payload_store=payloads, payload_threshold_bytes=settings.limits.task_output_threshold
+        payload_store=payloads,
+        payload_threshold_bytes=settings.limits.task_output_threshold,
+        evaluators=EvaluatorPool(settings.evaluator_limits),
     )
     return EngineServices(
         run_store=store,
@@ -64,6 +70,7 @@ def build_local_services(
         payload_limits=settings.limits,
         client_factory=lambda: make_client(backend),
         activity_deps=deps,
+        run_limits=settings.run_limits,
     )
 
 

@@ -39,6 +39,8 @@ def run_engine(config: EngineConfig, stop: threading.Event | None = None) -> Non
         signal.signal(signal.SIGINT, _on_signal)
 
     services = build_services(config)
+    if services.activity_deps.evaluators is not None:
+        services.activity_deps.evaluators.start()
     concurrency = None
     if config.max_concurrent_work_items is not None:
         n = config.max_concurrent_work_items
@@ -58,6 +60,7 @@ def run_engine(config: EngineConfig, stop: threading.Event | None = None) -> Non
     finally:
         log.warning("stepway engine stopping: finishing the work items in progress")
         stop_worker(worker)
+        services.close()
         store_close = getattr(services.run_store, "close", None)
         if callable(store_close):
             store_close()

@@ -7,7 +7,7 @@ and feeds the outcomes back.
 
 API::
 
-    decider = Decider(definition, task_defs={name: TaskDef}, jq=None)
+    decider = Decider(definition, task_defs={name: TaskDef}, payloads=None)
     state = decider.start(workflow_id=..., input=..., correlation_id=None, now_ms=...,
                           variables=None)
     decision = decider.decide(state, now_ms)          # Decision(state, actions, records,
@@ -45,13 +45,16 @@ spot, so a step costs O(tasks started or finished in it), independent of run len
   payload store (``{"outputRef": ref}``) is read through the injected ``payloads`` loader,
   so expressions see the value while the state and the history keep only the reference.
 * Task types: one handler per type in :mod:`engine.decider.tasks` (SWITCH, FORK_JOIN,
-  JOIN, DO_WHILE, SET_VARIABLE, TERMINATE, INLINE, JSON_JQ_TRANSFORM are decided inline;
-  the others are scheduled). A script/jq/expression error fails the task (no retry).
+  JOIN, DO_WHILE, SET_VARIABLE, TERMINATE are decided inline; the others are scheduled).
+  A script/expression error of an inline type fails the task (no retry).
   A non-optional failure anywhere fails the run at once: the JOINs and DO_WHILEs around
   the failed task become FAILED, everything else pending CANCELED.
-* Scheduled types (WORKER, HTTP, CALL_TOOL, LOGIC_APP, DOCUMENT_INTELLIGENCE, HUMAN, WAIT,
-  SUB_WORKFLOW) become :class:`ScheduleTask` actions, built by one builder for the first
-  attempt and every retry. ``startDelay`` delays attempt 1.
+* Scheduled types (WORKER, HTTP, CALL_TOOL, LOGIC_APP, DOCUMENT_INTELLIGENCE, INLINE,
+  JSON_JQ_TRANSFORM, HUMAN, WAIT, SUB_WORKFLOW) become :class:`ScheduleTask` actions,
+  built by one builder for the first attempt and every retry. ``startDelay`` delays
+  attempt 1. INLINE and JSON_JQ_TRANSFORM are evaluated by an activity in the engine's
+  evaluator processes (``engine.runtime.builtins.evaluate``), so their result is
+  recorded once and a replay never evaluates them again.
 * Retries: attempts = 1 + (workflow task ``retryCount`` if set, else the task
   definition's, else 0). The task definition is the inline ``taskDefinition`` or the
   registered one named like the task. Delays per :mod:`engine.language.retry`; Retry-After wins
@@ -67,7 +70,11 @@ spot, so a step costs O(tasks started or finished in it), independent of run len
   task that finished last when empty.
 * A single decide() starts at most ``max_inline_steps`` (default
   :data:`MAX_INLINE_STEPS`) tasks; beyond that (a DO_WHILE of inline tasks that never
-  ends) the run fails instead of hanging the orchestration.
+  ends) the run fails instead of hanging the orchestration. A DO_WHILE runs at most
+  ``max_loop_iterations`` (default :data:`MAX_LOOP_ITERATIONS`) iterations: when its
+  condition asks for one more, the loop fails, and with it the run (unless optional).
+  While a loop runs, its records carry only ``{"iteration": n}``: its output grows with
+  every iteration and is recorded whole when the loop ends.
 """
 
 from __future__ import annotations
@@ -76,7 +83,6 @@ import json
 import re
 import uuid
 from collections.abc import Callable, Mapping
-from functools import lru_cache
 from typing import Any
 
 from engine.decider.nodes import Node
@@ -108,10 +114,10 @@ from protocol.payload_keys import INPUT_REF, OUTPUT_REF, offloaded
 
 __all__ = [
     "MAX_INLINE_STEPS",
+    "MAX_LOOP_ITERATIONS",
     "Deadline",
     "Decider",
     "Decision",
-    "JqEvaluator",
     "PayloadLoader",
     "RunResult",
     "RunState",
@@ -119,16 +125,16 @@ __all__ = [
     "TaskChange",
     "TaskOutcome",
     "TaskState",
-    "default_jq",
 ]
 
 #: Upper bound of tasks one decide() evaluates inline before it fails the run.
 MAX_INLINE_STEPS = 10_000
+#: Default upper bound of the iterations of one DO_WHILE (engine.run_limits.RunLimits).
+MAX_LOOP_ITERATIONS = 10_000
 
 ROOT = "$"
 _NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "https://stepway/task-id")
 
-JqEvaluator = Callable[[str, Any], list[Any]]
 #: Reads an offloaded payload by reference. Payloads are written once under their
 #: reference and never change, so reading one is as deterministic as the Decider.
 PayloadLoader = Callable[[str], Any]
@@ -139,18 +145,6 @@ _KIND_ORDER: dict[str, int] = {"total": 0, "task": 1, "human": 2, "response": 3,
 
 #: ``${ref.output}`` or ``${ref.output.some.path}``: one whole reference to a task output.
 _OUTPUT_REFERENCE = re.compile(r"^\$\{(?P<root>[A-Za-z0-9_\-]+)\.output(?P<path>[.\[][^${}]*)?\}$")
-
-
-@lru_cache(maxsize=512)
-def _jq_program(query: str) -> Any:
-    import jq
-
-    return jq.compile(query)
-
-
-def default_jq(query: str, value: Any) -> list[Any]:
-    """``jq.compile(query).input_value(value).all()`` (compiled programs are cached)."""
-    return list(_jq_program(query).input_value(value).all())
 
 
 def _iteration_of(ts: TaskState) -> int:
@@ -167,15 +161,15 @@ class Decider:
         self,
         definition: WorkflowDef,
         task_defs: Mapping[str, TaskDef] = {},
-        jq: JqEvaluator | None = None,
         max_inline_steps: int = MAX_INLINE_STEPS,
         payloads: PayloadLoader | None = None,
+        max_loop_iterations: int = MAX_LOOP_ITERATIONS,
     ) -> None:
         self.definition = definition
         self.payloads = payloads
         self.max_inline_steps = max_inline_steps
+        self.max_loop_iterations = max_loop_iterations
         self.task_defs = dict(task_defs)
-        self.jq: JqEvaluator = jq or default_jq
         self.lists: list[list[WorkflowTask]] = []
         self.nodes: dict[str, Node] = {}
         self._index(definition.tasks, None)
@@ -981,6 +975,10 @@ class Decider:
                 ctx[ts.def_ref] = entry
 
     def _record(self, state: RunState, ts: TaskState) -> TaskChange:
+        output = ts.output
+        if ts.type == TaskType.DO_WHILE and not ts.status.is_terminal:
+            # a running loop's output grows with every iteration: recorded whole at its end
+            output = {"iteration": ts.output.get("iteration")}
         return TaskChange(
             workflow_id=state.workflow_id,
             task_id=ts.task_id,
@@ -991,7 +989,7 @@ class Decider:
             status=ts.status,
             attempt=ts.attempt,
             input=ts.input,
-            output=ts.output,
+            output=output,
             reason=ts.reason,
             scheduled_time=ts.scheduled_time,
             start_time=ts.start_time,

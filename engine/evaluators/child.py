@@ -17,7 +17,7 @@ Before each request ``RLIMIT_CPU`` is set to the CPU time used so far plus the C
 so a program that spins in C code (jq's ``last(range(1e10))``) is stopped by the kernel
 with SIGXCPU; the engine also kills the process at the wall-clock deadline. A result is
 checked for depth before anything recursive touches it (QuickJS: the converter in
-:mod:`engine.scripting`; jq: a depth guard appended to the program, which jq runs on its
+:mod:`engine.language.scripting`; jq: a depth guard appended to the program, which jq runs on its
 own heap-allocated stack) and for size before it is sent.
 """
 
@@ -113,7 +113,7 @@ def _run_jq(program: str, input_text: str, limits: dict[str, Any]) -> str:
 
 
 def _run_js(program: str, input_text: str, limits: dict[str, Any]) -> str:
-    from engine.scripting import ScriptError, evaluate_to_json
+    from engine.language.scripting import ScriptError, evaluate_to_json
 
     try:
         return evaluate_to_json(
@@ -185,7 +185,7 @@ def main(argv: list[str]) -> int:
     limits = json.loads(argv[0])
     import jq  # noqa: F401  (imported before the memory limit is set)
 
-    import engine.scripting  # noqa: F401
+    import engine.language.scripting  # noqa: F401
 
     _set_memory_limit(int(limits["memoryBytes"]))
     sys.stdout.buffer.write(b"ready\n")

@@ -232,3 +232,4 @@ def platform(backend: EmbeddedBackend, tmp_path: Path) -> Iterator[Platform]:
         yield Platform(services, client, SqliteQueueProvisioner(tmp_path / "queues.db"))
     finally:
         stop_worker(worker)
+        services.close()

@@ -73,6 +73,15 @@ class DoWhileTask(TaskHandler):
             except ScriptError as exc:
                 decider.fail_inline(state, loop, f"loopCondition: {exc}", now_ms)
                 return
+        if again and n >= decider.max_loop_iterations:
+            decider.fail_inline(
+                state,
+                loop,
+                f"DO_WHILE {loop.ref!r} reached the limit of {decider.max_loop_iterations} "
+                "iterations",
+                now_ms,
+            )
+            return
         if again:
             state.loops[loop.ref] = n + 1
             output["iteration"] = n + 1

@@ -20,7 +20,10 @@ import logging
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, cast, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, cast, runtime_checkable
+
+if TYPE_CHECKING:
+    from engine.evaluators import EvaluatorPool
 
 from protocol.payload_keys import ACTIVITY_PREFIX_KEY, unowned_activity_prefix
 
@@ -209,6 +212,8 @@ class ActivityDeps:
       ``AzureKeyCredential`` accepted too).
     * ``logic_app_default_poll_seconds``: poll interval of the asynchronous pattern when
       the service sends no ``Retry-After``.
+    * ``evaluators``: the processes that evaluate INLINE scripts and jq programs
+      (:class:`engine.evaluators.EvaluatorPool`); without them those tasks fail.
     """
 
     payload_store: PayloadStoreLike | None = None
@@ -224,6 +229,7 @@ class ActivityDeps:
     document_intelligence_api_version: str | None = None
     logic_app_default_poll_seconds: float = 5.0
     document_intelligence_default_poll_seconds: float = 2.0
+    evaluators: EvaluatorPool | None = None
 
 
 #: The signature of every built-in activity and poll function.
