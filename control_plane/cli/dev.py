@@ -40,12 +40,12 @@ from engine.app.host import (
     make_engine_client,
     make_engine_worker,
 )
-from engine.evaluators import EvaluatorLimits
 from engine.language.definitions import RunStatus
 from engine.language.loading import load_paths
 from engine.ports.payload_store import PayloadLimits
 from engine.ports.run_store import RunQuery, RunUpdate
-from engine.run_limits import RunLimits
+from engine.runtime.evaluators import EvaluatorLimits
+from engine.runtime.run_limits import RunLimits
 from engine.runtime.services import EngineServices
 from workers.catalog import load_catalog
 

@@ -35,10 +35,10 @@ from engine.adapters.queue_servicebus import ServiceBusTaskQueue
 from engine.adapters.queue_sqlite import SqliteTaskQueue
 from engine.adapters.run_store_sql import SqlRunStore, upgrade_to_head
 from engine.app.config import POSTGRES_TOKEN_SCOPE, DataConfig, EngineConfig, RunStoreConfig
-from engine.evaluators import EvaluatorPool
 from engine.ports.payload_store import PayloadStore
 from engine.ports.queue import TaskQueue
 from engine.runtime.builtins import ActivityDeps, token_provider_from_credential
+from engine.runtime.evaluators import EvaluatorPool
 from engine.runtime.services import EngineServices
 
 __all__ = [

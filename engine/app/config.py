@@ -40,10 +40,10 @@ from sqlalchemy.exc import ArgumentError
 
 from engine.adapters.backend.config import BackendConfig, CredentialKind
 from engine.adapters.backend.connect import ROLES, Role
-from engine.evaluators import EvaluatorLimits
 from engine.ports.payload_store import PayloadLimits
-from engine.run_limits import RunLimits
 from engine.runtime.builtins.results import OutboundSettings
+from engine.runtime.evaluators import EvaluatorLimits
+from engine.runtime.run_limits import RunLimits
 
 __all__ = [
     "POSTGRES_TOKEN_SCOPE",
@@ -557,9 +557,9 @@ class EngineConfig(BaseModel):
     no_worker_warning_ms: int = 10_000
     #: per process: concurrent work items of each kind (None = durabletask's default)
     max_concurrent_work_items: int | None = None
-    #: limits of script and jq evaluations (engine.evaluators)
+    #: limits of script and jq evaluations (engine.runtime.evaluators)
     evaluators: EvaluatorLimits = Field(default_factory=EvaluatorLimits)
-    #: limits of one run (engine.run_limits)
+    #: limits of one run (engine.runtime.run_limits)
     run_limits: RunLimits = Field(default_factory=RunLimits)
 
     @classmethod

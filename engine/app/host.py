@@ -18,11 +18,11 @@ from engine.adapters.backend.connect import Role, make_client, make_worker, regi
 from engine.adapters.payload_local import LocalPayloadStore
 from engine.adapters.queue_sqlite import SqliteTaskQueue
 from engine.adapters.run_store_sql import SqlRunStore
-from engine.evaluators import EvaluatorLimits, EvaluatorPool
 from engine.ports.payload_store import PayloadLimits
-from engine.run_limits import RunLimits
 from engine.runtime.builtins import ActivityDeps
+from engine.runtime.evaluators import EvaluatorLimits, EvaluatorPool
 from engine.runtime.registry import activities, orchestrators
+from engine.runtime.run_limits import RunLimits
 from engine.runtime.services import EngineServices
 
 

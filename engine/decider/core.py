@@ -129,7 +129,7 @@ __all__ = [
 
 #: Upper bound of tasks one decide() evaluates inline before it fails the run.
 MAX_INLINE_STEPS = 10_000
-#: Default upper bound of the iterations of one DO_WHILE (engine.run_limits.RunLimits).
+#: Default upper bound of the iterations of one DO_WHILE (engine.runtime.run_limits.RunLimits).
 MAX_LOOP_ITERATIONS = 10_000
 
 ROOT = "$"

@@ -23,7 +23,7 @@ every replay:
   built-ins it uses are captured before the script runs, so a script cannot replace them.
 
 These limits hold inside QuickJS only. INLINE tasks are evaluated by
-:mod:`engine.evaluators` in a separate process with process limits as well; SWITCH and
+:mod:`engine.runtime.evaluators` in a separate process with process limits as well; SWITCH and
 DO_WHILE conditions run here, in the orchestration.
 
 The script is a bare expression (``$.a > 1 ? 'x' : 'y'``), statements whose completion
@@ -238,7 +238,7 @@ def evaluate_to_json(
     max_depth: int = MAX_JSON_DEPTH,
 ) -> str:
     """The JSON text of the result of ``expression`` with the bindings given as a JSON
-    object text (what :mod:`engine.evaluators` runs in its worker processes; nothing is
+    object text (what :mod:`engine.runtime.evaluators` runs in its worker processes; nothing is
     memoised). Raises :class:`ScriptError` like :func:`evaluate`."""
     kind, value = _run_fresh(expression, bindings_json, time_limit_s, memory_limit_bytes, max_depth)
     if kind == "json":

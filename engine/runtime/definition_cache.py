@@ -16,8 +16,8 @@ from engine.decider import Decider
 from engine.language.definitions import TaskDef, WorkflowDef
 from engine.ports.payload_store import PayloadError
 from engine.ports.run_store import RunStore
-from engine.run_limits import RunLimits
 from engine.runtime.payload_cache import PayloadCache
+from engine.runtime.run_limits import RunLimits
 from engine.runtime.snapshots import SnapshotError, read_snapshot
 
 __all__ = ["DefinitionCache", "DefinitionNotFound"]

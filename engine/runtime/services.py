@@ -18,10 +18,10 @@ from typing import Any
 from engine.ports.payload_store import PayloadLimits, PayloadStore
 from engine.ports.queue import TaskQueue
 from engine.ports.run_store import RunStore
-from engine.run_limits import RunLimits
 from engine.runtime.builtins import ActivityDeps
 from engine.runtime.definition_cache import DefinitionCache
 from engine.runtime.payload_cache import PayloadCache
+from engine.runtime.run_limits import RunLimits
 
 __all__ = ["EngineServices"]
 

@@ -35,7 +35,7 @@ DEFAULT_EMBEDDED_ADDRESS = "127.0.0.1:4001"
 #: message one side may send, the other may receive); with the Durable Task Scheduler it
 #: is the receive limit of Stepway's clients, and the scheduler keeps its own limits
 #: (docs/configuration.md). Stepway keeps its own messages far smaller
-#: (engine.run_limits.RunLimits.max_message_bytes); this bounds a whole work item, an
+#: (engine.runtime.run_limits.RunLimits.max_message_bytes); this bounds a whole work item, an
 #: orchestration's history included.
 GRPC_MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 

@@ -3,7 +3,7 @@
 The orchestration schedules them like any built-in activity, so their result is recorded
 in the history and a replay reads it instead of evaluating again (determinism by
 construction, whatever the script does). The evaluation itself runs in
-:class:`engine.evaluators.EvaluatorPool` (``ActivityDeps.evaluators``), under its limits.
+:class:`engine.runtime.evaluators.EvaluatorPool` (``ActivityDeps.evaluators``), under its limits.
 
 * INLINE: ``inputParameters.expression`` is JavaScript evaluated with ``$`` = the task's
   resolved inputs; ``evaluatorType: value-param`` instead takes the input parameter the
@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.evaluators import EvaluationError, Kind
 from engine.runtime.builtins.results import ActivityDeps, ActivityResult
+from engine.runtime.evaluators import EvaluationError, Kind
 
 __all__ = ["inline_activity", "jq_activity"]
 

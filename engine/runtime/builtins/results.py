@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol, cast, runtime_checkable
 
 if TYPE_CHECKING:
-    from engine.evaluators import EvaluatorPool
+    from engine.runtime.evaluators import EvaluatorPool
 
 from protocol.payload_keys import ACTIVITY_PREFIX_KEY, unowned_activity_prefix
 
@@ -213,7 +213,7 @@ class ActivityDeps:
     * ``logic_app_default_poll_seconds``: poll interval of the asynchronous pattern when
       the service sends no ``Retry-After``.
     * ``evaluators``: the processes that evaluate INLINE scripts and jq programs
-      (:class:`engine.evaluators.EvaluatorPool`); without them those tasks fail.
+      (:class:`engine.runtime.evaluators.EvaluatorPool`); without them those tasks fail.
     """
 
     payload_store: PayloadStoreLike | None = None

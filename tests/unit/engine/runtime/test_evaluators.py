@@ -1,4 +1,4 @@
-"""engine.evaluators: scripts and jq programs run in killable child processes; every
+"""engine.runtime.evaluators: scripts and jq programs run in killable child processes; every
 breach names the limit and its value, and the pool goes on working after it."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from engine.evaluators import EvaluationError, EvaluatorLimits, EvaluatorPool
+from engine.runtime.evaluators import EvaluationError, EvaluatorLimits, EvaluatorPool
 
 DEEP_JS = (
     "(function () { var o = {}; for (var i = 0; i < 100000; i++) { o = {a: o}; } return o; })()"

@@ -5,7 +5,7 @@
 :class:`EvaluationError` naming the limit and its value.
 """
 
-from engine.evaluators.limits import EvaluationError, EvaluatorLimits
-from engine.evaluators.pool import EvaluatorPool, Kind
+from engine.runtime.evaluators.limits import EvaluationError, EvaluatorLimits
+from engine.runtime.evaluators.pool import EvaluatorPool, Kind
 
 __all__ = ["EvaluationError", "EvaluatorLimits", "EvaluatorPool", "Kind"]

@@ -3,7 +3,7 @@
 Scripts and jq programs come from workflow definitions and, through ``${...}``, from
 whoever starts a run. Evaluated in the engine's own interpreter they can hold the GIL
 for as long as they like (jq runs C code), exhaust its memory or crash it. Here each
-evaluation runs in a pre-started child process (:mod:`engine.evaluators.child`) with
+evaluation runs in a pre-started child process (:mod:`engine.runtime.evaluators.child`) with
 an empty environment and kernel limits (``RLIMIT_AS``, ``RLIMIT_CPU``); the engine thread
 that asked only waits on a pipe, with a wall-clock deadline after which it kills the
 process. A process that died or was killed is replaced in the background, so the next
@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 from typing import Any, Literal
 
-from engine.evaluators.limits import EvaluationError, EvaluatorLimits
+from engine.runtime.evaluators.limits import EvaluationError, EvaluatorLimits
 from protocol.json_depth import JsonTooDeep
 from protocol.json_depth import loads as bounded_loads
 
@@ -38,10 +38,10 @@ log = logging.getLogger(__name__)
 
 Kind = Literal["js", "jq"]
 
-_ROOT = str(Path(__file__).resolve().parents[2])
+_ROOT = str(Path(__file__).resolve().parents[3])
 _BOOTSTRAP = (
     "import sys; sys.path.insert(0, sys.argv[1]); "
-    "from engine.evaluators.child import main; sys.exit(main(sys.argv[2:]))"
+    "from engine.runtime.evaluators.child import main; sys.exit(main(sys.argv[2:]))"
 )
 #: the child's whole environment: no secrets for a program to read (jq's ``$ENV``)
 _CHILD_ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "TZ": "UTC"}

@@ -1,6 +1,6 @@
 """The evaluator process: runs INLINE scripts (QuickJS) and jq programs for the engine.
 
-Started by :class:`engine.evaluators.pool.EvaluatorPool` with an empty environment and
+Started by :class:`engine.runtime.evaluators.pool.EvaluatorPool` with an empty environment and
 its limits as the only argument (JSON). It sets ``RLIMIT_AS`` once (its idle size plus
 the memory limit), prints ``ready`` and then answers requests on stdin/stdout, one at a
 time, until stdin closes (so it ends with the engine process that started it).
