@@ -70,6 +70,7 @@ from protocol.events import (
     result_event,
     started_event,
 )
+from protocol.json_depth import MAX_JSON_DEPTH, JsonTooDeep, json_depth
 from protocol.runs import ORCHESTRATOR_NAME, RunInput
 
 #: The interpreter's own bookkeeping activities (record, dispatch, finish, resolve a
@@ -349,7 +350,14 @@ class _Run:
             if result.attempt is not None and result.attempt != action.attempt:
                 self._track(task_id, "result", self._wait_event(result_event(task_id)))
                 return None
-            return outcome(TaskStatus(result.status), result.output or {}, result.reason)
+            output = result.output or {}
+            if json_depth(output) > MAX_JSON_DEPTH:
+                # the Task API refuses such bodies; a result raised some other way is too
+                return outcome(
+                    TaskStatus.FAILED_WITH_TERMINAL_ERROR,
+                    reason=str(JsonTooDeep(f"the output of task {action.ref!r}", MAX_JSON_DEPTH)),
+                )
+            return outcome(TaskStatus(result.status), output, result.reason)
 
         if role == "resolve":
             child = ChildResolution.model_validate(value or {})

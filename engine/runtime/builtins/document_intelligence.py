@@ -82,6 +82,8 @@ from engine.runtime.builtins.results import (
     never_raises,
     offload,
 )
+from protocol.json_depth import JsonTooDeep
+from protocol.json_depth import loads as bounded_loads
 
 #: The scope of Azure AI services tokens (what the SDK asks for by default).
 COGNITIVE_SERVICES_SCOPE = "https://cognitiveservices.azure.com/.default"
@@ -303,7 +305,9 @@ def document_intelligence_poll(deps: ActivityDeps, task_input: dict[str, Any]) -
             return ActivityResult.failed(reason, retry_after_seconds=retry_after)
         return ActivityResult.terminal(reason)
     try:
-        body = json.loads(content)
+        body = bounded_loads(content, f"{what}: the answer")
+    except JsonTooDeep:
+        raise
     except ValueError:
         return ActivityResult.failed(f"{what}: answer is not JSON")
     if not isinstance(body, dict):

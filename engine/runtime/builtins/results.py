@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, cast, runtime_checkabl
 if TYPE_CHECKING:
     from engine.runtime.evaluators import EvaluatorPool
 
+from protocol.json_depth import JsonTooDeep
 from protocol.payload_keys import ACTIVITY_PREFIX_KEY, unowned_activity_prefix
 
 log = logging.getLogger(__name__)
@@ -328,6 +329,8 @@ def never_raises(fn: Activity) -> Activity:
     def wrapper(deps: ActivityDeps, task_input: dict[str, Any]) -> ActivityResult:
         try:
             return fn(deps, task_input)
+        except JsonTooDeep as exc:  # an answer nested too deep: the same every time
+            return ActivityResult.terminal(str(exc))
         except Exception as exc:
             log.exception("activity %s raised", getattr(fn, "__name__", fn))
             return ActivityResult.failed(
