@@ -300,10 +300,13 @@ class RunActivities:
         self._write_warnings(workflow_id, data.warnings, now)
         status = result.status
         reason = result.reason
+        # values the run passed by reference (engine.runtime.payload_refs) are read here
+        output = dereference(result.output, svc.payload_cache.read)
+        variables = dereference(data.variables, svc.payload_cache.read)
         output_ref = None
         try:
             inline, output_ref = self._offload(
-                PayloadKind.WORKFLOW_OUTPUT, workflow_output_key(workflow_id), result.output
+                PayloadKind.WORKFLOW_OUTPUT, workflow_output_key(workflow_id), output
             )
         except PayloadTooLarge as exc:
             status, inline, reason = RunStatus.FAILED, {}, str(exc)
@@ -313,7 +316,7 @@ class RunActivities:
                 status=status,
                 output=inline if output_ref is None else None,
                 output_ref=output_ref,
-                variables=data.variables,
+                variables=variables,
                 reason_for_incompletion=reason,
                 failed_reference_task_names=result.failed_reference_task_names,
                 end_time=now,

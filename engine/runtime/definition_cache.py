@@ -42,6 +42,8 @@ class DefinitionCache:
     payloads: PayloadCache
     #: limits the Deciders apply (the DO_WHILE iteration limit)
     limits: RunLimits = field(default_factory=RunLimits)
+    #: the largest value computed in a run (the inline threshold); None: no limit
+    max_value_bytes: int | None = None
     _deciders: dict[tuple[str, int], Decider] = field(default_factory=dict)
     _by_snapshot: dict[str, Decider] = field(default_factory=dict)
     _instructions: dict[str, str] = field(default_factory=dict)
@@ -91,6 +93,8 @@ class DefinitionCache:
             task_defs,
             payloads=self.payloads.read,
             max_loop_iterations=self.limits.max_loop_iterations,
+            # values computed in a run are bounded by the inline threshold
+            max_value_bytes=self.max_value_bytes,
         )
 
     def instruction(self, name: str) -> str | None:

@@ -48,7 +48,13 @@ class EngineServices:
     def __post_init__(self) -> None:
         self.payload_cache = PayloadCache(self.payloads)
         self.definitions = DefinitionCache(
-            self.run_store, self.payload_cache, limits=self.run_limits
+            self.run_store,
+            self.payload_cache,
+            limits=self.run_limits,
+            # values computed in a run are bounded by the inline threshold
+            max_value_bytes=self.payload_limits.task_input_threshold
+            if self.payloads is not None
+            else None,
         )
 
     def client(self) -> Any:
