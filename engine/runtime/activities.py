@@ -260,6 +260,15 @@ class RunActivities:
         task = data.task
         child = task.sub_workflow
         name = child.name if child is not None else ""
+        depth = data.run.depth + 1
+        limit = svc.definitions.limits.max_workflow_depth
+        if depth > limit:
+            # before anything is created: a chain of runs that starts itself stops here
+            return ChildResolution(
+                error=f"starting workflow {name!r} would nest runs {depth} deep, above the "
+                f"limit of {limit} (STEPWAY_MAX_WORKFLOW_DEPTH)",
+                terminal=True,
+            )
         try:
             # reads the definition once: proves it exists, fixes what the child runs
             record = read_definition(self.store, name, (child.version if child else None) or None)

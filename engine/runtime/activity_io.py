@@ -102,6 +102,8 @@ class ChildResolution(_Io):
     definition_ref: str | None = None
     #: the child cannot start (its definition does not exist); the task fails
     error: str | None = None
+    #: the error is terminal: another attempt would meet it again (the nesting limit)
+    terminal: bool = False
 
 
 class BuiltinInput(_Io):

@@ -407,7 +407,10 @@ class _Run:
         if role == "resolve":
             child = ChildResolution.model_validate(value or {})
             if child.error:
-                return outcome(TaskStatus.FAILED, reason=child.error)
+                refused = (
+                    TaskStatus.FAILED_WITH_TERMINAL_ERROR if child.terminal else TaskStatus.FAILED
+                )
+                return outcome(refused, reason=child.error)
             child_input = RunInput(
                 name=child.name,
                 version=child.version,
@@ -417,6 +420,7 @@ class _Run:
                 task_to_domain=child.task_to_domain or self.run.task_to_domain,
                 parent_workflow_id=self.ctx.instance_id,
                 parent_task_id=task_id,
+                depth=self.run.depth + 1,
                 definition_ref=child.definition_ref,
             )
             entry.phase = "child"
