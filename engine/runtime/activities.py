@@ -44,7 +44,7 @@ from engine.runtime.activity_io import (
 from engine.runtime.builtins import ActivityDeps, ActivityResult, run_activity, run_poll
 from engine.runtime.payload_refs import dereference
 from engine.runtime.services import EngineServices
-from engine.runtime.settlement import MessageSettlement
+from engine.runtime.settlement import MessageSettlement, release_slot
 from engine.runtime.snapshots import SnapshotError, publish_snapshot, read_definition
 from protocol.events import TERMINATE_EVENT, TerminateEvent
 from protocol.messages import TaskMessage, message_id
@@ -503,12 +503,7 @@ class RunActivities:
         message's sequence number) when the engine, not the worker, ends it. Call only
         after a status write of this attempt applied: that write happens once, so the slot
         the Task API took at hand-out is given back once, by whoever ended the attempt."""
-        lease = self.store.get_lease(task_id, attempt)
-        if lease is None or lease.sequence_number is None or lease.released:
-            return
-        self.store.release_lease(task_id, attempt)
-        if task_type:
-            self.store.release_concurrency(task_type)
+        release_slot(self.store, task_type, task_id, attempt)
 
     def _close_attempt(self, task_type: str, task_id: str, attempt: int, now: int) -> None:
         """End an attempt that is being replaced by the next one (it timed out while a
