@@ -121,6 +121,8 @@ class DevProcess:
 
     def ok(self, response: httpx.Response) -> Any:
         assert response.status_code < 300, (response.status_code, response.text)
+        if "json" not in response.headers.get("content-type", ""):
+            return response.text
         return response.json() if response.content else None
 
     def register_workflow(self, definition: dict[str, Any]) -> None:
