@@ -14,6 +14,4 @@ depend on it.
   offloaded one.
 * :mod:`protocol.limits`: the JSON depth limit, integer bounds and the definition-name
   rule.
-* :mod:`protocol.json_depth`: how deep JSON may nest wherever it enters, checked
-  without recursion.
 """

@@ -18,7 +18,7 @@ every replay:
   :class:`ScriptError` saying which.
 * Results are converted to JSON without recursion (QuickJS's own ``JSON.stringify`` is
   recursive in C and overflows the stack on a value nested 100,000 deep): a result
-  nested deeper than ``max_depth`` (default :data:`protocol.json_depth.MAX_JSON_DEPTH`)
+  nested deeper than ``max_depth`` (default :data:`protocol.limits.MAX_JSON_DEPTH`)
   raises :class:`ScriptError` with reason ``"depth_limit"``. The converter and the
   built-ins it uses are captured before the script runs, so a script cannot replace them.
 
@@ -50,8 +50,7 @@ from typing import Any
 
 import quickjs
 
-from protocol.json_depth import MAX_JSON_DEPTH, JsonTooDeep
-from protocol.json_depth import loads as bounded_loads
+from protocol.limits import MAX_JSON_DEPTH, JsonTooDeep, loads_limited
 
 __all__ = [
     "DEFAULT_MEMORY_LIMIT_BYTES",
@@ -248,7 +247,7 @@ def evaluate_to_json(
 
 def _parse_result(text: str) -> Any:
     try:
-        return bounded_loads(text, "script result")
+        return loads_limited(text, what="the script's result")
     except JsonTooDeep as exc:  # the converter refuses deeper results already
         raise ScriptError(str(exc), "depth_limit") from None
 
@@ -357,8 +356,8 @@ def _run_fresh(
     except quickjs.JSException as exc:
         if _DEPTH_MARKER in str(exc):
             raise ScriptError(
-                f"script result is nested deeper than the limit of {max_depth} levels "
-                "of arrays and objects",
+                f"the script's result is nested more than {max_depth} levels deep; the "
+                f"limit is {max_depth}",
                 "depth_limit",
             ) from None
         raise _script_error(exc, time_limit_s, memory_limit_bytes) from None

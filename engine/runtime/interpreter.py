@@ -72,7 +72,7 @@ from protocol.events import (
     result_event,
     started_event,
 )
-from protocol.json_depth import MAX_JSON_DEPTH, JsonTooDeep, json_depth
+from protocol.limits import json_depth_problem
 from protocol.runs import ORCHESTRATOR_NAME, RunInput
 
 #: The interpreter's own bookkeeping activities (record, dispatch, finish, resolve a
@@ -396,12 +396,10 @@ class _Run:
                 self._track(task_id, "result", self._wait_event(result_event(task_id)))
                 return None
             output = result.output or {}
-            if json_depth(output) > MAX_JSON_DEPTH:
+            too_deep = json_depth_problem(output, what=f"the output of task {action.ref!r}")
+            if too_deep is not None:
                 # the Task API refuses such bodies; a result raised some other way is too
-                return outcome(
-                    TaskStatus.FAILED_WITH_TERMINAL_ERROR,
-                    reason=str(JsonTooDeep(f"the output of task {action.ref!r}", MAX_JSON_DEPTH)),
-                )
+                return outcome(TaskStatus.FAILED_WITH_TERMINAL_ERROR, reason=too_deep)
             return outcome(TaskStatus(result.status), output, result.reason)
 
         if role == "resolve":

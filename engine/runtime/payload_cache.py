@@ -11,7 +11,7 @@ import threading
 from typing import Any
 
 from engine.ports.payload_store import PayloadStore
-from protocol.json_depth import loads as bounded_loads
+from protocol.limits import loads_limited
 
 __all__ = ["PAYLOAD_CACHE_ENTRIES", "PayloadCache"]
 
@@ -34,7 +34,7 @@ class PayloadCache:
         if self.store is None:
             raise RuntimeError(f"payload {reference!r} is offloaded but no payload store is set")
         # a payload is JSON a worker or an outside service may have written: bounded depth
-        value = bounded_loads(self.store.get(reference), f"payload {reference!r}")
+        value = loads_limited(self.store.get(reference), what=f"payload {reference!r}")
         with self._lock:
             self._values[reference] = value
             while len(self._values) > self.entries:

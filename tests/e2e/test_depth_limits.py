@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from engine.language.definitions import RunStatus
-from protocol.json_depth import MAX_JSON_DEPTH
+from protocol.limits import MAX_JSON_DEPTH
 
 from .conftest import Platform
 
@@ -34,9 +34,11 @@ def test_a_worker_result_nested_deeper_than_the_limit_fails_its_task(platform: P
     run = platform.services.run_store.get_run(workflow_id)
     assert run is not None and run.status == RunStatus.FAILED
     # terminal: the same result would come back, so the task is not retried
-    assert run.reason_for_incompletion == (
-        "task w FAILED_WITH_TERMINAL_ERROR: the output of task 'w' is nested deeper than "
-        f"the limit of {MAX_JSON_DEPTH} levels of arrays and objects"
-    )
+    reason = run.reason_for_incompletion or ""
+    assert reason.startswith(
+        "task w FAILED_WITH_TERMINAL_ERROR: the output of task 'w' is nested more than "
+        f"{MAX_JSON_DEPTH} levels deep (at $.value.a.a"
+    ), reason
+    assert reason.endswith(f"; the limit is {MAX_JSON_DEPTH}")
     assert run.failed_reference_task_names == ["w"]
     assert platform.tasks(workflow_id)["w"].attempt == 1

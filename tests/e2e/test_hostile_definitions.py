@@ -193,7 +193,7 @@ def test_an_inline_result_nested_100000_deep_meets_the_depth_limit(
     )
     run = hostile(platform, "deep")
     assert run["status"] == "FAILED"
-    assert "nested deeper than the limit of 64 levels" in run["reasonForIncompletion"]
+    assert "nested more than 100 levels deep; the limit is 100" in run["reasonForIncompletion"]
 
 
 def test_a_5_mb_output_interpolated_into_a_string_meets_the_inline_limit(

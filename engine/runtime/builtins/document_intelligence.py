@@ -82,8 +82,7 @@ from engine.runtime.builtins.results import (
     never_raises,
     offload,
 )
-from protocol.json_depth import JsonTooDeep
-from protocol.json_depth import loads as bounded_loads
+from protocol.limits import JsonTooDeep, loads_limited
 
 #: The scope of Azure AI services tokens (what the SDK asks for by default).
 COGNITIVE_SERVICES_SCOPE = "https://cognitiveservices.azure.com/.default"
@@ -305,7 +304,7 @@ def document_intelligence_poll(deps: ActivityDeps, task_input: dict[str, Any]) -
             return ActivityResult.failed(reason, retry_after_seconds=retry_after)
         return ActivityResult.terminal(reason)
     try:
-        body = bounded_loads(content, f"{what}: the answer")
+        body = loads_limited(content, what=f"{what}: the answer")
     except JsonTooDeep:
         raise
     except ValueError:

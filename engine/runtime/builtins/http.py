@@ -60,8 +60,7 @@ from engine.runtime.builtins.results import (
     never_raises,
     offload,
 )
-from protocol.json_depth import JsonTooDeep
-from protocol.json_depth import loads as bounded_loads
+from protocol.limits import JsonTooDeep, loads_limited
 
 METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 _HTTP_KEYS = (
@@ -178,7 +177,7 @@ def decode_body(response: OutboundResponse) -> tuple[Any, str | None]:
             text = data.decode("utf-8", errors="replace")
         if is_json_type(ctype) or not ctype:
             try:
-                return bounded_loads(text, "the response body"), None
+                return loads_limited(text, what="the response body"), None
             except JsonTooDeep:
                 raise  # refused (engine.runtime.builtins.run_activity), not read as text
             except ValueError:

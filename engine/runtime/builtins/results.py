@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, cast, runtime_checkabl
 if TYPE_CHECKING:
     from engine.runtime.evaluators import EvaluatorPool
 
-from protocol.json_depth import JsonTooDeep
+from protocol.limits import JsonTooDeep
 from protocol.payload_keys import ACTIVITY_PREFIX_KEY, unowned_activity_prefix
 
 log = logging.getLogger(__name__)

@@ -102,8 +102,8 @@ def _run_jq(program: str, input_text: str, limits: dict[str, Any]) -> str:
         message = str(exc)
         if DEPTH_MARKER in message:
             raise _Refused(
-                f"a result is nested deeper than the limit of {max_depth} levels of arrays "
-                "and objects",
+                f"a result of the program is nested more than {max_depth} levels deep; the "
+                f"limit is {max_depth}",
                 "depth",
             ) from None
         raise _Refused(message.strip() or "jq failed", None) from None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from protocol.json_depth import MAX_JSON_DEPTH
+from protocol.limits import MAX_JSON_DEPTH
 
 __all__ = ["EvaluationError", "EvaluatorLimits"]
 

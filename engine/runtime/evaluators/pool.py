@@ -10,7 +10,7 @@ process. A process that died or was killed is replaced in the background, so the
 evaluation finds one ready.
 
 Results come back as JSON text, at most ``max_output_bytes`` long and checked for depth
-by the child; the parent parses them with :func:`protocol.json_depth.loads` all the same.
+by the child; the parent parses them with :func:`protocol.limits.loads_limited` all the same.
 """
 
 from __future__ import annotations
@@ -29,8 +29,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from engine.runtime.evaluators.limits import EvaluationError, EvaluatorLimits
-from protocol.json_depth import JsonTooDeep
-from protocol.json_depth import loads as bounded_loads
+from protocol.limits import JsonTooDeep, loads_limited
 
 __all__ = ["EvaluatorPool", "Kind"]
 
@@ -322,7 +321,7 @@ class EvaluatorPool:
                 limit = answer.get("limit")
                 raise EvaluationError(str(answer.get("message") or "failed"), limit)
             try:
-                return bounded_loads(answer, "the result", limits.max_depth + 1)
+                return loads_limited(answer, limits.max_depth + 1, "the result")
             except JsonTooDeep as exc:  # the child checks this first; never trust it
                 raise EvaluationError(str(exc), "depth") from None
         finally:

@@ -74,15 +74,15 @@ def test_memory_bombs_meet_the_memory_limit(pool: EvaluatorPool) -> None:
 def test_results_nested_100000_deep_meet_the_depth_limit(pool: EvaluatorPool) -> None:
     error = refused(pool, "js", DEEP_JS)
     assert error.limit == "depth"
-    assert "nested deeper than the limit of 64 levels" in str(error)
+    assert "nested more than 100 levels deep; the limit is 100" in str(error)
     error = refused(pool, "jq", "reduce range(100000) as $i (0; [.])")
     assert error.limit == "depth"
-    assert "nested deeper than the limit of 64 levels" in str(error)
+    assert "nested more than 100 levels deep; the limit is 100" in str(error)
 
 
 def test_a_result_at_the_depth_limit_is_accepted(pool: EvaluatorPool) -> None:
-    assert pool.evaluate("jq", "reduce range(63) as $i (0; [.])", {})[0] is not None
-    nested = "(function () { var o = 1; for (var i = 0; i < 64; i++) o = [o]; return o; })()"
+    assert pool.evaluate("jq", "reduce range(100) as $i (0; [.])", {})[0] is not None
+    nested = "(function () { var o = 1; for (var i = 0; i < 100; i++) o = [o]; return o; })()"
     assert pool.evaluate("js", nested, {"$": {}}) is not None
 
 

@@ -439,5 +439,5 @@ def test_a_json_body_nested_deeper_than_the_limit_fails_the_task_terminally() ->
         result = http_activity(deps(), {"uri": server.url})
     assert result.status == "FAILED_WITH_TERMINAL_ERROR"
     assert result.reason == (
-        "the response body is nested deeper than the limit of 64 levels of arrays and objects"
+        "the response body is nested more than 100 levels deep; the limit is 100"
     )
