@@ -32,6 +32,8 @@ class RunInput(BaseModel):
     task_to_domain: dict[str, str] = Field(default_factory=dict)
     parent_workflow_id: str | None = None
     parent_task_id: str | None = None
+    #: how many runs it is nested in: 0 for a top-level run, the parent's + 1 for a child
+    depth: int = 0
     #: the definition snapshot the run executes (engine.runtime.snapshots); None: the
     #: current registration
     definition_ref: str | None = None

@@ -39,6 +39,7 @@ from engine.app.config import POSTGRES_TOKEN_SCOPE, DataConfig, EngineConfig, Ru
 from engine.ports.payload_store import PayloadStore
 from engine.ports.queue import TaskQueue
 from engine.runtime.builtins import ActivityDeps, token_provider_from_credential
+from engine.runtime.evaluators import EvaluatorPool
 from engine.runtime.services import EngineServices
 
 __all__ = [
@@ -169,6 +170,7 @@ def build_services(
         document_intelligence_credential=credential
         if config.document_intelligence_endpoint
         else None,
+        evaluators=EvaluatorPool(config.evaluators) if config.role != "orchestrator" else None,
     )
     backend = config.backend
     log.info(
@@ -188,4 +190,5 @@ def build_services(
         activity_deps=deps,
         no_worker_warning_ms=config.no_worker_warning_ms,
         tracer_provider=tracer_provider or NoOpTracerProvider(),
+        run_limits=config.run_limits,
     )

@@ -45,6 +45,8 @@ def run_engine(config: EngineConfig, stop: threading.Event | None = None) -> Non
         config.telemetry, telemetry_credential(config.data, credential)
     )
     services = build_services(config, credential=credential, tracer_provider=tracer_provider)
+    if services.activity_deps.evaluators is not None:
+        services.activity_deps.evaluators.start()
     concurrency = None
     if config.max_concurrent_work_items is not None:
         n = config.max_concurrent_work_items
@@ -64,6 +66,7 @@ def run_engine(config: EngineConfig, stop: threading.Event | None = None) -> Non
     finally:
         log.warning("stepway engine stopping: finishing the work items in progress")
         stop_worker(worker)
+        services.close()
         store_close = getattr(services.run_store, "close", None)
         if callable(store_close):
             store_close()

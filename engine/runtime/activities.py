@@ -54,7 +54,7 @@ from engine.runtime.activity_io import (
 from engine.runtime.builtins import ActivityDeps, ActivityResult, run_activity, run_poll
 from engine.runtime.payload_refs import dereference
 from engine.runtime.services import EngineServices
-from engine.runtime.settlement import MessageSettlement
+from engine.runtime.settlement import MessageSettlement, release_slot
 from engine.runtime.snapshots import SnapshotError, publish_snapshot, read_definition
 from engine.runtime.tracing import STATUS, attributes, span, traceparent_of, tracer
 from protocol.events import TERMINATE_EVENT, TerminateEvent
@@ -351,6 +351,15 @@ class RunActivities:
         task = data.task
         child = task.sub_workflow
         name = child.name if child is not None else ""
+        depth = data.run.depth + 1
+        limit = svc.definitions.limits.max_workflow_depth
+        if depth > limit:
+            # before anything is created: a chain of runs that starts itself stops here
+            return ChildResolution(
+                error=f"starting workflow {name!r} would nest runs {depth} deep, above the "
+                f"limit of {limit} (STEPWAY_MAX_WORKFLOW_DEPTH)",
+                terminal=True,
+            )
         try:
             # reads the definition once: proves it exists, fixes what the child runs
             record = read_definition(self.store, name, (child.version if child else None) or None)
@@ -391,10 +400,13 @@ class RunActivities:
         self._write_warnings(workflow_id, data.warnings, now)
         status = result.status
         reason = result.reason
+        # values the run passed by reference (engine.runtime.payload_refs) are read here
+        output = dereference(result.output, svc.payload_cache.read)
+        variables = dereference(data.variables, svc.payload_cache.read)
         output_ref = None
         try:
             inline, output_ref = self._offload(
-                PayloadKind.WORKFLOW_OUTPUT, workflow_output_key(workflow_id), result.output
+                PayloadKind.WORKFLOW_OUTPUT, workflow_output_key(workflow_id), output
             )
         except PayloadTooLarge as exc:
             status, inline, reason = RunStatus.FAILED, {}, str(exc)
@@ -404,7 +416,7 @@ class RunActivities:
                 status=status,
                 output=inline if output_ref is None else None,
                 output_ref=output_ref,
-                variables=data.variables,
+                variables=variables,
                 reason_for_incompletion=reason,
                 failed_reference_task_names=result.failed_reference_task_names,
                 end_time=now,
@@ -585,12 +597,7 @@ class RunActivities:
         message's sequence number) when the engine, not the worker, ends it. Call only
         after a status write of this attempt applied: that write happens once, so the slot
         the Task API took at hand-out is given back once, by whoever ended the attempt."""
-        lease = self.store.get_lease(task_id, attempt)
-        if lease is None or lease.sequence_number is None or lease.released:
-            return
-        self.store.release_lease(task_id, attempt)
-        if task_type:
-            self.store.release_concurrency(task_type)
+        release_slot(self.store, task_type, task_id, attempt)
 
     def _close_attempt(self, task_type: str, task_id: str, attempt: int, now: int) -> None:
         """End an attempt that is being replaced by the next one (it timed out while a

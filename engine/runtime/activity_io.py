@@ -112,6 +112,8 @@ class ChildResolution(_Io):
     error: str | None = None
     #: the resolving span's trace context: the child run's spans are in the parent's trace
     traceparent: str | None = None
+    #: the error is terminal: another attempt would meet it again (the nesting limit)
+    terminal: bool = False
 
 
 class BuiltinInput(_Io):

@@ -21,7 +21,7 @@ import logging
 from engine.ports.queue import MessageNotFound, QueueError, TaskQueue
 from engine.ports.run_store import Lease, RunStore
 
-__all__ = ["DEAD_LETTER_REASON", "MessageSettlement"]
+__all__ = ["DEAD_LETTER_REASON", "MessageSettlement", "release_slot"]
 
 log = logging.getLogger(__name__)
 
@@ -58,3 +58,16 @@ class MessageSettlement:
                 )
             else:
                 self.queue.complete(lease.queue_name, message)
+
+
+def release_slot(run_store: RunStore, task_type: str, task_id: str, attempt: int) -> None:
+    """Free the concurrency slot of an attempt a worker polled (its lease carries the
+    message's sequence number) when the engine, not the worker, ends it. Call only after a
+    status write of this attempt applied: that write happens once, so the slot the Task
+    API took at hand-out is given back once, by whoever ended the attempt."""
+    lease = run_store.get_lease(task_id, attempt)
+    if lease is None or lease.sequence_number is None or lease.released:
+        return
+    run_store.release_lease(task_id, attempt)
+    if task_type:
+        run_store.release_concurrency(task_type)
