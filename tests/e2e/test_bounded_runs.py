@@ -3,8 +3,10 @@ the size and the limit, instead of a message the backend refuses or redelivers."
 
 from __future__ import annotations
 
+import time
+
 from engine.language.definitions import RunStatus
-from engine.ports.run_store import RunQuery
+from engine.ports.run_store import RunQuery, RunRecord
 from engine.runtime.run_limits import RunLimits
 
 from .conftest import Platform
@@ -89,3 +91,53 @@ def test_a_run_that_starts_itself_stops_at_the_nesting_limit(platform: Platform)
         chain.append(children[0].workflow_id)
     assert len(chain) == len(runs) == 4
     assert {r.status for r in runs.values()} == {RunStatus.FAILED}
+
+
+def test_terminating_a_run_reaches_every_descendant(platform: Platform) -> None:
+    def nest(name: str, child: str) -> dict[str, object]:
+        return {
+            "name": name,
+            "tasks": [
+                {
+                    "name": "down",
+                    "taskReferenceName": "down",
+                    "type": "SUB_WORKFLOW",
+                    "subWorkflowParam": {"name": child, "version": 1},
+                }
+            ],
+        }
+
+    platform.register(nest("top", "middle"))
+    platform.register(nest("middle", "bottom"))
+    platform.register(
+        {
+            "name": "bottom",
+            "tasks": [{"name": "wait", "taskReferenceName": "wait", "type": "HUMAN"}],
+        }
+    )
+    workflow_id = platform.start("top")
+    deadline = time.monotonic() + 60
+    runs: dict[str, RunRecord] = {}
+    while time.monotonic() < deadline:
+        runs = {
+            r.workflow_id: r for r in platform.services.run_store.search_runs(RunQuery()).results
+        }
+        waiting = [r for r in runs.values() if r.name == "bottom"]
+        if waiting and platform.tasks(waiting[0].workflow_id).get("wait"):
+            break
+        time.sleep(0.1)
+    assert {r.name for r in runs.values()} == {"top", "middle", "bottom"}
+    platform.terminate(workflow_id, "enough")
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        statuses = {
+            r.name: r.status for r in platform.services.run_store.search_runs(RunQuery()).results
+        }
+        if all(s.is_terminal for s in statuses.values()):
+            break
+        time.sleep(0.1)
+    assert statuses == {
+        "top": RunStatus.TERMINATED,
+        "middle": RunStatus.TERMINATED,
+        "bottom": RunStatus.TERMINATED,
+    }
