@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from opentelemetry.trace import NoOpTracerProvider, TracerProvider
 from pydantic import BaseModel, Field
 
 from control_plane.console.config import ConsoleSettings
@@ -84,3 +85,5 @@ class Deps:
     signals: RunSignals
     #: epoch milliseconds
     clock: Callable[[], int] = epoch_ms
+    #: where the API's spans go (engine/app/telemetry.py); the default records none
+    tracer_provider: TracerProvider = field(default_factory=NoOpTracerProvider)

@@ -16,11 +16,19 @@ from fastapi.responses import JSONResponse, PlainTextResponse
 from control_plane.api.errors import bad_request, not_found
 from control_plane.api.openapi import COMMON, errors
 from control_plane.api.routing import StepwayRoute
+from control_plane.api.tracing import CallerTrace
 from control_plane.auth import Principal, principal, require_role, require_worker
 from control_plane.services.task_handout import TaskHandout
-from control_plane.services.task_results import ResultStatus, TaskResultIn, TaskResults
+from control_plane.services.task_results import (
+    ResultStatus,
+    TaskResultIn,
+    TaskResults,
+    UpdateOutcome,
+)
+from control_plane.services.task_tracing import result_span
 from control_plane.services.tasks import TaskService
 from engine.language.validation import queue_name_problem
+from engine.runtime.tracing import TASK_TYPE
 
 router = APIRouter(prefix="/api/tasks", tags=["tasks"], route_class=StepwayRoute, responses=COMMON)
 NO_TASK: dict[int | str, dict[str, Any]] = {204: {"description": "No task to hand out"}}
@@ -128,14 +136,24 @@ async def poll(
     return JSONResponse(tasks[0])
 
 
+def _update(
+    results: TaskResults, caller: Principal, result: TaskResultIn, trace: str | None
+) -> UpdateOutcome:
+    """Accept a result, as a span in the run's trace (the SDK's ``traceparent``)."""
+    with result_span(results.deps.tracer_provider, result, trace) as current:
+        outcome = results.update(result, caller)
+        current.set_attribute(TASK_TYPE, outcome.task_type)
+        return outcome
+
+
 @router.post(
     "",
     response_class=PlainTextResponse,
     summary="Post a task result",
     responses=errors(404, 409, 413, 501, 503),
 )
-def update_task(results: Results, caller: Caller, result: TaskResultIn) -> str:
-    return results.update(result, caller).task_id
+def update_task(results: Results, caller: Caller, trace: CallerTrace, result: TaskResultIn) -> str:
+    return _update(results, caller, result, trace).task_id
 
 
 @router.post(
@@ -144,9 +162,9 @@ def update_task(results: Results, caller: Caller, result: TaskResultIn) -> str:
     responses={**NO_TASK, **errors(404, 409, 413, 501, 502, 503)},
 )
 def update_task_v2(
-    results: Results, handout: Handout, caller: Caller, result: TaskResultIn
+    results: Results, handout: Handout, caller: Caller, trace: CallerTrace, result: TaskResultIn
 ) -> Response:
-    outcome = results.update(result, caller)
+    outcome = _update(results, caller, result, trace)
     worker_id = outcome.worker_id or result.worker_id or caller.name
     if not caller.serves(outcome.task_type) or handout.taskdefs.get(outcome.task_type) is None:
         return Response(status_code=204)

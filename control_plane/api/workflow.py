@@ -9,6 +9,7 @@ from fastapi.responses import PlainTextResponse
 
 from control_plane.api.openapi import COMMON, errors
 from control_plane.api.routing import StepwayRoute
+from control_plane.api.tracing import CallerTrace
 from control_plane.auth import Principal, principal, require_role
 from control_plane.services.wire_types import Int64, NonNegative64
 from control_plane.services.workflows import StartWorkflowRequest, WorkflowService
@@ -67,9 +68,11 @@ def search(
     summary="Start a run (StartWorkflowRequest)",
     responses=STARTS,
 )
-def start(service: Service, caller: Caller, request: StartWorkflowRequest) -> str:
+def start(
+    service: Service, caller: Caller, request: StartWorkflowRequest, trace: CallerTrace
+) -> str:
     require_role(caller, "operator")
-    return service.start(request)
+    return service.start(request, caller_trace=trace)
 
 
 @router.post(
@@ -81,6 +84,7 @@ def start(service: Service, caller: Caller, request: StartWorkflowRequest) -> st
 def start_by_name(
     service: Service,
     caller: Caller,
+    trace: CallerTrace,
     name: str,
     body: Annotated[dict[str, Any] | None, Body()] = None,
     version: Annotated[int | None, Query(ge=1, le=MAX_INT32)] = None,
@@ -95,7 +99,8 @@ def start_by_name(
             input=body or {},
             correlation_id=correlationId,
             priority=priority,
-        )
+        ),
+        caller_trace=trace,
     )
 
 

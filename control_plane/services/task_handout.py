@@ -5,7 +5,8 @@ message, in one run-store transaction (``hand_out_task``): drop it when stale (r
 missing, terminal or at another attempt), take a concurrency slot (only when the type has
 a limit) and a rate token (at a limit the message is requeued with a delay), take the
 lease and move the row to IN_PROGRESS. Then raise ``<taskId>.started`` on the run, defer
-the message, and return Conductor Task JSON. The protocol is docs/architecture.md, "The
+the message, and return Conductor Task JSON (with the message's ``traceparent``: each
+hand-out is a span in the run's trace). The protocol is docs/architecture.md, "The
 worker-task protocol".
 
 A poll records the worker's poll time (Conductor's poll data) at most once per
@@ -24,6 +25,7 @@ from typing import Any
 from control_plane.api.errors import ApiError, bad_request
 from control_plane.deps import Deps, Settings
 from control_plane.services.task_support import TaskDefCache, TaskSupport
+from control_plane.services.task_tracing import record_handout
 from control_plane.services.wire import task_json
 from engine.language.definitions import TaskDef
 from engine.ports.queue import (
@@ -126,8 +128,10 @@ class TaskHandout(TaskSupport):
                     if gone():
                         self._make_visible(queue, message)
                         continue
+                    began = time.time_ns()
                     task = self._hand_out(td, task_type, worker_id, holder, queue, message)
                     if task is not None:
+                        record_handout(self.deps.tracer_provider, task, began)
                         handed.append(task)
                 want = count - len(handed)
                 if want <= 0:
@@ -222,6 +226,7 @@ class TaskHandout(TaskSupport):
             correlation_id=body.correlation_id,
             priority=body.priority,
             response_timeout_seconds=td.response_timeout_seconds,
+            traceparent=body.traceparent,
         )
 
     # --- update -----------------------------------------------------------------------

@@ -29,10 +29,13 @@ def task_json(
     priority: int,
     response_timeout_seconds: int | None = None,
     output_data: Any = None,
+    traceparent: str | None = None,
 ) -> dict[str, Any]:
-    """Conductor Task JSON (times in epoch ms)."""
+    """Conductor Task JSON (times in epoch ms). A hand-out adds ``traceparent``, the W3C
+    trace context of the dispatch that queued the attempt: Stepway's SDKs make it the
+    parent of the worker's span; Conductor's clients ignore fields they do not know."""
     output = output_data if output_data is not None else row.output_data
-    return {
+    task = {
         "taskId": row.task_id,
         "taskType": task_type,
         "taskDefName": task_type,
@@ -62,6 +65,9 @@ def task_json(
         "queueName": row.queue_name,
         "iteration": row.iteration,
     }
+    if traceparent:
+        task["traceparent"] = traceparent
+    return task
 
 
 def render_task(

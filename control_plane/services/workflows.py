@@ -7,6 +7,11 @@ terminate, restart and retry signal the orchestration through ``RunSignals``.
 
 Retry restarts the run from the beginning with the same input (like restart): the
 interpreter has no resume-from-failed-task entry point yet.
+
+A start (and a restart) is the root span of the run's trace; its ``traceparent`` goes
+into the orchestration input, so every span of the run joins that trace
+(engine/runtime/tracing.py). A caller's own trace context is linked, not joined: one
+trace per run.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import uuid
 from typing import Any
 
 import jsonschema
+from opentelemetry.trace import SpanKind
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
@@ -41,6 +47,7 @@ from engine.ports.run_store import (
     RunUpdate,
 )
 from engine.runtime.snapshots import publish_snapshot
+from engine.runtime.tracing import WORKFLOW_ID, attributes, link_to, span, traceparent_of, tracer
 from protocol.events import TERMINATE_EVENT, TerminateEvent
 from protocol.limits import MAX_INT32
 from protocol.payload_keys import INPUT_REF, workflow_input_key
@@ -62,7 +69,10 @@ class StartWorkflowRequest(BaseModel):
 
 
 def run_input(
-    run: NewRun, input_value: dict[str, Any], definition_ref: str | None = None
+    run: NewRun,
+    input_value: dict[str, Any],
+    definition_ref: str | None = None,
+    traceparent: str | None = None,
 ) -> dict[str, Any]:
     """The orchestration input of ``run``. An offloaded workflow input travels as
     ``{"inputRef": ref}`` (the engine reads it from the payload store), so a large input
@@ -77,6 +87,7 @@ def run_input(
         parent_workflow_id=run.parent_workflow_id,
         parent_task_id=run.parent_task_id,
         definition_ref=definition_ref,
+        traceparent=traceparent,
     ).wire()
 
 
@@ -86,6 +97,7 @@ class WorkflowService:
         self.deps = deps
         self.tasks = tasks
         self.start_cache = StartCache(settings, deps, tasks.taskdefs)
+        self.tracer = tracer(deps.tracer_provider, "stepway.control_plane")
 
     def _definition(self, name: str, version: int | None) -> tuple[DefinitionRecord, WorkflowDef]:
         """The registered definition, read once (parsed once per registration; the
@@ -96,7 +108,20 @@ class WorkflowService:
             raise not_found(f"workflow definition {name!r}{which} not found")
         return record, self.start_cache.parsed(record)
 
-    def start(self, request: StartWorkflowRequest) -> str:
+    def start(self, request: StartWorkflowRequest, *, caller_trace: str | None = None) -> str:
+        """Start a run; its id. ``caller_trace``: the caller's W3C traceparent (linked)."""
+        with span(
+            self.tracer,
+            "stepway.workflow.start",
+            root=True,
+            kind=SpanKind.SERVER,
+            links=link_to(caller_trace),
+        ) as current:
+            workflow_id = self._start(request, traceparent_of(current))
+            current.set_attribute(WORKFLOW_ID, workflow_id)
+            return workflow_id
+
+    def _start(self, request: StartWorkflowRequest, traceparent: str | None) -> str:
         record, wf = self._definition(request.name, request.version)
         if wf.input_schema:
             validator = jsonschema.Draft202012Validator(wf.input_schema)
@@ -136,7 +161,9 @@ class WorkflowService:
             return created.workflow_id
         try:
             snapshot = self.start_cache.snapshot(record, wf)
-            self.deps.signals.start_run(workflow_id, run_input(run, request.input, snapshot))
+            self.deps.signals.start_run(
+                workflow_id, run_input(run, request.input, snapshot, traceparent)
+            )
         except Exception as exc:
             log.exception("could not start run %s", workflow_id)
             self.deps.run_store.delete_run(workflow_id)
@@ -260,7 +287,16 @@ class WorkflowService:
             raise conflict(f"workflow {workflow_id} could not be reopened")
         try:
             snapshot = publish_snapshot(self.deps.run_store, self.deps.payloads, record, wf)
-            self.deps.signals.start_run(workflow_id, run_input(run, input_value, snapshot))
+            with span(
+                self.tracer,
+                "stepway.workflow.restart",
+                root=True,
+                kind=SpanKind.SERVER,
+                attrs=attributes(workflow_id=workflow_id),
+            ) as current:
+                self.deps.signals.start_run(
+                    workflow_id, run_input(run, input_value, snapshot, traceparent_of(current))
+                )
         except Exception as exc:
             self.deps.run_store.update_run(
                 workflow_id,

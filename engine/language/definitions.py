@@ -45,6 +45,10 @@ class TaskType(StrEnum):
 #: Conductor names accepted on input and stored under Stepway's name.
 TASK_TYPE_ALIASES: dict[str, str] = {"SIMPLE": "WORKER", "DECISION": "SWITCH"}
 
+#: Types evaluated in the engine's evaluator processes (engine.runtime.evaluators),
+#: as an activity whose result is recorded once: replays read it, never re-evaluate.
+SCRIPT_TASK_TYPES = frozenset({TaskType.INLINE, TaskType.JSON_JQ_TRANSFORM})
+
 #: Types that run as durabletask activities inside the engine.
 ACTIVITY_TYPES = frozenset(
     {
@@ -52,11 +56,9 @@ ACTIVITY_TYPES = frozenset(
         TaskType.CALL_TOOL,
         TaskType.LOGIC_APP,
         TaskType.DOCUMENT_INTELLIGENCE,
+        *SCRIPT_TASK_TYPES,
     }
 )
-
-#: Types evaluated deterministically inside the orchestration (no I/O).
-INLINE_TYPES = frozenset({TaskType.INLINE, TaskType.JSON_JQ_TRANSFORM})
 
 TimeoutPolicy = Literal["RETRY", "TIME_OUT_WF", "ALERT_ONLY"]
 WorkflowTimeoutPolicy = Literal["TIME_OUT_WF", "ALERT_ONLY"]

@@ -13,6 +13,9 @@ change of a WORKER row to the status the Task API wrote already (IN_PROGRESS at
 hand-out, the result a worker posted) is not written again. The worker message (queue,
 id, body) is :mod:`protocol.messages`; the row is written SCHEDULED with ``queueName``
 before the message is sent.
+
+Each activity is a span in its run's trace (:mod:`engine.runtime.tracing`); the
+dispatch span's context goes into the task message, so the worker's span is its child.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from durabletask import task as dt
+from opentelemetry.trace import SpanKind
 
 from engine.decider.state import TaskChange
 from engine.language.definitions import RunStatus, TaskStatus, TaskType
@@ -30,6 +34,12 @@ from engine.ports.payload_store import PayloadKind, PayloadTooLarge, offload_if_
 from engine.ports.queue import QueueError
 from engine.ports.run_store import DefinitionRecord, NewRun, RunUpdate, TaskRecord, TaskUpdate
 from engine.runtime.activity_io import (
+    ACTIVITY_BUILTIN,
+    ACTIVITY_DISPATCH,
+    ACTIVITY_FINISH,
+    ACTIVITY_POLL,
+    ACTIVITY_RECORD,
+    ACTIVITY_RESOLVE_CHILD,
     BuiltinInput,
     ChildResolution,
     DispatchInput,
@@ -44,8 +54,9 @@ from engine.runtime.activity_io import (
 from engine.runtime.builtins import ActivityDeps, ActivityResult, run_activity, run_poll
 from engine.runtime.payload_refs import dereference
 from engine.runtime.services import EngineServices
-from engine.runtime.settlement import MessageSettlement
+from engine.runtime.settlement import MessageSettlement, release_slot
 from engine.runtime.snapshots import SnapshotError, publish_snapshot, read_definition
+from engine.runtime.tracing import STATUS, attributes, span, traceparent_of, tracer
 from protocol.events import TERMINATE_EVENT, TerminateEvent
 from protocol.messages import TaskMessage, message_id
 from protocol.payload_keys import (
@@ -116,6 +127,7 @@ class RunActivities:
         self.services = services
         self.store = services.run_store
         self.settlement = MessageSettlement(services.run_store, services.queue)
+        self.tracer = tracer(services.tracer_provider, "stepway.engine")
         #: task type -> the latest poll time read from the store (see _polled_since)
         self._last_polls: dict[str, int] = {}
 
@@ -124,50 +136,128 @@ class RunActivities:
     def record(self, ctx: dt.ActivityContext, raw: dict[str, Any]) -> dict[str, Any]:
         """Record task rows and run warnings (a step with no other I/O)."""
         data = RecordInput.model_validate(raw)
-        now = _now_ms()
-        with self.store.batch():
-            self._write_changes(data.workflow_id, data.records, now)
-            self._write_warnings(data.workflow_id, data.warnings, now)
-        return {}
+        with span(
+            self.tracer,
+            ACTIVITY_RECORD,
+            parent=data.traceparent,
+            attrs=attributes(workflow_id=data.workflow_id),
+        ):
+            now = _now_ms()
+            with self.store.batch():
+                self._write_changes(data.workflow_id, data.records, now)
+                self._write_warnings(data.workflow_id, data.warnings, now)
+            return {}
 
     def dispatch(self, ctx: dt.ActivityContext, raw: dict[str, Any]) -> dict[str, Any]:
         """Queue one attempt of a WORKER task."""
-        return self._dispatch(DispatchInput.model_validate(raw)).wire()
+        data = DispatchInput.model_validate(raw)
+        task = data.task
+        with span(
+            self.tracer,
+            ACTIVITY_DISPATCH,
+            parent=data.traceparent,
+            kind=SpanKind.PRODUCER,
+            attrs=attributes(
+                workflow_id=data.workflow_id,
+                task_id=task.task_id,
+                task_type=task.name,
+                attempt=task.attempt,
+            ),
+        ) as current:
+            result = self._dispatch(data, traceparent_of(current))
+            current.set_attribute(STATUS, "FAILED" if result.error else "SCHEDULED")
+            return result.wire()
 
     def resolve_child(self, ctx: dt.ActivityContext, raw: dict[str, Any]) -> dict[str, Any]:
         """Resolve a SUB_WORKFLOW's definition version and write the child's run row."""
-        return self._resolve_child(ResolveChildInput.model_validate(raw)).wire()
+        data = ResolveChildInput.model_validate(raw)
+        task = data.task
+        with span(
+            self.tracer,
+            ACTIVITY_RESOLVE_CHILD,
+            parent=data.run.traceparent,
+            attrs=attributes(
+                workflow_id=data.workflow_id,
+                task_id=task.task_id,
+                task_type=task.type,
+                attempt=task.attempt,
+            ),
+        ) as current:
+            resolution = self._resolve_child(data)
+            resolution.traceparent = traceparent_of(current)
+            return resolution.wire()
 
     def finish(self, ctx: dt.ActivityContext, raw: dict[str, Any]) -> dict[str, Any]:
         """Record the run's end, cancel children, start the failure workflow."""
-        return self._finish(FinishInput.model_validate(raw)).wire()
+        data = FinishInput.model_validate(raw)
+        with span(
+            self.tracer,
+            ACTIVITY_FINISH,
+            parent=data.run.traceparent,
+            attrs=attributes(workflow_id=data.workflow_id),
+        ) as current:
+            summary = self._finish(data, traceparent_of(current))
+            current.set_attribute(STATUS, summary.status)
+            return summary.wire()
 
     def builtin(self, ctx: dt.ActivityContext, raw: dict[str, Any]) -> dict[str, Any]:
         """Run one attempt of a built-in activity type (HTTP, CALL_TOOL, ...)."""
         data = BuiltinInput.model_validate(raw)
-        with self.store.batch():
-            self._write_changes(data.workflow_id, data.records, _now_ms())
         task = data.task
-        task_input = dict(dereference(task.input, self.services.payload_cache.read))
-        task_input.setdefault(ACTIVITY_PREFIX_KEY, activity_prefix(data.workflow_id, task.task_id))
-        result = run_activity(self._inline_deps(), task.type, task_input)
-        where = PolledTask(
-            workflow_id=data.workflow_id, task_id=task.task_id, attempt=task.attempt, ref=task.ref
-        )
-        return self._task_output(where, result)
+        with span(
+            self.tracer,
+            ACTIVITY_BUILTIN,
+            parent=data.traceparent,
+            kind=SpanKind.CLIENT,
+            attrs=attributes(
+                workflow_id=data.workflow_id,
+                task_id=task.task_id,
+                task_type=task.type,
+                attempt=task.attempt,
+            ),
+        ) as current:
+            with self.store.batch():
+                self._write_changes(data.workflow_id, data.records, _now_ms())
+            task_input = dict(dereference(task.input, self.services.payload_cache.read))
+            task_input.setdefault(
+                ACTIVITY_PREFIX_KEY, activity_prefix(data.workflow_id, task.task_id)
+            )
+            result = run_activity(self._inline_deps(), task.type, task_input)
+            where = PolledTask(
+                workflow_id=data.workflow_id,
+                task_id=task.task_id,
+                attempt=task.attempt,
+                ref=task.ref,
+            )
+            output = self._task_output(where, result)
+            current.set_attribute(STATUS, str(output.get("status")))
+            return output
 
     def poll(self, ctx: dt.ActivityContext, raw: dict[str, Any]) -> dict[str, Any]:
         """Poll a long-running built-in activity (asynchronous Logic Apps, Document
         Intelligence) once; the interpreter waits between polls on a durable timer."""
         data = PollInput.model_validate(raw)
-        result = run_poll(self._inline_deps(), data.type, dict(data.input))
-        if data.task is None:
-            return result.to_dict()
-        return self._task_output(data.task, result)
+        where = data.task
+        with span(
+            self.tracer,
+            ACTIVITY_POLL,
+            parent=data.traceparent,
+            kind=SpanKind.CLIENT,
+            attrs=attributes(
+                workflow_id=where.workflow_id if where else None,
+                task_id=where.task_id if where else None,
+                task_type=data.type,
+                attempt=where.attempt if where else None,
+            ),
+        ) as current:
+            result = run_poll(self._inline_deps(), data.type, dict(data.input))
+            output = result.to_dict() if where is None else self._task_output(where, result)
+            current.set_attribute(STATUS, str(output.get("status")))
+            return output
 
     # -- dispatch ------------------------------------------------------------------------
 
-    def _dispatch(self, data: DispatchInput) -> DispatchResult:
+    def _dispatch(self, data: DispatchInput, traceparent: str | None = None) -> DispatchResult:
         svc = self.services
         now = _now_ms()
         task = data.task
@@ -199,6 +289,7 @@ class RunActivities:
             domain=domain,
             input=inline if ref is None else None,
             input_ref=ref,
+            traceparent=traceparent,
         )
 
         row = TaskRecord(
@@ -275,6 +366,15 @@ class RunActivities:
         task = data.task
         child = task.sub_workflow
         name = child.name if child is not None else ""
+        depth = data.run.depth + 1
+        limit = svc.definitions.limits.max_workflow_depth
+        if depth > limit:
+            # before anything is created: a chain of runs that starts itself stops here
+            return ChildResolution(
+                error=f"starting workflow {name!r} would nest runs {depth} deep, above the "
+                f"limit of {limit} (STEPWAY_MAX_WORKFLOW_DEPTH)",
+                terminal=True,
+            )
         try:
             # reads the definition once: proves it exists, fixes what the child runs
             record = read_definition(self.store, name, (child.version if child else None) or None)
@@ -306,16 +406,19 @@ class RunActivities:
 
     # -- the run's end -------------------------------------------------------------------
 
-    def _finish(self, data: FinishInput) -> RunSummary:
+    def _finish(self, data: FinishInput, traceparent: str | None = None) -> RunSummary:
         svc = self.services
         now = _now_ms()
         workflow_id, run, result = data.workflow_id, data.run, data.result
         status = result.status
         reason = result.reason
+        # values the run passed by reference (engine.runtime.payload_refs) are read here
+        output = dereference(result.output, svc.payload_cache.read)
+        variables = dereference(data.variables, svc.payload_cache.read)
         output_ref = None
         try:
             inline, output_ref = self._offload(
-                PayloadKind.WORKFLOW_OUTPUT, workflow_output_key(workflow_id), result.output
+                PayloadKind.WORKFLOW_OUTPUT, workflow_output_key(workflow_id), output
             )
         except PayloadTooLarge as exc:
             status, inline, reason = RunStatus.FAILED, {}, str(exc)
@@ -329,7 +432,7 @@ class RunActivities:
                     status=status,
                     output=inline if output_ref is None else None,
                     output_ref=output_ref,
-                    variables=data.variables,
+                    variables=variables,
                     reason_for_incompletion=reason,
                     failed_reference_task_names=result.failed_reference_task_names,
                     end_time=now,
@@ -356,7 +459,7 @@ class RunActivities:
                 failure_name = None
             if failure_name:
                 failure_workflow_id = self._start_failure_workflow(
-                    client, failure_name, data, status, reason, now
+                    client, failure_name, data, status, reason, now, traceparent
                 )
         return RunSummary(
             status=status.value,
@@ -391,6 +494,7 @@ class RunActivities:
         status: RunStatus,
         reason: str | None,
         now: int,
+        traceparent: str | None = None,
     ) -> str | None:
         workflow_id, run = data.workflow_id, data.run
         try:
@@ -434,6 +538,8 @@ class RunActivities:
                     input=failure_input,
                     correlation_id=run.correlation_id,
                     definition_ref=publish_snapshot(self.store, self.services.payloads, record),
+                    # the failure workflow is in the trace of the run that failed
+                    traceparent=traceparent,
                 ).wire(),
                 instance_id=failure_id,
             )
@@ -503,12 +609,9 @@ class RunActivities:
         return row.model_copy(update={"input_data": {**row.input_data, "instructionsText": text}})
 
     def _release_lease(self, task_id: str, attempt: int) -> None:
-        """Release the lease of an attempt a worker holds, and with it the concurrency
-        slot it holds (``Lease.slot``), when the engine, not the worker, ends it. Call
-        only after a status write of this attempt applied: that write happens once, and
-        a lease is released once, so the slot the Task API took at hand-out is given
-        back once, by whoever ended the attempt."""
-        self.store.release_lease(task_id, attempt)
+        """Release the lease (and the concurrency slot) of an attempt the engine ended
+        (:func:`engine.runtime.settlement.release_slot`)."""
+        release_slot(self.store, task_id, attempt)
 
     def _close_attempt(self, task_type: str, task_id: str, attempt: int, now: int) -> None:
         """End an attempt that is being replaced by the next one (it timed out while a

@@ -9,9 +9,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from engine.decider.state import Frame, RunState, TaskState
-from engine.decider.tasks.base import TaskHandler, TaskStart
+from engine.decider.tasks.base import TaskFailed, TaskHandler, TaskStart
 from engine.language.definitions import TaskStatus
-from engine.language.expressions import resolve
 from engine.language.scripting import ScriptError, evaluate_condition
 
 if TYPE_CHECKING:
@@ -62,8 +61,17 @@ class DoWhileTask(TaskHandler):
         if wt.loop_condition and wt.loop_condition.strip():
             ctx = decider.context(state)
             ctx["CPEWF_TASK_ID"] = loop.task_id
-            inputs = resolve(wt.input_parameters, ctx)
-            bindings: dict[str, Any] = dict(inputs) if isinstance(inputs, dict) else {}
+            try:
+                inputs = decider.resolve_values(
+                    state,
+                    wt.input_parameters,
+                    ctx,
+                    lambda key: f"input {key!r} of task {loop.ref!r}",
+                )
+            except TaskFailed as failure:
+                decider.fail_inline(state, loop, str(failure), now_ms)
+                return
+            bindings: dict[str, Any] = dict(decider.dereferenced(inputs))
             # the loop's iteration count and latest iteration, not every iteration: binding
             # the whole (growing) loop output would make each iteration cost O(iterations)
             bindings[loop.def_ref] = {"iteration": n, str(n): latest}
@@ -73,6 +81,15 @@ class DoWhileTask(TaskHandler):
             except ScriptError as exc:
                 decider.fail_inline(state, loop, f"loopCondition: {exc}", now_ms)
                 return
+        if again and n >= decider.max_loop_iterations:
+            decider.fail_inline(
+                state,
+                loop,
+                f"DO_WHILE {loop.ref!r} reached the limit of {decider.max_loop_iterations} "
+                "iterations",
+                now_ms,
+            )
+            return
         if again:
             state.loops[loop.ref] = n + 1
             output["iteration"] = n + 1

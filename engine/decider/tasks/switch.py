@@ -30,7 +30,7 @@ def case_key(value: Any) -> str:
 class SwitchTask(TaskHandler):
     def start(self, decider: Decider, start: TaskStart) -> None:
         state, frame, ts, wt = start.state, start.frame, start.task, start.definition
-        inputs = ts.input
+        inputs = decider.dereferenced(ts.input)
         evaluator = (wt.evaluator_type or "").lower()
         try:
             if evaluator in ("javascript", "graaljs"):

@@ -60,6 +60,7 @@ from engine.runtime.builtins.results import (
     never_raises,
     offload,
 )
+from protocol.limits import JsonTooDeep, loads_limited
 
 METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 _HTTP_KEYS = (
@@ -176,7 +177,9 @@ def decode_body(response: OutboundResponse) -> tuple[Any, str | None]:
             text = data.decode("utf-8", errors="replace")
         if is_json_type(ctype) or not ctype:
             try:
-                return json.loads(text), None
+                return loads_limited(text, what="the response body"), None
+            except JsonTooDeep:
+                raise  # refused (engine.runtime.builtins.run_activity), not read as text
             except ValueError:
                 return text, None
         return text, None

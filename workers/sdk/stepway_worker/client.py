@@ -86,14 +86,20 @@ class TaskClient:
         return {"Authorization": f"Bearer {token}"} if token else {}
 
     def _request(
-        self, method: str, url: str, *, timeout: float | None = None, **kwargs: Any
+        self,
+        method: str,
+        url: str,
+        *,
+        timeout: float | None = None,
+        extra_headers: dict[str, str] | None = None,
+        **kwargs: Any,
     ) -> httpx.Response:
         for attempt in (1, 2):
             try:
                 response = self._http.request(
                     method,
                     url,
-                    headers=self._headers(),
+                    headers={**self._headers(), **(extra_headers or {})},
                     timeout=timeout if timeout is not None else self.timeout,
                     **kwargs,
                 )
@@ -140,8 +146,9 @@ class TaskClient:
             raise RejectedError(f"poll of {task_type}: expected a list, got {type(body).__name__}")
         return [t for t in body if isinstance(t, dict)]
 
-    def update(self, result: dict[str, Any]) -> None:
-        self._request("POST", "/api/tasks", json=result)
+    def update(self, result: dict[str, Any], *, headers: dict[str, str] | None = None) -> None:
+        """Post a TaskResult (``headers``: e.g. the ``traceparent`` of the post)."""
+        self._request("POST", "/api/tasks", json=result, extra_headers=headers)
 
     def log(self, task_id: str, line: str, *, timeout: float = 5.0) -> None:
         self._request(

@@ -2,7 +2,8 @@
 memory while the Task API is down, and never drop a refused result silently: a result
 the Task API refuses for good (a 4xx other than 409) is replaced by a FAILED result
 whose reason says what was refused, so that the run moves on at once instead of
-waiting for the task's response timeout."""
+waiting for the task's response timeout. Each try is a span in the run's trace
+(:mod:`stepway_worker.tracing`)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from typing import Any
 
 from stepway_worker.client import ConflictError, RejectedError, TaskClient, TransientError
 from stepway_worker.registry import MAX_REASON, Outcome
+from stepway_worker.tracing import WorkerTracing
 
 log = logging.getLogger("stepway_worker")
 
@@ -35,6 +37,9 @@ class PendingResult:
     output_bytes: int = 0
     #: why the original result was replaced by a FAILED one (None: not replaced)
     refused: str | None = None
+    #: the trace context to post under (the execution span's); None: untraced
+    traceparent: str | None = None
+    attempt: int | None = None
 
 
 def make_result(
@@ -113,14 +118,27 @@ def upload(
     return path, uri
 
 
-def send_once(client: TaskClient, pending: PendingResult) -> None:
+def send_once(
+    client: TaskClient, pending: PendingResult, tracing: WorkerTracing | None = None
+) -> None:
     """One try: upload a large output if still needed, then post. A refusal for good
     (:class:`RejectedError`) replaces the result by a FAILED one (see
     :func:`replace_refused`) that is posted right away; a transient error on that post
     leaves the replacement in ``pending`` for the next try. Raises the client's errors,
-    :class:`RejectedError` only when the replacement is refused too."""
+    :class:`RejectedError` only when the replacement is refused too. With ``tracing``
+    the try is a span, and the posts carry its ``traceparent``."""
+    if tracing is None:
+        _try_once(client, pending, {})
+        return
+    with tracing.post(
+        pending.traceparent, pending.body, pending.task_type, pending.attempt
+    ) as headers:
+        _try_once(client, pending, headers)
+
+
+def _try_once(client: TaskClient, pending: PendingResult, headers: dict[str, str]) -> None:
     try:
-        _post(client, pending)
+        _post(client, pending, headers)
     except RejectedError as exc:
         if pending.refused is not None:
             raise
@@ -128,10 +146,10 @@ def send_once(client: TaskClient, pending: PendingResult) -> None:
             "result of task %s refused, posting it as FAILED instead: %s", pending.task_id, exc
         )
         replace_refused(pending, exc)
-        _post(client, pending)
+        _post(client, pending, headers)
 
 
-def _post(client: TaskClient, pending: PendingResult) -> None:
+def _post(client: TaskClient, pending: PendingResult, headers: dict[str, str]) -> None:
     if pending.large_output is not None:
         path, _ = upload(
             client,
@@ -144,7 +162,7 @@ def _post(client: TaskClient, pending: PendingResult) -> None:
         pending.body["outputData"] = {}
         pending.body["externalOutputPayloadStoragePath"] = path
         pending.large_output = None
-    client.update(pending.body)
+    client.update(pending.body, headers=headers)
 
 
 class Outbox:
@@ -154,8 +172,16 @@ class Outbox:
     result by a FAILED one naming the refusal (:func:`send_once`), which is dropped only
     when it is refused too."""
 
-    def __init__(self, client: TaskClient, *, initial: float = 0.1, maximum: float = 10.0) -> None:
+    def __init__(
+        self,
+        client: TaskClient,
+        *,
+        initial: float = 0.1,
+        maximum: float = 10.0,
+        tracing: WorkerTracing | None = None,
+    ) -> None:
         self.client = client
+        self.tracing = tracing
         self.initial = initial
         self.maximum = maximum
         self._queue: deque[PendingResult] = deque()
@@ -189,7 +215,7 @@ class Outbox:
         """True when the result is settled (posted or dropped for good)."""
         pending.tries += 1
         try:
-            send_once(self.client, pending)
+            send_once(self.client, pending, self.tracing)
         except TransientError as exc:
             if pending.tries == 1 or pending.tries % 20 == 0:
                 log.warning(
