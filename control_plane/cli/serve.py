@@ -184,6 +184,7 @@ def _read_settings(env: EnvReader, host: str) -> Settings | None:
         ("STEPWAY_SIGNED_URL_SECONDS", "signed_url_seconds"),
         ("STEPWAY_MAX_CONCURRENT_POLLS", "max_concurrent_polls"),
         ("STEPWAY_NO_WORKER_WARNING_MS", "no_worker_after_ms"),
+        ("STEPWAY_POLL_RECORD_INTERVAL_MS", "poll_record_interval_ms"),
     ):
         if env.has(var):
             values[key] = env.integer(var, 1, minimum=1)
