@@ -59,7 +59,7 @@ class _Served:
             app,
             host="127.0.0.1",
             port=self.port,
-            log_level="warning",
+            log_level="critical",  # its shutdown cancels open long polls, noisily
             access_log=False,
             http=http,  # type: ignore[arg-type]
             loop=loop,  # type: ignore[arg-type]
@@ -124,12 +124,16 @@ class StepwayDev:
 
     # --- the durable backend -----------------------------------------------------------
 
-    def wait(self, workflow_id: str, timeout: float = 600) -> str:
-        """Blocks until the run's orchestration has ended; returns its status name."""
+    def wait(self, workflow_id: str, timeout: float = 600) -> None:
+        """Blocks until the run's orchestration has ended (the interpreter records the
+        run's end before its orchestration ends; read the status with ``status``)."""
         state = self.client.wait_for_orchestration_completion(workflow_id, timeout=timeout)
         if state is None:
             raise RuntimeError(f"run {workflow_id} is unknown to the backend")
-        return str(state.runtime_status.name)
+
+    def status(self, workflow_id: str) -> str:
+        """The run's status as the workflow API reports it."""
+        return str(self.run(workflow_id)["status"])
 
     def history(self, workflow_id: str) -> list[Any]:
         """The history events of the run's current execution (durabletask.history)."""

@@ -122,8 +122,9 @@ class System:
     def _timed_run(self, name: str) -> float:
         started = time.perf_counter()
         run_id = self.sw.start(name)
-        status = self.sw.wait(run_id)
+        self.sw.wait(run_id)
         elapsed = (time.perf_counter() - started) * 1000
+        status = self.sw.status(run_id)
         if status != "COMPLETED":
             raise RuntimeError(f"run {run_id} of {name} ended {status}")
         return elapsed
@@ -146,8 +147,10 @@ class System:
         name = self._define(f"bench_http_{p['steps']}", "HTTP", p["steps"])
         started = time.perf_counter()
         ids = [self.sw.start(name) for _ in range(p["runs"])]
-        statuses = [self.sw.wait(i) for i in ids]
+        for i in ids:
+            self.sw.wait(i)
         elapsed = time.perf_counter() - started
+        statuses = [self.sw.status(i) for i in ids]
         if any(s != "COMPLETED" for s in statuses):
             raise RuntimeError(f"runs ended {Counter(statuses)}")
         return {"value": p["runs"] * p["steps"] / elapsed}
@@ -185,11 +188,13 @@ class System:
                 time.sleep(0.05)
             cpu0, started = time.process_time(), time.perf_counter()
             workers.go()
-            statuses = [self.sw.wait(i) for i in ids]
+            for i in ids:
+                self.sw.wait(i)
             elapsed = time.perf_counter() - started
             cpu = time.process_time() - cpu0
         finally:
             worker_cpu = workers.stop()
+        statuses = [self.sw.status(i) for i in ids]
         if any(s != "COMPLETED" for s in statuses):
             raise RuntimeError(f"runs ended {Counter(statuses)}")
         return {
@@ -229,7 +234,8 @@ class System:
             if not line.startswith("result "):
                 raise RuntimeError(f"load client: {line!r}")
             fired = json.loads(line.removeprefix("result "))
-            statuses = [self.sw.wait(i) for i in fired["ids"]]
+            for i in fired["ids"]:
+                self.sw.wait(i)
             runs = [self.sw.run(i) for i in fired["ids"]]
         finally:
             client.wait(30)
@@ -239,7 +245,7 @@ class System:
             "start_p50": percentile(fired["ms"], 50),
             "start_p99": percentile(fired["ms"], 99),
             "run_p50": median(durations),
-            "completed": sum(1 for s in statuses if s == "COMPLETED"),
+            "completed": sum(1 for r in runs if r["status"] == "COMPLETED"),
             "runs": n,
             "errors": fired["errors"],
         }
@@ -255,7 +261,8 @@ class System:
         for steps in (1, 1 + k):
             name = self._define(f"bench_hist_{variant}_{steps}", kind, steps)
             run_id = self.sw.start(name)
-            if self.sw.wait(run_id) != "COMPLETED":
+            self.sw.wait(run_id)
+            if self.sw.status(run_id) != "COMPLETED":
                 raise RuntimeError(f"history run {run_id} did not complete")
             events = self.sw.history(run_id)
             if history.continued(events):
