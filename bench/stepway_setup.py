@@ -35,7 +35,7 @@ from engine.backend.embedded import EmbeddedBackend
 from engine.definitions import TaskStatus, TaskType
 from engine.ports.run_store import NewRun, TaskRecord
 
-__all__ = ["StepwayDev", "TaskApiOnly", "embedded_backend"]
+__all__ = ["StepwayDev", "TaskApiOnly", "embedded_backend", "trace_points"]
 
 
 def embedded_backend() -> EmbeddedBackend:
@@ -239,3 +239,27 @@ class TaskApiOnly:
     def close(self) -> None:
         self._served.stop()
         self.store.close()
+
+
+def trace_points() -> list[tuple[Any, str, str]]:
+    """(class, method, label) of the hops of a step that ``bench.trace_steps`` times:
+    the engine worker's orchestrator and activity executions (durabletask), the embedded
+    backend's completions, events and hand-outs, and the Task API's poll, hand-out,
+    result and signals."""
+    import durabletask.worker as dt_worker
+
+    from control_plane.task_service import TaskService
+    from engine.backend.embedded import StepwayInMemoryBackend
+
+    return [
+        (dt_worker.TaskHubGrpcWorker, "_execute_orchestrator", "engine: orchestrator work item"),
+        (dt_worker.TaskHubGrpcWorker, "_execute_activity", "engine: activity"),
+        (StepwayInMemoryBackend, "CompleteOrchestratorTask", "backend: orchestrator completed"),
+        (StepwayInMemoryBackend, "CompleteActivityTask", "backend: activity completed"),
+        (StepwayInMemoryBackend, "RaiseEvent", "backend: event raised"),
+        (StepwayInMemoryBackend, "_lease", "backend: work item handed out"),
+        (TaskService, "poll", "task API: poll"),
+        (TaskService, "_hand_out", "task API: hand-out"),
+        (TaskService, "update", "task API: result"),
+        (TaskService, "_signal", "task API: event to the run"),
+    ]
