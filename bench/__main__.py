@@ -282,7 +282,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", help="also write the raw results here")
     parser.add_argument("--http", default="auto", help="uvicorn --http for Stepway")
     parser.add_argument("--loop", default="auto", help="uvicorn --loop for Stepway")
+    parser.add_argument(
+        "--render",
+        help="re-render the tables from a --json file of an earlier run instead of measuring",
+    )
     args = parser.parse_args(argv)
+    if args.render:
+        saved = json.loads(Path(args.render).read_text())
+        meta = saved["meta"]
+        results = {
+            w: {int(i): rs for i, rs in cells.items()} for w, cells in saved["results"].items()
+        }
+        ran = [w for w in WORKLOADS if w.id in results]
+        report = Report(ran, results, meta["skipped"])
+        generated = render(report, meta)
+        print(generated)
+        if args.out:
+            write_doc(Path(args.out), generated)
+        return 0
     report, meta = run(args)
     generated = render(report, meta)
     print()

@@ -50,6 +50,15 @@ def count(events: Iterable[Any]) -> Counter[str]:
     return Counter(type(e).__name__.removesuffix("Event") for e in events)
 
 
+BOOKENDS = frozenset({"OrchestratorStarted", "OrchestratorCompleted"})
+"""The events that open and close each orchestrator work item (each replay), not a step's
+own: the hand-written floor's activity step is 2 events without them, 4 with them."""
+
+
+def without_bookends(by_type: Counter[str]) -> int:
+    return sum(n for name, n in by_type.items() if name not in BOOKENDS)
+
+
 def actions(by_type: Counter[str]) -> int:
     return sum(n for name, n in by_type.items() if name + "Event" in BILLABLE)
 

@@ -274,6 +274,7 @@ class System:
         return {
             "events": sum(diff.values()) / k,
             "actions": history.actions(diff) / k,
+            "step_events": history.without_bookends(diff) / k,
             "by_type": {t: n / k for t, n in sorted(diff.items()) if n},
         }
 

@@ -38,7 +38,8 @@ def _describe(args: tuple[Any, ...]) -> str:
             return "result event" if len(name) >= 36 and name[8] == "-" else name
         which = getattr(arg, "WhichOneof", None)
         if which is not None:
-            kind = which("request") if hasattr(arg, "completionToken") else None
+            is_work_item = type(arg).__name__ == "WorkItem"
+            kind = which("request") if is_work_item else None
             if kind:
                 return str(kind)
             events = getattr(arg, "newEvents", None)
@@ -59,7 +60,10 @@ def install(events: list[Event]) -> None:
         original: Callable[..., Any] = getattr(owner, attr)
 
         def timed(*args: Any, **kwargs: Any) -> Any:
-            what = _describe(args)
+            try:
+                what = _describe(args)
+            except Exception:  # a label is not worth breaking the hop
+                what = ""
             with lock:
                 events.append((time.perf_counter(), label + " >", what))
             try:
