@@ -43,7 +43,6 @@ def test_an_inline_task_definition_with_a_response_timeout_above_its_timeout(
     conductor.register(workflow(name, [step]))
 
 
-@pytest.mark.xfail(strict=True, reason="issue 12: a result naming another workerId is 409")
 def test_a_result_may_name_another_worker_id_than_the_poller(conductor: Conductor) -> None:
     """Conductor's updateTask does not compare ``workerId`` with the poller's."""
     task_type, name = unique("any_worker"), unique("any_worker_wf")

@@ -159,7 +159,6 @@ def test_a_worker_registers_its_own_task_definition(sdk: Sdk) -> None:
     assert stored.name == "sdk2_autoreg"
 
 
-@pytest.mark.xfail(strict=True, reason="issue 12: task definitions are still required")
 def test_decorated_workers_run_a_workflow_registered_without_task_definitions(
     sdk: Sdk,
 ) -> None:
@@ -198,7 +197,6 @@ def test_pause_resume_terminate_and_restart(sdk: Sdk) -> None:
     sdk.workflows.terminate_workflow(workflow_id, reason="done")
 
 
-@pytest.mark.xfail(strict=True, reason="issue 12: retry restarts the run from the beginning")
 def test_retry_resumes_from_the_failed_task(sdk: Sdk) -> None:
     flaky = WorkflowTask(
         name="sdk2_fail_once",
@@ -254,7 +252,6 @@ def test_skip_a_task_and_rerun_the_run(sdk: Sdk) -> None:
     sdk.workflows.terminate_workflow(workflow_id, reason="done")
 
 
-@pytest.mark.xfail(strict=True, reason="issue 12: no correlated look-ups")
 def test_runs_by_correlation_id(sdk: Sdk) -> None:
     name = _greet_flow(sdk)
     key = unique("order")
@@ -289,7 +286,6 @@ def test_a_signal_completes_the_waiting_task(sdk: Sdk) -> None:
     assert run.output == {"greeting": "Hello, Hal"}
 
 
-@pytest.mark.xfail(strict=True, reason="issue 12: no FORK_JOIN_DYNAMIC")
 def test_dynamic_fork_over_decorated_workers(sdk: Sdk) -> None:
     flow = ConductorWorkflow(executor=sdk.executor, name=unique("sdk_dyn_fork"), version=1)
     fork = DynamicForkTask("fan", join_task=JoinTask("fan_join"))
@@ -310,7 +306,6 @@ def test_dynamic_fork_over_decorated_workers(sdk: Sdk) -> None:
     assert run.output == {"joined": {"one": {"double": 2}, "two": {"double": 4}}}
 
 
-@pytest.mark.xfail(strict=True, reason="issue 12: task definitions are still required")
 def test_a_start_request_routes_a_type_to_the_workers_domain(sdk: Sdk) -> None:
     flow = ConductorWorkflow(executor=sdk.executor, name=unique("sdk_domain"), version=1)
     step = SimpleTask("sdk2_domained", "step")
@@ -470,7 +465,6 @@ def _kitchen_sink(name: str, child: str, echo_url: str) -> WorkflowDef:
     )
 
 
-@pytest.mark.xfail(strict=True, reason="issue 12: missing task types")
 def test_a_kitchen_sink_workflow_with_every_task_type(sdk: Sdk) -> None:
     child = _greet_flow(sdk)
     with echo_server() as echo_url:
