@@ -54,7 +54,7 @@ class TaskHandout(TaskSupport):
         message received meanwhile is made visible again instead of handed out."""
         holder = holder or worker_id
         gone = receiver_gone or (lambda: False)
-        td = self.taskdefs.registered(task_type)
+        td = self.taskdefs.effective(task_type)
         self.deps.run_store.record_poll(task_type, domain, worker_id, self.deps.clock())
         queues = poll_queues(task_type, domain)
         deadline = time.monotonic() + timeout_ms / 1000
@@ -84,6 +84,10 @@ class TaskHandout(TaskSupport):
                         queue, max_messages=want, max_wait_seconds=wait, lock_seconds=60.0
                     )
                 except QueueNotFound:
+                    if not self.settings.strict_task_definitions:
+                        # Conductor: a type (or domain) nothing was queued for yet has
+                        # no task to hand out; its queue is made on first use
+                        continue
                     if domain:
                         raise bad_request(
                             f"no queue {queue!r}: domain {domain!r} is not declared for "
@@ -169,11 +173,12 @@ class TaskHandout(TaskSupport):
             store.release_concurrency(task_type)
             q.requeue(queue, message, self.settings.limit_requeue_delay_seconds)
             return None
+        response_timeout = body.response_timeout_seconds or td.response_timeout_seconds
         started = store.start_task(
             task_id,
             attempt,
             worker_id,
-            lease_expires_at=now + td.response_timeout_seconds * 1000,
+            lease_expires_at=now + response_timeout * 1000,
             now=now,
             sequence_number=message.sequence_number,
             queue_name=queue,
@@ -199,7 +204,7 @@ class TaskHandout(TaskSupport):
             workflow_type=body.workflow_type,
             correlation_id=body.correlation_id,
             priority=body.priority,
-            response_timeout_seconds=td.response_timeout_seconds,
+            response_timeout_seconds=response_timeout,
             traceparent=body.traceparent,
         )
 
