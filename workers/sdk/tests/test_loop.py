@@ -9,7 +9,6 @@ import threading
 import time
 from typing import Any
 
-import pytest
 from stepway_worker import (
     InProgress,
     TaskContext,
