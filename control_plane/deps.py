@@ -51,6 +51,12 @@ class Settings(BaseModel):
 
     #: task type -> domains declared for it (worker catalog); each gets a queue
     task_domains: dict[str, list[str]] = Field(default_factory=dict)
+    #: every WORKER type a workflow uses must have a registered task definition, and a
+    #: poll of a type without one is 404 (off: Conductor's rule, a default task definition)
+    strict_task_definitions: bool = False
+    #: start, terminate, retry, restart, rerun and skip answer once the run store shows
+    #: their effect (Conductor answers after deciding), waiting at most this long
+    settle_seconds: float = 5.0
 
     max_body_bytes: int = 12 * 1024 * 1024
     max_poll_timeout_ms: int = 5000

@@ -19,8 +19,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 __all__ = [
+    "SKIP_EVENT",
     "STARTED_SUFFIX",
     "TERMINATE_EVENT",
+    "SkipEvent",
     "TaskResultEvent",
     "TaskStartedEvent",
     "TerminateEvent",
@@ -29,6 +31,8 @@ __all__ = [
 ]
 
 TERMINATE_EVENT = "stepway.terminate"
+#: skip a task the run has not reached yet (Conductor's ``skiptask``)
+SKIP_EVENT = "stepway.skip"
 STARTED_SUFFIX = ".started"
 
 
@@ -77,3 +81,11 @@ class TaskResultEvent(_Event):
 
 class TerminateEvent(_Event):
     reason: str | None = None
+
+
+class SkipEvent(_Event):
+    """Conductor's SkipTaskRequest, for task ``task_reference_name``."""
+
+    task_reference_name: str
+    task_input: dict[str, Any] = Field(default_factory=dict)
+    task_output: dict[str, Any] = Field(default_factory=dict)

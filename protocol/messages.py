@@ -50,6 +50,9 @@ class TaskMessage(BaseModel):
     attempt: int
     priority: int = 0
     domain: str | None = None
+    #: the attempt's responseTimeoutSeconds (its task definition: registered, inline in
+    #: the workflow, or Conductor's default); the hand-out lease lasts that long
+    response_timeout_seconds: int | None = None
     input: Any = None
     input_ref: str | None = None
     #: W3C trace context of the dispatch span (absent when tracing is off)

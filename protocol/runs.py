@@ -12,10 +12,43 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-__all__ = ["ORCHESTRATOR_NAME", "RunInput"]
+__all__ = ["ORCHESTRATOR_NAME", "ReplayTask", "RunInput", "TaskMock"]
 
 #: The one orchestration that runs every run of every definition.
 ORCHESTRATOR_NAME = "WorkflowInterpreter"
+
+
+class ReplayTask(BaseModel):
+    """A task row a retried or rerun run keeps: when the run reaches the task instance
+    ``ref`` again it adopts this row (a task that succeeded keeps its result, an inline
+    or container task its id) or, for a scheduled task that did not succeed, makes a
+    new attempt after it (Conductor's workflow retry)."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
+
+    ref: str
+    task_id: str
+    seq: int
+    status: str
+    attempt: int = 1
+    input: dict[str, Any] = Field(default_factory=dict)
+    #: the output, or ``{"outputRef": ref}`` for one kept in the payload store
+    output: dict[str, Any] = Field(default_factory=dict)
+    reason: str | None = None
+    worker_id: str | None = None
+    scheduled_time: int | None = None
+    start_time: int | None = None
+    end_time: int | None = None
+
+
+class TaskMock(BaseModel):
+    """A worker task's result in a workflow test (Conductor's WorkflowTestRequest
+    ``taskRefToMockOutput``): the attempt completes with it instead of being queued."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
+
+    status: str = "COMPLETED"
+    output: dict[str, Any] = Field(default_factory=dict)
 
 
 class RunInput(BaseModel):
@@ -37,6 +70,16 @@ class RunInput(BaseModel):
     #: the definition snapshot the run executes (engine.runtime.snapshots); None: the
     #: current registration
     definition_ref: str | None = None
+    #: part of every task id of the run; a restart, rerun or retry sets a new one
+    generation: str = ""
+    #: a retry or rerun: the rows the run keeps (see :class:`ReplayTask`), the highest
+    #: ``seq`` of any row it keeps, and new inputs of tasks by instance ref (a rerun's
+    #: ``taskInput``)
+    replay: list[ReplayTask] = Field(default_factory=list)
+    seq_base: int = 0
+    task_inputs: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    #: a workflow test: results of worker tasks by reference name, one per attempt
+    task_mocks: dict[str, list[TaskMock]] = Field(default_factory=dict)
     #: the Decider state carried from the previous execution (continue_as_new)
     state: dict[str, Any] | None = None
     started_at_ms: int | None = None

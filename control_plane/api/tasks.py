@@ -166,7 +166,9 @@ def update_task_v2(
 ) -> Response:
     outcome = _update(results, caller, result, trace)
     worker_id = outcome.worker_id or result.worker_id or caller.name
-    if not caller.serves(outcome.task_type) or handout.taskdefs.get(outcome.task_type) is None:
+    if not caller.serves(outcome.task_type) or (
+        handout.settings.strict_task_definitions and handout.taskdefs.get(outcome.task_type) is None
+    ):
         return Response(status_code=204)
     holder = caller.subject or worker_id
     tasks = handout.poll(outcome.task_type, worker_id, outcome.domain, 1, 0, holder=holder)

@@ -11,14 +11,21 @@ from control_plane.api.openapi import COMMON, errors
 from control_plane.api.routing import StepwayRoute
 from control_plane.api.tracing import CallerTrace
 from control_plane.auth import Principal, principal, require_role
-from control_plane.services.wire_types import Int64, NonNegative64
-from control_plane.services.workflows import StartWorkflowRequest, WorkflowService
+from control_plane.services.replays import RerunWorkflowRequest, SkipTaskRequest
+from control_plane.services.wire_types import Int64, NonNegative64, Text
+from control_plane.services.workflows import (
+    StartWorkflowRequest,
+    WorkflowService,
+    WorkflowTestRequest,
+)
 from protocol.limits import MAX_INT32
 
 router = APIRouter(
     prefix="/api/workflow", tags=["workflow"], route_class=StepwayRoute, responses=COMMON
 )
 STARTS = errors(404, 413, 503)
+#: correlation ids one batch look-up takes
+MAX_CORRELATION_IDS = 1000
 
 Caller = Annotated[Principal, Depends(principal)]
 
@@ -73,6 +80,56 @@ def start(
 ) -> str:
     require_role(caller, "operator")
     return service.start(request, caller_trace=trace)
+
+
+@router.post(
+    "/test",
+    summary="Test a definition: worker tasks complete with mocked results",
+    responses=STARTS,
+)
+def test(
+    service: Service, caller: Caller, request: WorkflowTestRequest, trace: CallerTrace
+) -> dict[str, Any]:
+    require_role(caller, "operator")
+    return service.test(request, caller_trace=trace)
+
+
+@router.put(
+    "/decide/{workflowId}",
+    summary="Decide a run (Stepway decides on every event)",
+    responses=errors(404),
+)
+def decide(service: Service, caller: Caller, workflowId: str) -> None:
+    require_role(caller, "operator")
+    service.decide(workflowId)
+
+
+@router.get("/{name}/correlated/{correlationId}", summary="Runs of a workflow by correlation id")
+def correlated(
+    service: Service,
+    caller: Caller,
+    name: str,
+    correlationId: str,
+    includeClosed: bool = False,
+    includeTasks: bool = False,
+) -> list[dict[str, Any]]:
+    require_role(caller, "reader")
+    return service.correlated(name, correlationId, includeClosed, includeTasks)
+
+
+@router.post("/{name}/correlated", summary="Runs of a workflow by correlation ids")
+def correlated_batch(
+    service: Service,
+    caller: Caller,
+    name: str,
+    correlationIds: Annotated[list[Text], Body(max_length=MAX_CORRELATION_IDS)],
+    includeClosed: bool = False,
+    includeTasks: bool = False,
+) -> dict[str, list[dict[str, Any]]]:
+    require_role(caller, "reader")
+    return {
+        key: service.correlated(name, key, includeClosed, includeTasks) for key in correlationIds
+    }
 
 
 @router.post(
@@ -136,19 +193,65 @@ def terminate(service: Service, caller: Caller, workflowId: str, reason: str | N
 
 @router.post(
     "/{workflowId}/restart",
-    summary="Run a finished run again from the start",
+    status_code=204,
+    summary="Run a finished run again from the start (useLatestDefinitions: the latest version)",
     responses=errors(404, 409, 503),
 )
-def restart(service: Service, caller: Caller, workflowId: str) -> None:
+def restart(
+    service: Service, caller: Caller, workflowId: str, useLatestDefinitions: bool = False
+) -> None:
     require_role(caller, "operator")
-    service.restart(workflowId)
+    service.restart(workflowId, useLatestDefinitions)
 
 
 @router.post(
     "/{workflowId}/retry",
-    summary="Retry a failed run (restarts it from the start with the same input)",
+    status_code=204,
+    summary="Retry a finished run from the tasks it did not get through",
     responses=errors(404, 409, 503),
 )
-def retry(service: Service, caller: Caller, workflowId: str) -> None:
+def retry(
+    service: Service, caller: Caller, workflowId: str, resumeSubworkflowTasks: bool = False
+) -> None:
     require_role(caller, "operator")
     service.retry(workflowId)
+
+
+@router.post(
+    "/{workflowId}/rerun",
+    response_class=PlainTextResponse,
+    summary="Run a finished run again from a task (reRunFromTaskId) or from the start",
+    responses=errors(404, 409, 503),
+)
+def rerun(
+    service: Service,
+    caller: Caller,
+    workflowId: str,
+    request: Annotated[RerunWorkflowRequest, Body()],
+) -> str:
+    require_role(caller, "operator")
+    return service.rerun(workflowId, request)
+
+
+@router.put(
+    "/{workflowId}/skiptask/{taskReferenceName}",
+    summary="Skip a task the running run has not reached yet",
+    responses=errors(404, 409, 503),
+)
+def skip_task(
+    service: Service,
+    caller: Caller,
+    workflowId: str,
+    taskReferenceName: str,
+    request: Annotated[SkipTaskRequest | None, Body()] = None,
+) -> None:
+    require_role(caller, "operator")
+    service.skip(workflowId, taskReferenceName, request or SkipTaskRequest())
+
+
+@router.delete(
+    "/{workflowId}/remove", summary="Delete a run and its tasks", responses=errors(404, 409)
+)
+def remove(service: Service, caller: Caller, workflowId: str, archiveWorkflow: bool = True) -> None:
+    require_role(caller, "operator")
+    service.remove(workflowId)

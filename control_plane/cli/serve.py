@@ -179,6 +179,7 @@ def _read_settings(env: EnvReader, host: str) -> Settings | None:
     if domains is not None:
         values["task_domains"] = domains
     values["console"] = console_settings_from_env(env)
+    values["strict_task_definitions"] = env.flag("STEPWAY_STRICT_TASK_DEFINITIONS", False)
     for var, key in (
         ("STEPWAY_MAX_BODY_BYTES", "max_body_bytes"),
         ("STEPWAY_SIGNED_URL_SECONDS", "signed_url_seconds"),

@@ -14,6 +14,7 @@ from pydantic import ValidationError
 
 from control_plane.api.errors import ApiError, conflict, not_found
 from control_plane.deps import Deps, Settings
+from control_plane.services.worker_queues import ensure_worker_queues
 from engine.language.definitions import TaskDef, TaskType, WorkflowDef
 from engine.language.recursion import recursion_issues
 from engine.language.validation import ValidationIssue, validate_task_def, validate_workflow
@@ -182,7 +183,9 @@ class MetadataService:
         }
 
     def parse_workflows(self, items: list[Any], single: bool) -> list[WorkflowDef]:
-        task_defs = self._registered_task_defs()
+        # Conductor runs a WORKER type without a task definition with its default one
+        # (MetadataMapperService); strict mode keeps the rule that one is registered
+        task_defs = self._registered_task_defs() if self.settings.strict_task_definitions else None
         issues: list[tuple[str, str]] = []
         parsed: list[WorkflowDef] = []
         seen: dict[tuple[str, int], int] = {}
@@ -252,6 +255,8 @@ class MetadataService:
             )
             report.append({"name": wf.name, "version": wf.version, "action": action})
         if not dry_run:
+            for wf in parsed:
+                ensure_worker_queues(self.settings, self.deps, wf)
             now = self.deps.clock()
             for wf, entry in zip(parsed, report, strict=True):
                 if entry["action"] != "unchanged":

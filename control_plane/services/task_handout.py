@@ -83,7 +83,7 @@ class TaskHandout(TaskSupport):
         message received meanwhile is made visible again instead of handed out."""
         holder = holder or worker_id
         gone = receiver_gone or (lambda: False)
-        td = self.taskdefs.registered(task_type)
+        td = self.taskdefs.effective(task_type)
         self._record_poll(task_type, domain, worker_id)
         queues = poll_queues(task_type, domain)
         deadline = time.monotonic() + timeout_ms / 1000
@@ -113,6 +113,10 @@ class TaskHandout(TaskSupport):
                         queue, max_messages=want, max_wait_seconds=wait, lock_seconds=60.0
                     )
                 except QueueNotFound:
+                    if not self.settings.strict_task_definitions:
+                        # Conductor: a type (or domain) nothing was queued for yet has
+                        # no task to hand out; its queue is made on first use
+                        continue
                     if domain:
                         raise bad_request(
                             f"no queue {queue!r}: domain {domain!r} is not declared for "
@@ -184,11 +188,12 @@ class TaskHandout(TaskSupport):
             return None
         task_id, attempt = body.task_id, body.attempt
         now = self.deps.clock()
+        response_timeout = body.response_timeout_seconds or td.response_timeout_seconds
         out = store.hand_out_task(
             task_id,
             attempt,
             worker_id,
-            lease_expires_at=now + td.response_timeout_seconds * 1000,
+            lease_expires_at=now + response_timeout * 1000,
             now=now,
             sequence_number=message.sequence_number,
             queue_name=queue,
@@ -225,7 +230,7 @@ class TaskHandout(TaskSupport):
             workflow_type=body.workflow_type,
             correlation_id=body.correlation_id,
             priority=body.priority,
-            response_timeout_seconds=td.response_timeout_seconds,
+            response_timeout_seconds=response_timeout,
             traceparent=body.traceparent,
         )
 

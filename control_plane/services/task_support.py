@@ -50,6 +50,17 @@ class TaskDefCache:
             self._taskdefs.pop(task_type, None)
             self.generation += 1
 
+    def effective(self, task_type: str) -> TaskDef:
+        """The task definition ``task_type`` runs with: the registered one, else
+        Conductor's default (``new TaskDef(name)``); in strict mode 404 when none is
+        registered."""
+        td = self.get(task_type)
+        if td is not None:
+            return td
+        if self.settings.strict_task_definitions:
+            return self.registered(task_type)
+        return TaskDef(name=task_type)
+
     def registered(self, task_type: str) -> TaskDef:
         """The task definition of ``task_type``; 404 when there is none."""
         td = self.get(task_type)

@@ -5,20 +5,21 @@ returns the existing run's id and starts nothing), then starts the orchestration
 that fails the row is deleted again, so nothing is left half-started. Pause, resume,
 terminate, restart and retry signal the orchestration through ``RunSignals``.
 
-Retry restarts the run from the beginning with the same input (like restart): the
-interpreter has no resume-from-failed-task entry point yet.
+Restart, retry and rerun run a finished run again (:mod:`control_plane.services.replays`).
 
-A start (and a restart) is the root span of the run's trace; its ``traceparent`` goes
-into the orchestration input, so every span of the run joins that trace
-(engine/runtime/tracing.py). A caller's own trace context is linked, not joined: one
-trace per run.
+A start (and a restart, retry or rerun) is the root span of the run's trace; its
+``traceparent`` goes into the orchestration input, so every span of the run joins that
+trace (engine/runtime/tracing.py). A caller's own trace context is linked, not joined:
+one trace per run.
 """
 
 from __future__ import annotations
 
 import logging
 import re
+import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import jsonschema
@@ -28,11 +29,14 @@ from pydantic.alias_generators import to_camel
 
 from control_plane.api.errors import ApiError, bad_request, conflict, not_found
 from control_plane.deps import Deps, Settings
+from control_plane.services.metadata import MetadataService
+from control_plane.services.replays import RerunWorkflowRequest, RunReplays, SkipTaskRequest
 from control_plane.services.start_cache import StartCache
 from control_plane.services.tasks import TaskService
 from control_plane.services.wire import read_offloaded, run_summary, workflow_json
 from control_plane.services.wire_types import Text
-from engine.language.definitions import WorkflowDef
+from control_plane.services.worker_queues import ensure_worker_queues
+from engine.language.definitions import WorkflowDef, schema_document
 from engine.ports.payload_store import (
     PayloadKind,
     PayloadTooLarge,
@@ -45,13 +49,14 @@ from engine.ports.run_store import (
     RunRecord,
     RunStatus,
     RunUpdate,
+    TaskRecord,
 )
-from engine.runtime.snapshots import publish_snapshot
-from engine.runtime.tracing import WORKFLOW_ID, attributes, link_to, span, traceparent_of, tracer
+from engine.runtime.snapshots import publish_snapshot_of
+from engine.runtime.tracing import WORKFLOW_ID, link_to, span, traceparent_of, tracer
 from protocol.events import TERMINATE_EVENT, TerminateEvent
 from protocol.limits import MAX_INT32
 from protocol.payload_keys import INPUT_REF, workflow_input_key
-from protocol.runs import RunInput
+from protocol.runs import RunInput, TaskMock
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +71,16 @@ class StartWorkflowRequest(BaseModel):
     priority: int = Field(default=0, ge=0, le=99)
     task_to_domain: dict[Text, Text] = Field(default_factory=dict)
     idempotency_key: Text | None = None
+    #: a definition given in the request instead of a registered one (Conductor runs it
+    #: without registering it)
+    workflow_def: dict[str, Any] | None = None
+
+
+class WorkflowTestRequest(StartWorkflowRequest):
+    """Conductor's WorkflowTestRequest: a start whose worker tasks complete with the
+    given results (one per attempt, by task reference name) instead of being queued."""
+
+    task_ref_to_mock_output: dict[Text, list[TaskMock]] = Field(default_factory=dict)
 
 
 def run_input(
@@ -73,6 +88,7 @@ def run_input(
     input_value: dict[str, Any],
     definition_ref: str | None = None,
     traceparent: str | None = None,
+    task_mocks: dict[str, list[TaskMock]] | None = None,
 ) -> dict[str, Any]:
     """The orchestration input of ``run``. An offloaded workflow input travels as
     ``{"inputRef": ref}`` (the engine reads it from the payload store), so a large input
@@ -88,6 +104,7 @@ def run_input(
         parent_task_id=run.parent_task_id,
         definition_ref=definition_ref,
         traceparent=traceparent,
+        task_mocks=task_mocks or {},
     ).wire()
 
 
@@ -98,6 +115,7 @@ class WorkflowService:
         self.tasks = tasks
         self.start_cache = StartCache(settings, deps, tasks.taskdefs)
         self.tracer = tracer(deps.tracer_provider, "stepway.control_plane")
+        self.replays = RunReplays(settings, deps, self.settle)
 
     def _definition(self, name: str, version: int | None) -> tuple[DefinitionRecord, WorkflowDef]:
         """The registered definition, read once (parsed once per registration; the
@@ -108,7 +126,23 @@ class WorkflowService:
             raise not_found(f"workflow definition {name!r}{which} not found")
         return record, self.start_cache.parsed(record)
 
-    def start(self, request: StartWorkflowRequest, *, caller_trace: str | None = None) -> str:
+    def test(
+        self, request: WorkflowTestRequest, *, caller_trace: str | None = None
+    ) -> dict[str, Any]:
+        """Conductor's workflow test: a run whose mocked worker tasks complete with their
+        mocks; the run as it is once it started."""
+        workflow_id = self.start(
+            request, caller_trace=caller_trace, task_mocks=request.task_ref_to_mock_output
+        )
+        return self.get(workflow_id, True)
+
+    def start(
+        self,
+        request: StartWorkflowRequest,
+        *,
+        caller_trace: str | None = None,
+        task_mocks: dict[str, list[TaskMock]] | None = None,
+    ) -> str:
         """Start a run; its id. ``caller_trace``: the caller's W3C traceparent (linked)."""
         with span(
             self.tracer,
@@ -117,14 +151,29 @@ class WorkflowService:
             kind=SpanKind.SERVER,
             links=link_to(caller_trace),
         ) as current:
-            workflow_id = self._start(request, traceparent_of(current))
+            workflow_id = self._start(request, traceparent_of(current), task_mocks)
             current.set_attribute(WORKFLOW_ID, workflow_id)
             return workflow_id
 
-    def _start(self, request: StartWorkflowRequest, traceparent: str | None) -> str:
-        record, wf = self._definition(request.name, request.version)
-        if wf.input_schema:
-            validator = jsonschema.Draft202012Validator(wf.input_schema)
+    def _start(
+        self,
+        request: StartWorkflowRequest,
+        traceparent: str | None,
+        task_mocks: dict[str, list[TaskMock]] | None,
+    ) -> str:
+        if request.workflow_def:
+            # validated as a registration would be, but not registered
+            (wf,) = MetadataService(self.settings, self.deps).parse_workflows(
+                [request.workflow_def], single=True
+            )
+            definition_json = request.workflow_def
+            ensure_worker_queues(self.settings, self.deps, wf, request.task_to_domain)
+        else:
+            record, wf = self._definition(request.name, request.version)
+            definition_json = record.definition
+        input_schema = schema_document(wf.input_schema)
+        if input_schema:
+            validator = jsonschema.Draft202012Validator(input_schema)
             errors = sorted(validator.iter_errors(request.input), key=lambda e: list(e.path))
             if errors:
                 issues = [
@@ -141,6 +190,17 @@ class WorkflowService:
                     + "; ".join(f"{p}: {m}" for p, m in issues[:3]),
                     validation_errors=issues,
                 )
+        if request.task_to_domain and not request.workflow_def:
+            ensure_worker_queues(self.settings, self.deps, wf, request.task_to_domain)
+        try:
+            if request.workflow_def:
+                snapshot = publish_snapshot_of(
+                    self.deps.run_store, self.deps.payloads, definition_json, wf
+                )
+            else:  # once per registration
+                snapshot = self.start_cache.snapshot(record, wf)
+        except Exception as exc:
+            raise ApiError(503, f"could not store the definition: {exc}", retryable=True) from exc
         workflow_id = str(uuid.uuid4())
         now = self.deps.clock()
         inline, input_ref = self._offload_input(workflow_id, request.input)
@@ -155,20 +215,35 @@ class WorkflowService:
             task_to_domain=request.task_to_domain,
             idempotency_key=request.idempotency_key,
             create_time=now,
+            definition_ref=snapshot,
         )
         created = self.deps.run_store.create_run(run)
         if not created.created:
             return created.workflow_id
         try:
-            snapshot = self.start_cache.snapshot(record, wf)
             self.deps.signals.start_run(
-                workflow_id, run_input(run, request.input, snapshot, traceparent)
+                workflow_id, run_input(run, request.input, snapshot, traceparent, task_mocks)
             )
         except Exception as exc:
             log.exception("could not start run %s", workflow_id)
             self.deps.run_store.delete_run(workflow_id)
             raise ApiError(503, f"could not start the run: {exc}", retryable=True) from exc
+        # Conductor answers after the first decision: a client reading the run next sees
+        # its first tasks (or its end)
+        self.settle(workflow_id, lambda run, tasks: bool(tasks) or run.status.is_terminal)
         return workflow_id
+
+    def settle(
+        self, workflow_id: str, reached: Callable[[RunRecord, list[TaskRecord]], bool]
+    ) -> None:
+        """Wait until the run store shows what a call just caused (``reached``), at most
+        ``settle_seconds``; the engine acts on the call's signal a moment later."""
+        deadline = time.monotonic() + self.settings.settle_seconds
+        while time.monotonic() < deadline:
+            run = self.deps.run_store.get_run(workflow_id)
+            if run is None or reached(run, self.deps.run_store.list_tasks(workflow_id)):
+                return
+            time.sleep(0.01)
 
     def _offload_input(self, workflow_id: str, value: dict[str, Any]) -> tuple[Any, str | None]:
         """Keep a workflow input above the threshold in the payload store (413 above the
@@ -265,6 +340,8 @@ class WorkflowService:
 
     def terminate(self, workflow_id: str, reason: str | None) -> None:
         run = self._run(workflow_id)
+        if run.status == RunStatus.TERMINATED:
+            return  # Conductor: terminating a terminated run again is a no-op
         if run.status.is_terminal:
             raise conflict(f"workflow {workflow_id} is already {run.status.value}")
         if run.status == RunStatus.PAUSED:
@@ -274,48 +351,55 @@ class WorkflowService:
             TERMINATE_EVENT,
             TerminateEvent(reason=reason or "terminated through the API").payload(),
         )
+        self.settle(workflow_id, lambda run, _: run.status.is_terminal)
 
-    def restart(self, workflow_id: str) -> None:
-        run = self._run(workflow_id)
-        if not run.status.is_terminal:
-            raise conflict(
-                f"workflow {workflow_id} is {run.status.value}; only a finished run restarts"
-            )
-        record, wf = self._definition(run.name, run.version)
-        input_value = self._input(run) or {}
-        if not self.deps.run_store.reopen_run(workflow_id, self.deps.clock()):
-            raise conflict(f"workflow {workflow_id} could not be reopened")
-        try:
-            snapshot = publish_snapshot(self.deps.run_store, self.deps.payloads, record, wf)
-            with span(
-                self.tracer,
-                "stepway.workflow.restart",
-                root=True,
-                kind=SpanKind.SERVER,
-                attrs=attributes(workflow_id=workflow_id),
-            ) as current:
-                self.deps.signals.start_run(
-                    workflow_id, run_input(run, input_value, snapshot, traceparent_of(current))
-                )
-        except Exception as exc:
-            self.deps.run_store.update_run(
-                workflow_id,
-                RunUpdate(
-                    status=run.status,
-                    reason_for_incompletion=f"restart failed: {exc}",
-                ),
-                self.deps.clock(),
-            )
-            raise ApiError(503, f"could not restart the run: {exc}", retryable=True) from exc
+    def restart(self, workflow_id: str, use_latest_definitions: bool = False) -> None:
+        self.replays.restart(workflow_id, use_latest_definitions)
 
     def retry(self, workflow_id: str) -> None:
+        self.replays.retry(workflow_id)
+
+    def rerun(self, workflow_id: str, request: RerunWorkflowRequest) -> str:
+        return self.replays.rerun(workflow_id, request)
+
+    def skip(self, workflow_id: str, ref: str, request: SkipTaskRequest) -> None:
+        self.replays.skip(workflow_id, ref, request)
+
+    def remove(self, workflow_id: str) -> None:
+        """Delete a run and its task rows (Conductor's ``remove``); a run still going is
+        terminated first."""
         run = self._run(workflow_id)
-        if run.status not in (RunStatus.FAILED, RunStatus.TIMED_OUT, RunStatus.TERMINATED):
-            raise conflict(
-                f"workflow {workflow_id} is {run.status.value}; only a failed, timed out or "
-                "terminated run can be retried"
+        if not run.status.is_terminal:
+            self.terminate(workflow_id, "removed through the API")
+        self.deps.run_store.delete_run(workflow_id)
+
+    def decide(self, workflow_id: str) -> None:
+        """Conductor's ``decide``: the engine decides a run on every event it gets, so
+        there is nothing to do beyond finding the run."""
+        self._run(workflow_id)
+
+    def correlated(
+        self, name: str, correlation_id: str, include_closed: bool, include_tasks: bool
+    ) -> list[dict[str, Any]]:
+        """The runs of ``name`` with ``correlation_id``: only those still going unless
+        ``include_closed``."""
+        statuses = None if include_closed else [RunStatus.RUNNING, RunStatus.PAUSED]
+        found: list[dict[str, Any]] = []
+        start = 0
+        while True:
+            page = self.deps.run_store.search_runs(
+                RunQuery(
+                    name=name,
+                    correlation_id=correlation_id,
+                    statuses=statuses,
+                    start=start,
+                    size=1000,
+                )
             )
-        self.restart(workflow_id)
+            found += [self.workflow_json(run, include_tasks) for run in page.results]
+            start += len(page.results)
+            if not page.results or start >= page.total_hits:
+                return found
 
     # --- search -----------------------------------------------------------------------
 

@@ -104,6 +104,9 @@ runs = sa.Table(
     sa.Column("create_time", sa.BigInteger, nullable=False),
     sa.Column("update_time", sa.BigInteger, nullable=False),
     sa.Column("end_time", sa.BigInteger),
+    sa.Column("last_retried_time", sa.BigInteger),
+    sa.Column("definition_ref", sa.Text),
+    sa.Column("generation", sa.String(64)),
 )
 
 tasks = sa.Table(
@@ -133,6 +136,8 @@ tasks = sa.Table(
     sa.Column("domain", _ID),
     sa.Column("queue_name", _ID),
     sa.Column("iteration", sa.Integer, nullable=False),
+    sa.Column("retried_task_id", _ID),
+    sa.Column("retried", sa.Boolean),
 )
 
 task_logs = sa.Table(
@@ -400,7 +405,9 @@ class SqlRunStore:
 
     @staticmethod
     def _task(row: RowMapping) -> TaskRecord:
-        return TaskRecord.model_validate(dict(row))
+        data = dict(row)
+        data["retried"] = bool(data.get("retried"))
+        return TaskRecord.model_validate(data)
 
     @staticmethod
     def _lease(row: RowMapping) -> Lease:
@@ -479,6 +486,25 @@ class SqlRunStore:
         )
         with self._write() as conn:
             return conn.execute(stmt).rowcount == 1
+
+    def mark_retried(self, task_id: str, now: int) -> bool:
+        stmt = (
+            sa.update(tasks).where(tasks.c.task_id == task_id).values(retried=True, update_time=now)
+        )
+        with self._write() as conn:
+            return conn.execute(stmt).rowcount == 1
+
+    def delete_tasks(self, workflow_id: str, task_ids: list[str] | None = None) -> int:
+        rows = sa.select(tasks.c.task_id).where(tasks.c.workflow_id == workflow_id)
+        if task_ids is not None:
+            rows = rows.where(tasks.c.task_id.in_(task_ids))
+        with self._write() as conn:
+            conn.execute(sa.delete(task_logs).where(task_logs.c.task_id.in_(rows)))
+            conn.execute(sa.delete(leases).where(leases.c.task_id.in_(rows)))
+            stmt = sa.delete(tasks).where(tasks.c.workflow_id == workflow_id)
+            if task_ids is not None:
+                stmt = stmt.where(tasks.c.task_id.in_(task_ids))
+            return int(conn.execute(stmt).rowcount)
 
     def delete_run(self, workflow_id: str) -> bool:
         task_ids = sa.select(tasks.c.task_id).where(tasks.c.workflow_id == workflow_id)

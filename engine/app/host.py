@@ -17,6 +17,7 @@ from opentelemetry.trace import NoOpTracerProvider, TracerProvider
 from engine.adapters.backend.config import BackendConfig
 from engine.adapters.backend.connect import Role, make_client, make_worker, register
 from engine.adapters.payload_local import LocalPayloadStore
+from engine.adapters.queue_provisioning_sqlite import SqliteQueueProvisioner
 from engine.adapters.queue_sqlite import SqliteTaskQueue
 from engine.adapters.run_store_sql import SqlRunStore
 from engine.ports.payload_store import PayloadLimits
@@ -76,6 +77,7 @@ def build_local_services(
         activity_deps=deps,
         tracer_provider=tracer_provider or NoOpTracerProvider(),
         run_limits=settings.run_limits,
+        provisioner=SqliteQueueProvisioner(settings.queue_path),
     )
 
 

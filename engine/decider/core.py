@@ -79,6 +79,9 @@ spot, so a step costs O(tasks started or finished in it), independent of run len
 
 from __future__ import annotations
 
+import contextlib
+import copy
+import dataclasses
 import json
 import re
 import uuid
@@ -111,6 +114,8 @@ from engine.language.expressions import InterpolationTooLong, reference_paths, r
 from engine.language.retry import retry_delay_seconds
 from engine.runtime.payload_refs import dereference, has_pointers, is_pointer, pointer
 from protocol.payload_keys import INPUT_REF, OUTPUT_REF, POINTER, POINTER_PATH, offloaded
+from protocol.runs import ReplayTask
+from protocol.task_types import row_kind
 
 __all__ = [
     "MAX_INLINE_STEPS",
@@ -194,28 +199,66 @@ class Decider:
         self._index(definition.tasks, None)
         self._referenced, self._all_instances, self._compactable = self._references()
         self._joins: dict[str, str] | None = None
+        #: the definition makes tasks while it runs (FORK_JOIN_DYNAMIC, DYNAMIC)
+        self.dynamic = any(
+            node.task.type in (TaskType.FORK_JOIN_DYNAMIC, TaskType.DYNAMIC)
+            for node in self.nodes.values()
+        )
 
     # ------------------------------------------------------------------ definition index
 
-    def _index(self, tasks: list[WorkflowTask], parent: str | None) -> int:
+    def for_run(self, state: RunState) -> Decider:
+        """The Decider to decide ``state`` with: this one, or for a definition that makes
+        tasks while it runs a copy of it that knows the tasks this run made (a Decider is
+        shared by the runs of its definition; no run changes it)."""
+        if not self.dynamic:
+            return self
+        mine = copy.copy(self)
+        mine.nodes = dict(self.nodes)
+        mine.lists = list(self.lists)
+        mine._joins = None
+        mine.dynamic = False  # a copy is not copied again
+        for fork_ref, made in state.dynamic_forks.items():
+            tasks = [WorkflowTask.model_validate(spec) for spec in made["tasks"]]
+            mine.extend_fork(fork_ref, str(made["defRef"]), tasks)
+        for def_ref, name in state.dynamic_names.items():
+            mine.resolve_dynamic(def_ref, name)
+        return mine
+
+    def extend_fork(self, fork_ref: str, fork_def_ref: str, tasks: list[WorkflowTask]) -> list[int]:
+        """Index the branches (one per task) a FORK_JOIN_DYNAMIC instance made; their
+        list ids. A WORKER task among them without a task definition of its own or in the
+        snapshot gets Conductor's default one."""
+        return [self._index([task], fork_def_ref, dynamic=True) for task in tasks]
+
+    def resolve_dynamic(self, def_ref: str, name: str) -> None:
+        """A DYNAMIC task resolved to worker type ``name``: its node takes that type's
+        task definition."""
+        node = self.nodes[def_ref]
+        td = node.task.task_definition or self.task_defs.get(name) or TaskDef(name=name)
+        self.nodes[def_ref] = dataclasses.replace(node, task_def=td)
+
+    def _index(self, tasks: list[WorkflowTask], parent: str | None, dynamic: bool = False) -> int:
         list_id = len(self.lists)
         self.lists.append(tasks)
         for pos, task in enumerate(tasks):
             ref = task.task_reference_name
-            node = Node(
-                task, list_id, pos, parent, task.task_definition or self.task_defs.get(task.name)
-            )
+            task_def = task.task_definition or self.task_defs.get(task.name)
+            if task_def is None and dynamic and task.type == TaskType.WORKER:
+                task_def = TaskDef(name=task.name)
+            node = Node(task, list_id, pos, parent, task_def)
             self.nodes[ref] = node
             for key, case in task.decision_cases.items():
-                node.branches[f"case:{key}"] = self._index(case, ref)
+                node.branches[f"case:{key}"] = self._index(case, ref, dynamic)
             if task.default_case:
-                node.branches["default"] = self._index(task.default_case, ref)
+                node.branches["default"] = self._index(task.default_case, ref, dynamic)
             for i, branch in enumerate(task.fork_tasks):
-                node.branches[f"fork:{i}"] = self._index(branch, ref)
+                node.branches[f"fork:{i}"] = self._index(branch, ref, dynamic)
             if task.loop_over:
-                node.branches["body"] = self._index(task.loop_over, ref)
+                node.branches["body"] = self._index(task.loop_over, ref, dynamic)
+        forks = (TaskType.FORK_JOIN, TaskType.FORK_JOIN_DYNAMIC)
         for pos, task in enumerate(tasks):
-            if task.type == TaskType.JOIN and pos > 0 and tasks[pos - 1].type == TaskType.FORK_JOIN:
+            if task.type == TaskType.JOIN and pos > 0 and tasks[pos - 1].type in forks:
                 fork = tasks[pos - 1]
                 join = self.nodes[task.task_reference_name]
                 join.fork_ref = fork.task_reference_name
@@ -327,9 +370,12 @@ class Decider:
             }
         return self._joins.get(def_ref)
 
-    def task_id(self, workflow_id: str, ref: str) -> str:
-        """The deterministic id of task instance ``ref`` of run ``workflow_id``."""
-        return str(uuid.uuid5(_NAMESPACE, f"{workflow_id}/{ref}"))
+    def next_task_id(self, state: RunState) -> tuple[str, int]:
+        """The id and ``seq`` of the run's next task row (a task instance or a retry of
+        one): deterministic, from the run, its generation and the count of rows so far."""
+        state.seq += 1
+        key = f"{state.workflow_id}/{state.generation}/{state.seq}"
+        return str(uuid.uuid5(_NAMESPACE, key)), state.seq
 
     # ------------------------------------------------------------------ public API
 
@@ -341,9 +387,19 @@ class Decider:
         correlation_id: str | None = None,
         now_ms: int,
         variables: dict[str, Any] | None = None,
+        generation: str = "",
+        replay: list[ReplayTask] | None = None,
+        seq_base: int = 0,
+        task_inputs: dict[str, dict[str, Any]] | None = None,
     ) -> RunState:
-        """A new run's state; call :meth:`decide` next."""
+        """A new run's state; call :meth:`decide` next. ``generation``: see
+        :attr:`RunState.generation`; ``replay``, ``seq_base``, ``task_inputs``: a retried
+        or rerun run (:class:`protocol.runs.RunInput`)."""
         state = RunState(
+            generation=generation,
+            seq=seq_base,
+            replay={entry.ref: entry for entry in replay or []},
+            task_inputs=dict(task_inputs or {}),
             workflow_id=workflow_id,
             workflow_type=self.definition.name,
             version=self.definition.version,
@@ -411,13 +467,18 @@ class Decider:
         run_status = RunStatus.FAILED
         final_status = status
         retry = status in (TaskStatus.FAILED, TaskStatus.TIMED_OUT)
+        #: TIME_OUT_WF ends the run TIMED_OUT at once, even for an optional task
+        time_out_run = False
+        reason = outcome.reason
         if status == TaskStatus.TIMED_OUT:
             kind = outcome.timeout_kind or self._fired_kind(state, ts, now_ms)
             policy = td.timeout_policy if td is not None else "RETRY"
-            if kind == "total":
-                retry = False
-                if policy == "TIME_OUT_WF":
-                    run_status = RunStatus.TIMED_OUT
+            # an attempt that timed out and cannot be retried times the run out
+            # (Conductor's DeciderService.retry), whatever the policy
+            run_status = RunStatus.TIMED_OUT
+            reason = reason or self._timeout_reason(ts, kind, now_ms)
+            if kind == "response":
+                pass  # Conductor times the attempt out whatever the policy and retries it
             elif policy == "ALERT_ONLY":
                 if kind in ts.alerts:  # this deadline was reported already: a duplicate
                     return state
@@ -428,12 +489,14 @@ class Decider:
                 return state
             elif policy == "TIME_OUT_WF":
                 retry = False
-                run_status = RunStatus.TIMED_OUT
+                time_out_run = True
+            elif kind == "total":
+                retry = False
         elif status != TaskStatus.FAILED:
             final_status = TaskStatus.FAILED_WITH_TERMINAL_ERROR
         ts.status = final_status
         ts.output = dict(outcome.output)
-        ts.reason = outcome.reason or f"task {final_status.value}"
+        ts.reason = reason or f"task {final_status.value}"
         ts.end_time = now_ms
         if retry and ts.attempt < 1 + self._retry_count(node):
             delay = retry_delay_seconds(
@@ -452,9 +515,41 @@ class Decider:
                 return state
             ts.status = TaskStatus.TIMED_OUT
             ts.reason = f"{ts.reason}; no retry: totalTimeoutSeconds ({total}s) would elapse"
+            run_status = RunStatus.TIMED_OUT
         self.touch(state, ts)
-        self._final_failure(state, ts, now_ms, run_status)
+        self._final_failure(state, ts, now_ms, run_status, even_optional=time_out_run)
         return state
+
+    def _timeout_reason(self, ts: TaskState, kind: DeadlineKind, now_ms: int) -> str:
+        """Conductor's reason for a timed-out attempt (DeciderService)."""
+        td = self.nodes[ts.def_ref].task_def
+        policy = td.timeout_policy if td is not None else "RETRY"
+        since = ts.scheduled_time if ts.scheduled_time is not None else now_ms
+        elapsed = max(0, now_ms - since) // 1000
+        if kind == "response" and td is not None:
+            return (
+                f"responseTimeout: {td.response_timeout_seconds} exceeded for the taskId: "
+                f"{ts.task_id} with Task Definition: {ts.name}"
+            )
+        if kind == "poll" and td is not None:
+            return (
+                f"Task poll timed out after {elapsed} seconds. Poll timeout configured as "
+                f"{td.poll_timeout_seconds} seconds. Timeout policy configured to {policy}"
+            )
+        if kind == "total" and td is not None:
+            first = ts.first_scheduled_time if ts.first_scheduled_time is not None else since
+            return (
+                f"Task {ts.name}/{ts.task_id} exceeded total timeout of "
+                f"{td.total_timeout_seconds} seconds (elapsed {max(0, now_ms - first) // 1000} "
+                f"seconds across all attempts including retry delays). Timeout policy: {policy}"
+            )
+        seconds = human_timeout(ts, td) if ts.type == TaskType.HUMAN else None
+        if seconds is None:
+            seconds = td.timeout_seconds if td is not None else 0
+        return (
+            f"Task timed out after {elapsed} seconds. Timeout configured as {seconds} seconds. "
+            f"Timeout policy configured to {policy}"
+        )
 
     def wait_deadline(self, state: RunState, task_id: str) -> Deadline | None:
         """The earliest deadline of a pending wait, or None when it has none."""
@@ -580,7 +675,7 @@ class Decider:
         label: str,
         suffix: str,
         blocking: bool,
-    ) -> None:
+    ) -> str:
         key = f"{owner}/{label}"
         state.frames[key] = Frame(
             key=key, list_id=list_id, suffix=suffix, parent=parent.key, owner=owner
@@ -589,6 +684,22 @@ class Decider:
         if blocking:
             parent.blocking = key
         state.ready.append(key)
+        return key
+
+    def start_first(
+        self, state: RunState, key: str, now_ms: int, actions: list[ScheduleTask]
+    ) -> None:
+        """Create the first task of a frame just opened, now: a fork starts the first task
+        of every branch before the JOIN after it (Conductor's ForkJoinTaskMapper), so rows
+        come in that order. The rest of the branch runs when the frame advances."""
+        frame = state.frames.get(key)
+        if frame is None or state.status != RunStatus.RUNNING:
+            return
+        tasks = self.lists[frame.list_id]
+        if frame.pos < len(tasks) and tasks[frame.pos].task_reference_name + frame.suffix not in (
+            state.tasks
+        ):
+            self._start_task(state, frame, tasks[frame.pos], now_ms, actions)
 
     def _end_frame(self, state: RunState, frame: Frame, now_ms: int) -> None:
         del state.frames[frame.key]
@@ -618,8 +729,20 @@ class Decider:
         actions: list[ScheduleTask],
     ) -> None:
         ref = wt.task_reference_name + frame.suffix
+        kind = wt.type
+        handler = handler_for(kind)
+        kept = state.replay.pop(ref, None)
+        if kept is not None and handler is not None and handler.scheduled:
+            if TaskStatus(kept.status).is_successful:
+                self._adopt(state, frame, wt, kept)
+                return
+            kept_id: tuple[str, int] | None = None
+        else:
+            kept_id = (kept.task_id, kept.seq) if kept is not None else None
+        task_id, seq = kept_id or self.next_task_id(state)
         ts = TaskState(
-            task_id=self.task_id(state.workflow_id, ref),
+            task_id=task_id,
+            seq=seq,
             ref=ref,
             def_ref=wt.task_reference_name,
             name=wt.name,
@@ -629,14 +752,25 @@ class Decider:
             first_scheduled_time=now_ms,
             frame=frame.key,
         )
+        if kept is not None and kept_id is None:
+            # a scheduled task the run did not get through: its next attempt, after the
+            # last one the run made (Conductor's workflow retry)
+            ts.attempt = kept.attempt + 1
+            ts.retried_task_id = kept.task_id
         state.tasks[ref] = ts
         ctx = self.context(state)
         ctx["CPEWF_TASK_ID"] = ts.task_id
-        kind = wt.type
-        handler = handler_for(kind)
+        # the task definition's inputTemplate fills what inputParameters leave out, and
+        # what resolves to null (Conductor's ParametersUtils.getTaskInputV2)
+        td = self.nodes[wt.task_reference_name].task_def
+        template = td.input_template if td is not None and kind != TaskType.DYNAMIC else {}
+        params = {**copy.deepcopy(template), **wt.input_parameters} if template else None
         try:
             resolved = self.resolve_values(
-                state, wt.input_parameters, ctx, lambda key: f"input {key!r} of task {ref!r}"
+                state,
+                params or wt.input_parameters,
+                ctx,
+                lambda key: f"input {key!r} of task {ref!r}",
             )
         except TaskFailed as failure:
             self.fail_inline(state, ts, str(failure), now_ms)
@@ -645,6 +779,11 @@ class Decider:
             self.fail_inline(state, ts, f"input resolution failed: {exc}", now_ms)
             return
         ts.input = resolved if isinstance(resolved, dict) else {}
+        for key in template:
+            if ts.input.get(key) is None:
+                ts.input[key] = copy.deepcopy(template[key])
+        if ref in state.task_inputs:
+            ts.input = state.task_inputs.pop(ref)
         try:
             if handler is None:
                 raise TaskFailed(f"unknown task type {kind!r}")
@@ -653,6 +792,65 @@ class Decider:
             self.fail_inline(state, ts, str(failure), now_ms)
             return
         self.touch(state, ts)
+
+    def _adopt(self, state: RunState, frame: Frame, wt: WorkflowTask, kept: ReplayTask) -> None:
+        """A task the retried or rerun run got through already: its row and result stand
+        (nothing is recorded again)."""
+        ts = TaskState(
+            task_id=kept.task_id,
+            seq=kept.seq,
+            ref=kept.ref,
+            def_ref=wt.task_reference_name,
+            name=wt.name,
+            type=wt.type,
+            status=TaskStatus(kept.status),
+            attempt=kept.attempt,
+            input=kept.input,
+            output=kept.output,
+            reason=kept.reason,
+            worker_id=kept.worker_id,
+            scheduled_time=kept.scheduled_time,
+            first_scheduled_time=kept.scheduled_time,
+            start_time=kept.start_time,
+            end_time=kept.end_time,
+            frame=frame.key,
+        )
+        state.tasks[ts.ref] = ts
+        state.last_ref = ts.ref
+        self._update_context(state, ts)
+
+    def skip(
+        self,
+        state: RunState,
+        ref: str,
+        input: dict[str, Any],
+        output: dict[str, Any],
+        now_ms: int,
+    ) -> Decision:
+        """Skip task ``ref`` before the run reaches it (Conductor's ``skiptask``): a
+        SKIPPED row now with the given input and output; the run passes it by. A ref the
+        definition does not have, or one already started, is left alone."""
+        node = self.nodes.get(ref)
+        if state.status == RunStatus.RUNNING and node is not None and ref not in state.tasks:
+            # seq 0, as Conductor creates the skipped row outside its scheduling (so it
+            # lists first); the id from the ref, as no other row has seq 0
+            key = f"{state.workflow_id}/{state.generation}/skip/{ref}"
+            ts = TaskState(
+                task_id=str(uuid.uuid5(_NAMESPACE, key)),
+                seq=0,
+                ref=ref,
+                def_ref=ref,
+                name=node.task.name,
+                type=node.task.type,
+                status=TaskStatus.SKIPPED,
+                input=dict(input),
+                output=dict(output),
+                end_time=now_ms,
+                frame="",
+            )
+            state.tasks[ref] = ts
+            self.touch(state, ts)
+        return self._emit(state, [])
 
     def schedule(self, start: TaskStart) -> None:
         """Make a new task instance an I/O action (its first attempt)."""
@@ -670,12 +868,31 @@ class Decider:
         node = self.nodes[ts.def_ref]
         delay = ts.retry_delay_seconds or 0.0
         ts.retry_delay_seconds = None
+        # the failed attempt keeps its row; the retry is a new row with a new task id
+        # (Conductor's DeciderService.retry), so no id of a finished attempt is reused
+        state.closed.append(self._record(state, ts).model_copy(update={"retried": True}))
+        state.pending.pop(ts.task_id, None)
+        ts.retried_task_id = ts.task_id
+        ts.task_id, ts.seq = self.next_task_id(state)
+        state.pending[ts.task_id] = ts.ref
         ts.attempt += 1
         ts.status = TaskStatus.SCHEDULED
         ts.scheduled_time = now_ms + int(delay * 1000)
         ts.start_time = ts.end_time = ts.worker_id = None
         ts.output = {}
         ts.alerts = []
+        # the input again, with this attempt's id as ${CPEWF_TASK_ID} (Conductor
+        # resolves a retry's input anew)
+        ctx = self.context(state)
+        ctx["CPEWF_TASK_ID"] = ts.task_id
+        # a value too large, say: the first attempt's input stands
+        with contextlib.suppress(Exception):
+            ts.input = self.resolve_values(
+                state,
+                node.task.input_parameters,
+                ctx,
+                lambda key: f"input {key!r} of task {ts.ref!r}",
+            )
         self.touch(state, ts)
         actions.append(self._action(ts, node, delay, ts.scheduled_time))
 
@@ -699,6 +916,8 @@ class Decider:
             wait_until_ms=fields.wait_until_ms,
             timeout_seconds=fields.timeout_seconds,
             sub_workflow=node.task.sub_workflow_param,
+            seq=ts.seq,
+            retried_task_id=ts.retried_task_id,
         )
 
     # ------------------------------------------------------------------ completion/failure
@@ -718,6 +937,12 @@ class Decider:
         state.last_ref = ts.ref
         self.touch(state, ts)
         state.ready.append(ts.frame)
+        # a JOIN waiting on this task (not the last of its branch) may end now
+        join_ref = self._join_waiting_for(ts.def_ref)
+        if join_ref is not None:
+            join = state.tasks.get(join_ref + ts.ref[len(ts.def_ref) :])
+            if join is not None and not join.status.is_terminal:
+                state.ready.append(join.frame)
 
     def fail_inline(self, state: RunState, ts: TaskState, reason: str, now_ms: int) -> None:
         ts.status = TaskStatus.FAILED
@@ -727,11 +952,16 @@ class Decider:
         self._final_failure(state, ts, now_ms, RunStatus.FAILED)
 
     def _final_failure(
-        self, state: RunState, ts: TaskState, now_ms: int, run_status: RunStatus
+        self,
+        state: RunState,
+        ts: TaskState,
+        now_ms: int,
+        run_status: RunStatus,
+        even_optional: bool = False,
     ) -> None:
         state.pending.pop(ts.task_id, None)
         node = self.nodes[ts.def_ref]
-        if node.task.optional and run_status != RunStatus.TIMED_OUT:
+        if node.task.optional and not even_optional:
             ts.status = TaskStatus.COMPLETED_WITH_ERRORS
             if ts.type == TaskType.DO_WHILE:
                 state.loops.pop(ts.ref, None)
@@ -739,23 +969,12 @@ class Decider:
             self._succeeded(state, ts)
             return
         state.failed_reference_task_names.append(ts.ref)
-        reason = f"task {ts.ref} {ts.status.value}: {ts.reason}"
-        # containers around the failed task fail with it (JOIN of an enclosing fork, loops)
-        frame = state.frames.get(ts.frame)
-        while frame is not None and frame.owner is not None:
-            parent = state.frames.get(frame.parent or "")
-            owner = state.tasks[frame.owner]
-            target = owner
-            if owner.type == TaskType.FORK_JOIN:
-                join_ref = self.nodes[owner.def_ref].join_ref
-                found = state.tasks.get(join_ref + parent.suffix) if join_ref and parent else None
-                target = found if found is not None else owner
-            if not target.status.is_terminal:
-                target.status = TaskStatus.FAILED
-                target.reason = f"{ts.ref} failed: {ts.reason}"
-                target.end_time = now_ms
-                self.touch(state, target)
-            frame = parent
+        # Conductor's text (DeciderService.retry), with the run's status
+        reason = (
+            f"Task {ts.task_id} failed with status: {run_status.value} and reason: '{ts.reason}'"
+        )
+        # the JOINs and loops around it are canceled with everything else still open
+        # (Conductor cancels the run's non-terminal tasks when a task fails it)
         self.finish_run(state, run_status, {}, reason, now_ms, failed_task_id=ts.task_id)
 
     def _close_children(self, state: RunState, owner: TaskState, now_ms: int) -> None:
@@ -1060,6 +1279,9 @@ class Decider:
 
     def touch(self, state: RunState, ts: TaskState) -> None:
         state.dirty.append(ts.ref)
+        self._update_context(state, ts)
+
+    def _update_context(self, state: RunState, ts: TaskState) -> None:
         ctx = state._ctx
         if ctx is not None and state._ctx_owner == id(state):
             entry = self._entry(ts)
@@ -1073,12 +1295,18 @@ class Decider:
                 ctx[ts.def_ref] = entry
 
     def _record(self, state: RunState, ts: TaskState) -> TaskChange:
+        node = self.nodes[ts.def_ref]
         output = ts.output
         if ts.type == TaskType.DO_WHILE and not ts.status.is_terminal:
             # a running loop's output grows with every iteration: recorded whole at its end
             output = {"iteration": ts.output.get("iteration")}
         return TaskChange(
             workflow_id=state.workflow_id,
+            kind=row_kind(
+                ts.type
+                if node.task.type == TaskType.DYNAMIC
+                else node.task.declared_type or ts.type
+            ),
             task_id=ts.task_id,
             ref=ts.ref,
             def_ref=ts.def_ref,
@@ -1094,8 +1322,11 @@ class Decider:
             end_time=ts.end_time,
             first_scheduled_time=ts.first_scheduled_time,
             worker_id=ts.worker_id,
+            seq=ts.seq,
+            retried_task_id=ts.retried_task_id,
+            retried=ts.retried,
             iteration=_iteration_of(ts),
-            optional=self.nodes[ts.def_ref].task.optional,
+            optional=node.task.optional,
         )
 
     def _result(self, state: RunState) -> RunResult:
@@ -1108,12 +1339,13 @@ class Decider:
         )
 
     def _emit(self, state: RunState, actions: list[ScheduleTask]) -> Decision:
-        records = [
+        records = state.closed + [
             self._record(state, state.tasks[ref])
             for ref in dict.fromkeys(state.dirty)
             if ref in state.tasks
         ]
         state.dirty = []
+        state.closed = []
         cancel, state.canceled = state.canceled, []
         finished = None
         if state.status.is_terminal:

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 from pydantic.alias_generators import to_camel
 
 from engine.language.definitions import RunStatus, SubWorkflowParams, TaskDef, TaskStatus
+from protocol.runs import ReplayTask
 
 __all__ = [
     "Deadline",
@@ -59,6 +60,13 @@ class _TaskRow(_Model):
     #: epoch ms when the first attempt was queued (base of totalTimeoutSeconds)
     first_scheduled_time: int | None = None
     worker_id: str | None = None
+    #: Conductor's ``seq``: 1, 2, 3... in the order the run created its task rows (every
+    #: attempt is a row of its own, with a task id of its own)
+    seq: int = 0
+    #: the task id of the attempt this one retries (Conductor's ``retriedTaskId``)
+    retried_task_id: str | None = None
+    #: this attempt failed and a retry replaced it (Conductor's ``retried``)
+    retried: bool = False
 
 
 class TaskState(_TaskRow):
@@ -77,6 +85,9 @@ class TaskChange(_TaskRow):
     to the run store (as a :class:`engine.ports.run_store.TaskRecord`)."""
 
     workflow_id: str
+    #: the row's kind (:func:`protocol.task_types.row_kind`): ``WORKER``, or the system
+    #: task type as Conductor reports it (``DECISION`` as defined, ``FORK``, ...)
+    kind: str = ""
     #: innermost DO_WHILE iteration of this instance (0 outside loops)
     iteration: int = 0
     optional: bool = False
@@ -137,6 +148,22 @@ class RunState(_Model):
     last_ref: str | None = None
     #: the workflow timeout fired under ALERT_ONLY
     timeout_alerted: bool = False
+    #: task rows created so far (the last ``seq`` given)
+    seq: int = 0
+    #: part of every task id: a restart, rerun or retry of the run starts a new
+    #: generation, so no task id of it collides with one of an earlier execution
+    generation: str = ""
+    #: final records of attempts replaced in this step by their retry (emitted first)
+    closed: list[TaskChange] = Field(default_factory=list)
+    #: a retried or rerun run: the rows it keeps by instance ref, adopted when the run
+    #: reaches them again (:class:`protocol.runs.ReplayTask`)
+    replay: dict[str, ReplayTask] = Field(default_factory=dict)
+    #: new inputs of tasks by instance ref (a rerun's ``taskInput``)
+    task_inputs: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    #: tasks the run made: FORK_JOIN_DYNAMIC instance ref -> ``{"defRef", "tasks"}`` (the
+    #: workflow task of each branch), DYNAMIC ``taskReferenceName`` -> its worker type
+    dynamic_forks: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    dynamic_names: dict[str, str] = Field(default_factory=dict)
 
     # expression context cache; never serialized, rebuilt after deserialization or copy
     _ctx: dict[str, Any] | None = PrivateAttr(default=None)
@@ -186,6 +213,9 @@ class ScheduleTask(_Model):
     timeout_seconds: int | None = None
     #: SUB_WORKFLOW: the child definition
     sub_workflow: SubWorkflowParams | None = None
+    #: the row's ``seq`` and, for a retry, the task id of the attempt it replaces
+    seq: int = 0
+    retried_task_id: str | None = None
 
     @property
     def message_id(self) -> str:

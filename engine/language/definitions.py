@@ -17,7 +17,15 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 from pydantic.alias_generators import to_camel
 
 from protocol.limits import MAX_INT32
@@ -40,6 +48,12 @@ class TaskType(StrEnum):
     SUB_WORKFLOW = "SUB_WORKFLOW"
     SET_VARIABLE = "SET_VARIABLE"
     TERMINATE = "TERMINATE"
+    FORK_JOIN_DYNAMIC = "FORK_JOIN_DYNAMIC"
+    DYNAMIC = "DYNAMIC"
+    EXCLUSIVE_JOIN = "EXCLUSIVE_JOIN"
+    START_WORKFLOW = "START_WORKFLOW"
+    LAMBDA = "LAMBDA"
+    NOOP = "NOOP"
 
 
 #: Conductor names accepted on input and stored under Stepway's name.
@@ -47,7 +61,7 @@ TASK_TYPE_ALIASES: dict[str, str] = {"SIMPLE": "WORKER", "DECISION": "SWITCH"}
 
 #: Types evaluated in the engine's evaluator processes (engine.runtime.evaluators),
 #: as an activity whose result is recorded once: replays read it, never re-evaluate.
-SCRIPT_TASK_TYPES = frozenset({TaskType.INLINE, TaskType.JSON_JQ_TRANSFORM})
+SCRIPT_TASK_TYPES = frozenset({TaskType.INLINE, TaskType.LAMBDA, TaskType.JSON_JQ_TRANSFORM})
 
 #: Types that run as durabletask activities inside the engine.
 ACTIVITY_TYPES = frozenset(
@@ -141,6 +155,8 @@ class SubWorkflowParams(_Model):
     name: str
     version: int | None = Field(default=None, le=MAX_INT32)
     task_to_domain: dict[str, str] = Field(default_factory=dict)
+    #: the child's definition itself (Conductor runs it without registering it)
+    workflow_definition: Any = None
 
 
 class WorkflowTask(_Model):
@@ -164,6 +180,16 @@ class WorkflowTask(_Model):
       ``terminationReason``, ``workflowOutput``.
     * INLINE: ``inputParameters.evaluatorType`` (javascript), ``inputParameters.expression``.
     * JSON_JQ_TRANSFORM: ``inputParameters.queryExpression``.
+    * FORK_JOIN_DYNAMIC: the branches come from the input: ``dynamicForkTasksParam`` names
+      the input holding a list of workflow tasks and ``dynamicForkTasksInputParamName``
+      the input holding their inputs by reference name; or ``inputParameters.forkTaskName``
+      (or ``forkTaskWorkflow``) with ``forkTaskInputs``, one branch per input. A JOIN
+      follows.
+    * DYNAMIC: ``dynamicTaskNameParam`` names the input holding the worker task type.
+    * EXCLUSIVE_JOIN: ``joinOn`` (the first of them that ran), ``defaultExclusiveJoinTask``.
+    * START_WORKFLOW: ``inputParameters.startWorkflow`` (a StartWorkflowRequest).
+    * LAMBDA: ``inputParameters.scriptExpression`` (the body of a javascript function).
+    * NOOP: nothing.
     """
 
     name: str
@@ -190,8 +216,28 @@ class WorkflowTask(_Model):
     loop_over: list[WorkflowTask] = Field(default_factory=list)
     # SUB_WORKFLOW
     sub_workflow_param: SubWorkflowParams | None = None
+    # FORK_JOIN_DYNAMIC, DYNAMIC, EXCLUSIVE_JOIN
+    dynamic_fork_tasks_param: str | None = None
+    dynamic_fork_tasks_input_param_name: str | None = None
+    dynamic_fork_join_tasks_param: str | None = None
+    dynamic_task_name_param: str | None = None
+    default_exclusive_join_task: list[str] = Field(default_factory=list)
     # inline task definition (Conductor allows one on the workflow task)
     task_definition: TaskDef | None = None
+
+    #: the type as the definition spells it when that is an alias (``SIMPLE``,
+    #: ``DECISION``): written back in the definition's JSON and reported as the rows'
+    #: ``taskType``, so a definition reads back as it was registered
+    declared_type: str | None = Field(default=None, exclude=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _remember_alias(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            raw = data.get("type", "SIMPLE")  # Conductor's default type
+            if isinstance(raw, str) and raw.strip().upper() in TASK_TYPE_ALIASES:
+                data = {**data, "declared_type": raw.strip().upper()}
+        return data
 
     @field_validator("type", mode="before")
     @classmethod
@@ -200,6 +246,13 @@ class WorkflowTask(_Model):
             upper = value.strip().upper()
             return TASK_TYPE_ALIASES.get(upper, upper)
         return value
+
+    @model_serializer(mode="wrap")
+    def _write_declared_type(self, handler: SerializerFunctionWrapHandler) -> Any:
+        data = handler(self)
+        if self.declared_type and isinstance(data, dict) and "type" in data:
+            data["type"] = self.declared_type
+        return data
 
     def children(self) -> Iterator[tuple[str, list[WorkflowTask]]]:
         """Nested task lists with their JSON path suffix (relative to this task)."""
@@ -259,3 +312,36 @@ def walk_tasks(
 
 
 WorkflowTask.model_rebuild()
+
+
+#: The fields of Conductor's SchemaDef (a schema by name and version in a schema registry,
+#: with the schema itself in ``data``).
+_SCHEMA_DEF_FIELDS = frozenset(
+    {
+        "name",
+        "version",
+        "type",
+        "data",
+        "externalRef",
+        "ownerApp",
+        "createTime",
+        "updateTime",
+        "createdBy",
+        "updatedBy",
+    }
+)
+
+
+def schema_document(schema: Any) -> dict[str, Any] | None:
+    """The JSON Schema an ``inputSchema`` / ``outputSchema`` holds, or None when there is
+    none to check: a JSON Schema is itself; Conductor's SchemaDef (``{name, version,
+    type}``, a reference into a schema registry) holds one only in ``data`` (type JSON);
+    a reference alone is kept and not checked."""
+    if not isinstance(schema, dict) or not schema:
+        return None
+    if "name" in schema and "$schema" not in schema and set(schema) <= _SCHEMA_DEF_FIELDS:
+        data = schema.get("data")
+        if str(schema.get("type") or "JSON").upper() == "JSON" and isinstance(data, dict):
+            return data or None
+        return None
+    return schema

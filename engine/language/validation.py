@@ -53,6 +53,7 @@ from engine.language.definitions import (
     TaskType,
     WorkflowDef,
     WorkflowTask,
+    schema_document,
 )
 from engine.language.expressions import expression_errors, reference_paths
 from protocol.limits import name_problem
@@ -248,7 +249,12 @@ def _valid_until(text: str) -> bool:
 
 
 def _schema_issues(schema: Any, path: str) -> list[ValidationIssue]:
-    """``schema`` checked against its meta-schema (``$schema``, default draft 2020-12)."""
+    """``schema`` checked against its meta-schema (``$schema``, default draft 2020-12);
+    a Conductor SchemaDef only for its ``data`` (:func:`schema_document`)."""
+    document = schema_document(schema)
+    if document is not schema:
+        path += ".data"
+    schema = document
     if not isinstance(schema, Mapping) or not schema:
         return []
     dialect = schema.get("$schema")
@@ -272,13 +278,19 @@ def _schema_issues(schema: Any, path: str) -> list[ValidationIssue]:
 # --- task definitions --------------------------------------------------------------------
 
 
-def _task_def_rules(td: TaskDef, prefix: str, check_name: bool = True) -> list[ValidationIssue]:
+def _task_def_rules(
+    td: TaskDef, prefix: str, check_name: bool = True, inline: bool = False
+) -> list[ValidationIssue]:
+    """``inline``: a workflow task's own ``taskDefinition``, whose timeouts Conductor does
+    not relate to each other (TaskTimeoutConstraint applies to registered ones)."""
     issues: list[ValidationIssue] = []
     if check_name:
         problem = queue_name_problem(td.name)
         if problem:
             issues.append(ValidationIssue(prefix + ".name", problem))
-    if td.timeout_seconds > 0 and td.response_timeout_seconds > td.timeout_seconds:
+    if inline:
+        pass
+    elif td.timeout_seconds > 0 and td.response_timeout_seconds > td.timeout_seconds:
         issues.append(
             ValidationIssue(
                 prefix + ".responseTimeoutSeconds",
@@ -286,7 +298,7 @@ def _task_def_rules(td: TaskDef, prefix: str, check_name: bool = True) -> list[V
                 f"timeoutSeconds ({td.timeout_seconds})",
             )
         )
-    if 0 < td.total_timeout_seconds < td.timeout_seconds:
+    if not inline and 0 < td.total_timeout_seconds < td.timeout_seconds:
         issues.append(
             ValidationIssue(
                 prefix + ".timeoutSeconds",
@@ -367,6 +379,11 @@ class _WorkflowChecker:
         self.task_defs = task_defs
         self.issues: list[ValidationIssue] = []
         self.refs: dict[str, _RefInfo] = {}
+        #: a dynamic fork makes tasks only known when it runs: references to them are
+        #: not checked
+        self.dynamic = any(
+            location.task.type == TaskType.FORK_JOIN_DYNAMIC for location in wf.walk()
+        )
 
     def add(self, path: str, message: str) -> None:
         self.issues.append(ValidationIssue(path, message))
@@ -375,8 +392,6 @@ class _WorkflowChecker:
         problem = name_problem(self.wf.name, "the workflow name")
         if problem is not None:
             self.add("$.name", problem)
-        if not self.wf.tasks:
-            self.add("$.tasks", "a workflow needs at least one task")
         self._index(self.wf.tasks, "$.tasks", ())
         self._check_list(self.wf.tasks, "$.tasks", frozenset(), ())
         self._check_template(
@@ -418,10 +433,10 @@ class _WorkflowChecker:
             here = f"{path}[{i}]"
             ref = task.task_reference_name
             self._check_task(task, here, visible, scopes)
-            if task.type == TaskType.FORK_JOIN:
+            if task.type in (TaskType.FORK_JOIN, TaskType.FORK_JOIN_DYNAMIC):
                 following = tasks[i + 1] if i + 1 < len(tasks) else None
                 if following is None or following.type != TaskType.JOIN:
-                    self.add(here, f"FORK_JOIN {ref!r} must be followed by a JOIN task")
+                    self.add(here, f"{task.type} {ref!r} must be followed by a JOIN task")
             if task.type == TaskType.JOIN:
                 self._check_join(task, here, tasks[i - 1] if i > 0 else None)
             inner_visible = visible | {ref}
@@ -441,9 +456,14 @@ class _WorkflowChecker:
         return visible
 
     def _check_join(self, task: WorkflowTask, path: str, previous: WorkflowTask | None) -> None:
-        if previous is None or previous.type != TaskType.FORK_JOIN:
-            self.add(path, "a JOIN must immediately follow a FORK_JOIN task")
+        if previous is None or previous.type not in (
+            TaskType.FORK_JOIN,
+            TaskType.FORK_JOIN_DYNAMIC,
+        ):
+            self.add(path, "a JOIN must immediately follow a FORK_JOIN or FORK_JOIN_DYNAMIC task")
             return
+        if previous.type == TaskType.FORK_JOIN_DYNAMIC:
+            return  # its branches are known only when it runs
         inside = _refs_within(previous)
         for k, name in enumerate(task.join_on):
             if name not in inside:
@@ -502,10 +522,45 @@ class _WorkflowChecker:
                     path + ".subWorkflowParam.name", "SUB_WORKFLOW needs subWorkflowParam.name"
                 )
         elif kind == TaskType.HTTP:
+            # Conductor (WorkflowTaskTypeConstraint.isHttpTaskValid): http_request, or uri /
+            # method directly in inputParameters, or an inputTemplate with http_request
             request = params.get("http_request")
-            uri = request.get("uri") if isinstance(request, Mapping) else None
-            if not isinstance(uri, str) or not uri.strip():
-                self.add(ip + ".http_request.uri", "HTTP needs inputParameters.http_request.uri")
+            flat = "uri" in params or "method" in params
+            template = task.task_definition.input_template if task.task_definition else {}
+            registered = self.task_defs.get(task.name) if self.task_defs is not None else None
+            templated = "http_request" in template or (
+                registered is not None and "http_request" in registered.input_template
+            )
+            uri = request.get("uri") if isinstance(request, Mapping) else params.get("uri")
+            if not (flat or templated or isinstance(request, Mapping)) or (
+                (flat or isinstance(request, Mapping))
+                and not (isinstance(uri, str) and uri.strip())
+            ):
+                where = ".http_request.uri" if isinstance(request, Mapping) else ".uri"
+                self.add(
+                    ip + where,
+                    "HTTP needs inputParameters.http_request.uri or inputParameters.uri",
+                )
+        elif kind == TaskType.FORK_JOIN_DYNAMIC:
+            simple = "forkTaskInputs" in params
+            if not simple and task.dynamic_fork_join_tasks_param is None:
+                if task.dynamic_fork_tasks_param is None:
+                    self.add(
+                        path + ".dynamicForkTasksParam",
+                        "FORK_JOIN_DYNAMIC needs dynamicForkTasksParam (with "
+                        "dynamicForkTasksInputParamName) or inputParameters.forkTaskInputs",
+                    )
+                elif task.dynamic_fork_tasks_input_param_name is None:
+                    self.add(
+                        path + ".dynamicForkTasksInputParamName",
+                        "FORK_JOIN_DYNAMIC needs dynamicForkTasksInputParamName",
+                    )
+        elif kind == TaskType.DYNAMIC:
+            if not task.dynamic_task_name_param:
+                self.add(path + ".dynamicTaskNameParam", "DYNAMIC needs dynamicTaskNameParam")
+        elif kind == TaskType.EXCLUSIVE_JOIN:
+            if not task.join_on:
+                self.add(path + ".joinOn", "EXCLUSIVE_JOIN needs joinOn")
         elif kind == TaskType.HUMAN:
             name = params.get("instructions")
             if isinstance(name, str) and "${" not in name and not _INSTRUCTION_NAME.match(name):
@@ -517,7 +572,7 @@ class _WorkflowChecker:
         if task.task_definition is not None:
             td_path = path + ".taskDefinition"
             self.issues += _task_def_rules(
-                task.task_definition, td_path, check_name=kind == TaskType.WORKER
+                task.task_definition, td_path, check_name=kind == TaskType.WORKER, inline=True
             )
             if task.task_definition.name != task.name:
                 self.add(
@@ -610,6 +665,8 @@ class _WorkflowChecker:
             if root in _NON_TASK_ROOTS:
                 continue
             ref = self._resolve(root)
+            if ref is None and self.dynamic:
+                continue
             if ref is None:
                 hint = difflib.get_close_matches(root, list(self.refs), n=1)
                 suggestion = f"; did you mean {hint[0]!r}?" if hint else ""

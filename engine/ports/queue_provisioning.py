@@ -158,3 +158,24 @@ def queue_settings_for_taskdef(taskdef: Mapping[str, Any] | object) -> QueueSett
         default_message_ttl_seconds=None,
         requires_session=False,
     )
+
+
+def ensure_queues_exist(
+    provisioner: QueueProvisioner,
+    task_type: str,
+    domains: Iterable[str] = (),
+    taskdef: Mapping[str, Any] | object | None = None,
+) -> list[str]:
+    """Create the queues of ``task_type`` (and of ``domains``) that do not exist yet,
+    with the settings of ``taskdef`` (Conductor's default task definition when None);
+    existing queues are left as they are. Returns the names created. This is how a
+    task type gets its queues without a registered task definition: on registration
+    of a workflow that uses it, on a start request that maps it to a new domain, and on
+    first use."""
+    created: list[str] = []
+    desired = queue_settings_for_taskdef(taskdef if taskdef is not None else {})
+    for name in queue_names(task_type, domains):
+        if provisioner.get_queue(name) is None:
+            provisioner.ensure_queue(name, desired)
+            created.append(name)
+    return created

@@ -88,6 +88,11 @@ class NewRun(_Record):
     parent_workflow_id: str | None = None
     parent_task_id: str | None = None
     create_time: int
+    #: the definition snapshot the run executes (``engine.runtime.snapshots``)
+    definition_ref: str | None = None
+    #: part of the task ids of the run's current execution (a restart, rerun or retry
+    #: starts a new one)
+    generation: str | None = None
 
 
 class RunRecord(NewRun):
@@ -97,6 +102,8 @@ class RunRecord(NewRun):
     failed_reference_task_names: list[str] = Field(default_factory=list)
     update_time: int
     end_time: int | None = None
+    #: Conductor's ``lastRetriedTime``: when the run was last retried (epoch ms)
+    last_retried_time: int | None = None
 
 
 class RunUpdate(_Record):
@@ -109,6 +116,14 @@ class RunUpdate(_Record):
     reason_for_incompletion: str | None = None
     failed_reference_task_names: list[str] | None = None
     end_time: int | None = None
+    # what a retry, restart or rerun changes
+    input: Any = None
+    input_ref: str | None = None
+    correlation_id: str | None = None
+    create_time: int | None = None
+    last_retried_time: int | None = None
+    definition_ref: str | None = None
+    generation: str | None = None
 
 
 class CreateRunResult(_Record):
@@ -163,6 +178,10 @@ class TaskRecord(_Record):
     domain: str | None = None
     queue_name: str | None = None
     iteration: int = 0
+    #: Conductor's ``retriedTaskId``: the attempt this one retries
+    retried_task_id: str | None = None
+    #: Conductor's ``retried``: a retry replaced this attempt
+    retried: bool = False
 
 
 class TaskUpdate(_Record):
@@ -283,6 +302,16 @@ class RunStore(Protocol):
 
     def delete_run(self, workflow_id: str) -> bool:
         """Delete a run with its task rows, task logs and leases."""
+        ...
+
+    def mark_retried(self, task_id: str, now: int) -> bool:
+        """Flag an attempt a retry replaced (Conductor's ``retried``), whatever its
+        status; False when there is no such row."""
+        ...
+
+    def delete_tasks(self, workflow_id: str, task_ids: list[str] | None = None) -> int:
+        """Delete task rows of a run (all, or those of ``task_ids``) with their logs and
+        leases (a restart or rerun decides them again); the number deleted."""
         ...
 
     def search_runs(self, query: RunQuery) -> SearchResult:

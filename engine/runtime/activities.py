@@ -22,16 +22,18 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from durabletask import task as dt
 from opentelemetry.trace import SpanKind
 
-from engine.decider.state import TaskChange
-from engine.language.definitions import RunStatus, TaskStatus, TaskType
+from engine.decider.state import ScheduleTask, TaskChange
+from engine.language.definitions import RunStatus, TaskStatus, TaskType, WorkflowDef
 from engine.ports.payload_store import PayloadKind, PayloadTooLarge, offload_if_large
-from engine.ports.queue import QueueError
+from engine.ports.queue import QueueError, QueueNotFound
+from engine.ports.queue_provisioning import ensure_queues_exist
 from engine.ports.run_store import DefinitionRecord, NewRun, RunUpdate, TaskRecord, TaskUpdate
 from engine.runtime.activity_io import (
     ACTIVITY_BUILTIN,
@@ -55,7 +57,12 @@ from engine.runtime.builtins import ActivityDeps, ActivityResult, run_activity, 
 from engine.runtime.payload_refs import dereference
 from engine.runtime.services import EngineServices
 from engine.runtime.settlement import MessageSettlement, release_slot
-from engine.runtime.snapshots import SnapshotError, publish_snapshot, read_definition
+from engine.runtime.snapshots import (
+    SnapshotError,
+    publish_snapshot,
+    publish_snapshot_of,
+    read_definition,
+)
 from engine.runtime.tracing import STATUS, attributes, span, traceparent_of, tracer
 from protocol.events import TERMINATE_EVENT, TerminateEvent
 from protocol.messages import TaskMessage, message_id
@@ -74,6 +81,9 @@ from protocol.runs import ORCHESTRATOR_NAME, RunInput
 __all__ = ["FAILED_STATUSES", "RunActivities", "store_row"]
 
 log = logging.getLogger(__name__)
+
+#: the namespace of the ids of runs a START_WORKFLOW task starts
+_STARTED_RUNS = uuid.uuid5(uuid.NAMESPACE_URL, "https://stepway/started-run")
 
 #: final statuses of a WORKER attempt whose message goes to the dead-letter queue
 #: (COMPLETED_WITH_ERRORS: an optional task whose attempts are exhausted)
@@ -102,12 +112,12 @@ def store_row(workflow_id: str, change: TaskChange) -> TaskRecord:
         task_id=change.task_id,
         workflow_id=change.workflow_id or workflow_id,
         reference_task_name=change.ref,
-        task_type=change.type,
+        task_type=change.kind or change.type,
         task_def_name=change.name,
         status=change.status,
         attempt=change.attempt,
         retry_count=change.attempt - 1,
-        seq=int(change.scheduled_time or change.end_time or 0),
+        seq=change.seq,
         input_data=change.input,
         output_data=None if output_ref else change.output,
         output_ref=output_ref,
@@ -117,6 +127,8 @@ def store_row(workflow_id: str, change: TaskChange) -> TaskRecord:
         end_time=change.end_time,
         worker_id=change.worker_id,
         iteration=change.iteration,
+        retried_task_id=change.retried_task_id,
+        retried=change.retried,
     )
 
 
@@ -218,6 +230,10 @@ class RunActivities:
         ) as current:
             with self.store.batch():
                 self._write_changes(data.workflow_id, data.records, _now_ms())
+            if task.type == TaskType.START_WORKFLOW:
+                output = self._start_workflow(data, traceparent_of(current))
+                current.set_attribute(STATUS, str(output.get("status")))
+                return output
             task_input = dict(dereference(task.input, self.services.payload_cache.read))
             task_input.setdefault(
                 ACTIVITY_PREFIX_KEY, activity_prefix(data.workflow_id, task.task_id)
@@ -263,6 +279,7 @@ class RunActivities:
         task = data.task
         task_id, attempt = task.task_id, task.attempt
         task_type = task.name
+        previous = task.retried_task_id
         queue, domain = queue_for(task_type, data.priority, data.task_to_domain)
         scheduled = now + int(task.delay_seconds * 1000)
 
@@ -287,6 +304,9 @@ class RunActivities:
             attempt=attempt,
             priority=data.priority,
             domain=domain,
+            response_timeout_seconds=(
+                task.task_def.response_timeout_seconds if task.task_def is not None else None
+            ),
             input=inline if ref is None else None,
             input_ref=ref,
             traceparent=traceparent,
@@ -301,8 +321,8 @@ class RunActivities:
             status=TaskStatus.SCHEDULED,
             attempt=attempt,
             retry_count=attempt - 1,
-            # scheduling order, as the Decider's rows (orchestration time + delay)
-            seq=(data.now_ms or now) + int(task.delay_seconds * 1000),
+            seq=task.seq,
+            retried_task_id=task.retried_task_id,
             input_data=inline if ref is None else None,
             input_ref=ref,
             scheduled_time=scheduled,
@@ -311,27 +331,18 @@ class RunActivities:
             iteration=_iteration(task.ref, task.def_ref or task.ref),
         )
         with self.store.batch():  # the rows of this step: one transaction
-            if attempt > 1:
-                # before the records replace its row: the previous attempt is over
-                self._close_attempt(task_type, task_id, attempt - 1, now)
             # the row of this attempt is written once, below, with its queue
             others = [c for c in data.records if (c.task_id, c.attempt) != (task_id, attempt)]
             self._write_changes(data.workflow_id, others, now)
+            if previous:
+                # the attempt this one retries is over (its final row is written by now)
+                self._close_attempt(task_type, previous, attempt - 1, now)
             self.store.upsert_task(row, now)
-        if attempt > 1:
+        if previous:
             # the previous attempt failed or timed out: its message (if handed out) is done
-            self.settlement.settle_attempt(task_id, attempt - 1)
+            self.settlement.settle_attempt(previous, attempt - 1)
         try:
-            svc.queue.send(
-                queue,
-                message.body(),
-                message_id=message_id(task_id, attempt),
-                scheduled_enqueue_time=(
-                    datetime.now(UTC) + timedelta(seconds=task.delay_seconds)
-                    if task.delay_seconds > 0
-                    else None
-                ),
-            )
+            self._send(queue, message, domain, task, task.delay_seconds)
         except QueueError as exc:
             return DispatchResult(error=f"cannot queue task {task.ref!r} on {queue!r}: {exc}")
 
@@ -356,6 +367,119 @@ class RunActivities:
         self._last_polls[task_type] = latest
         return latest >= since
 
+    def _send(
+        self,
+        queue: str,
+        message: TaskMessage,
+        domain: str | None,
+        task: ScheduleTask,
+        delay_seconds: float,
+    ) -> None:
+        """Send the attempt's message; a queue that does not exist yet (a type without a
+        registered task definition, a domain only the start request names) is created
+        first, as Conductor has a queue once something is queued to it."""
+        svc = self.services
+        when = datetime.now(UTC) + timedelta(seconds=delay_seconds) if delay_seconds > 0 else None
+        mid = message_id(message.task_id, message.attempt)
+        try:
+            svc.queue.send(queue, message.body(), message_id=mid, scheduled_enqueue_time=when)
+        except QueueNotFound:
+            if svc.provisioner is None:
+                raise QueueNotFound(
+                    f"{queue} (this engine creates no queues: register a task definition "
+                    f"for {task.name!r}, or start the run through the API, to create it)"
+                ) from None
+            domains = [domain] if domain else []
+            ensure_queues_exist(svc.provisioner, task.name, domains, task.task_def)
+            svc.queue.send(queue, message.body(), message_id=mid, scheduled_enqueue_time=when)
+
+    # -- runs started by a run ------------------------------------------------------------
+
+    def _start_workflow(self, data: BuiltinInput, traceparent: str | None) -> dict[str, Any]:
+        """START_WORKFLOW: start the run its ``startWorkflow`` input asks for (Conductor's
+        StartWorkflow): the starter's correlation id and task domains unless given. The
+        run's id comes from the task attempt, so a repeated activity starts it once. The
+        run nests one deeper than its starter (at most ``max_workflow_depth``) and joins
+        the starter's trace under ``traceparent``."""
+        svc, now, task = self.services, _now_ms(), data.task
+        task_input = dereference(task.input, svc.payload_cache.read)
+        request = task_input.get("startWorkflow") if isinstance(task_input, dict) else None
+        if not isinstance(request, dict):
+            return {
+                "status": "FAILED",
+                "output": {},
+                "reason": "Missing 'startWorkflow' in input data.",
+            }
+        name = request.get("name")
+        inline = request.get("workflowDef")
+        if not (isinstance(name, str) and name) and not isinstance(inline, dict):
+            return {
+                "status": "FAILED",
+                "output": {},
+                "reason": "startWorkflow validation failed. 'name' -> Workflow name cannot be "
+                "null or empty. ",
+            }
+        try:
+            if isinstance(inline, dict) and inline:
+                definition = WorkflowDef.model_validate(inline)
+                definition_json = inline
+            else:
+                version = request.get("version")
+                record = read_definition(self.store, str(name), int(version) if version else None)
+                definition, definition_json = (
+                    WorkflowDef.model_validate(record.definition),
+                    record.definition,
+                )
+            definition_ref = publish_snapshot_of(
+                self.store, svc.payloads, definition_json, definition
+            )
+        except (SnapshotError, ValueError, TypeError) as exc:
+            return {"status": "FAILED", "output": {}, "reason": f"Error starting workflow: {exc}"}
+        starter = data.run
+        depth = (starter.depth if starter else 0) + 1
+        limit = svc.definitions.limits.max_workflow_depth
+        if depth > limit:
+            # before anything is created: a chain of runs that starts itself stops here
+            return {
+                "status": "FAILED_WITH_TERMINAL_ERROR",
+                "output": {},
+                "reason": f"starting workflow {definition.name!r} would nest runs {depth} "
+                f"deep, above the limit of {limit} (STEPWAY_MAX_WORKFLOW_DEPTH)",
+            }
+        workflow_id = str(uuid.uuid5(_STARTED_RUNS, f"{task.task_id}/{task.attempt}"))
+        run = NewRun(
+            workflow_id=workflow_id,
+            name=definition.name,
+            version=definition.version,
+            input=request.get("input") or {},
+            correlation_id=request.get("correlationId")
+            or (starter.correlation_id if starter else None),
+            priority=int(request.get("priority") or 0),
+            task_to_domain=request.get("taskToDomain")
+            or (starter.task_to_domain if starter else {}),
+            create_time=now,
+            definition_ref=definition_ref,
+        )
+        created = self.store.create_run(run)
+        client = svc.client()
+        if created.created or client.get_orchestration_state(workflow_id) is None:
+            client.schedule_new_orchestration(
+                ORCHESTRATOR_NAME,
+                input=RunInput(
+                    name=run.name,
+                    version=run.version,
+                    input=run.input,
+                    correlation_id=run.correlation_id,
+                    priority=run.priority,
+                    task_to_domain=run.task_to_domain,
+                    depth=depth,
+                    definition_ref=definition_ref,
+                    traceparent=traceparent,
+                ).wire(),
+                instance_id=workflow_id,
+            )
+        return {"status": "COMPLETED", "output": {"workflowId": workflow_id}}
+
     # -- child runs ----------------------------------------------------------------------
 
     def _resolve_child(self, data: ResolveChildInput) -> ChildResolution:
@@ -375,11 +499,22 @@ class RunActivities:
                 f"limit of {limit} (STEPWAY_MAX_WORKFLOW_DEPTH)",
                 terminal=True,
             )
+        inline = child.workflow_definition if child is not None else None
         try:
-            # reads the definition once: proves it exists, fixes what the child runs
-            record = read_definition(self.store, name, (child.version if child else None) or None)
-            definition_ref = publish_snapshot(self.store, svc.payloads, record)
-        except SnapshotError as exc:
+            if isinstance(inline, dict) and inline:
+                # the child's definition given in the parent (subWorkflowParam.
+                # workflowDefinition): run as given, not registered
+                parsed = WorkflowDef.model_validate(inline)
+                name, version = parsed.name, parsed.version
+                definition_ref = publish_snapshot_of(self.store, svc.payloads, inline, parsed)
+            else:
+                # reads the definition once: proves it exists, fixes what the child runs
+                record = read_definition(
+                    self.store, name, (child.version if child else None) or None
+                )
+                version = record.version
+                definition_ref = publish_snapshot(self.store, svc.payloads, record)
+        except (SnapshotError, ValueError) as exc:
             return ChildResolution(error=str(exc))
         parent = data.run
         task_to_domain = (child.task_to_domain if child else None) or None
@@ -387,7 +522,8 @@ class RunActivities:
             NewRun(
                 workflow_id=data.child_id,
                 name=name,
-                version=record.version,
+                version=version,
+                definition_ref=definition_ref,
                 input=task.input,
                 correlation_id=parent.correlation_id,
                 priority=parent.priority,
@@ -399,7 +535,7 @@ class RunActivities:
         )
         return ChildResolution(
             name=name,
-            version=record.version,
+            version=version,
             task_to_domain=task_to_domain,
             definition_ref=definition_ref,
         )
@@ -426,6 +562,17 @@ class RunActivities:
             self._ensure_run_row(workflow_id, run, now)
             self._write_changes(workflow_id, data.records, now)
             self._write_warnings(workflow_id, data.warnings, now)
+            failed_refs = list(result.failed_reference_task_names)
+            if status == RunStatus.COMPLETED:
+                # Conductor's completeWorkflow: the tasks that failed on the way (a retried
+                # attempt, an optional task)
+                failed_refs = list(
+                    dict.fromkeys(
+                        row.reference_task_name
+                        for row in self.store.list_tasks(workflow_id)
+                        if row.status in (TaskStatus.FAILED, TaskStatus.FAILED_WITH_TERMINAL_ERROR)
+                    )
+                )
             self.store.update_run(
                 workflow_id,
                 RunUpdate(
@@ -434,7 +581,7 @@ class RunActivities:
                     output_ref=output_ref,
                     variables=variables,
                     reason_for_incompletion=reason,
-                    failed_reference_task_names=result.failed_reference_task_names,
+                    failed_reference_task_names=failed_refs,
                     end_time=now,
                 ),
                 now,
@@ -577,8 +724,13 @@ class RunActivities:
                         self._release_lease(row.task_id, row.attempt)
             else:
                 self.store.upsert_task(row, now)
+            if change.retried and existing is not None:
+                self.store.mark_retried(row.task_id, now)
             if row.task_type == TaskType.WORKER and row.status.is_terminal:
-                if row.status in FAILED_STATUSES:
+                if change.retried:
+                    # a retry replaced this attempt: its message is done, not dead
+                    self.settlement.settle_attempt(row.task_id, row.attempt)
+                elif row.status in FAILED_STATUSES:
                     self.settlement.settle_attempt(
                         row.task_id,
                         row.attempt,

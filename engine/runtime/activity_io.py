@@ -117,12 +117,15 @@ class ChildResolution(_Io):
 
 
 class BuiltinInput(_Io):
-    """Run one attempt of a built-in activity type (HTTP, CALL_TOOL, ...)."""
+    """Run one attempt of a built-in activity type (HTTP, CALL_TOOL, ..., START_WORKFLOW)."""
 
     workflow_id: str
     task: ScheduleTask
     records: list[TaskChange] = Field(default_factory=list)
     traceparent: str | None = None
+    #: START_WORKFLOW: the starting run's input (its correlation id and task domains are
+    #: the defaults of the run it starts)
+    run: RunInput | None = None
 
 
 class PolledTask(_Io):

@@ -65,7 +65,9 @@ from engine.runtime.builtins import ActivityResult
 from engine.runtime.definition_cache import DefinitionCache
 from engine.runtime.run_limits import RunLimits
 from protocol.events import (
+    SKIP_EVENT,
     TERMINATE_EVENT,
+    SkipEvent,
     TaskResultEvent,
     TaskStartedEvent,
     TerminateEvent,
@@ -207,7 +209,14 @@ class _Run:
         task_id = action.task_id
         self.pending[task_id] = _Pending(action)
         kind = action.type
-        if kind == TaskType.WORKER:
+        mocks = self.run.task_mocks.get(action.ref) or self.run.task_mocks.get(action.def_ref)
+        if kind == TaskType.WORKER and mocks and action.attempt <= len(mocks):
+            # a workflow test: this attempt completes with its mock, nothing is queued
+            entry = self.pending[task_id]
+            entry.phase = "mock"
+            entry.poll_input = mocks[action.attempt - 1].model_dump()
+            self._arm_timer(task_id, self.now())
+        elif kind == TaskType.WORKER:
             dispatch: dt.Task[Any] = self.ctx.call_activity(
                 ACTIVITY_DISPATCH,
                 retry_policy=BOOKKEEPING_RETRY,
@@ -281,6 +290,11 @@ class _Run:
                         task=action,
                         records=self._take_records(task_id),
                         traceparent=self.run.traceparent,
+                        run=(
+                            self._run_without_state()
+                            if action.type == TaskType.START_WORKFLOW
+                            else None
+                        ),
                     ).wire(),
                 ),
             ),
@@ -333,6 +347,9 @@ class _Run:
             entry.timer_at_ms = None
             if entry.phase == "wait":
                 return outcome(TaskStatus.COMPLETED, {})
+            if entry.phase == "mock":
+                mock = entry.poll_input
+                return outcome(TaskStatus(str(mock["status"])), dict(mock.get("output") or {}))
             if entry.phase == "delay":
                 self._launch(task_id)
                 return None
@@ -362,9 +379,8 @@ class _Run:
                 return None
             deadline = self.decider.wait_deadline(self.state, task_id)
             kind = deadline.kind if deadline is not None else "task"
-            timed_out = outcome(
-                TaskStatus.TIMED_OUT, reason=f"{kind} timeout of task {action.ref!r} elapsed"
-            )
+            # the Decider words the reason (Conductor's texts)
+            timed_out = outcome(TaskStatus.TIMED_OUT)
             return timed_out.model_copy(update={"timeout_kind": kind})
 
         if role == "dispatch":
@@ -490,7 +506,8 @@ class _Run:
         self.state = state
         started_at = self.run.started_at_ms if self.run.started_at_ms is not None else self.now()
         control: dict[str, dt.Task[Any]] = {
-            "terminate": ctx.wait_for_external_event(TERMINATE_EVENT)
+            "terminate": ctx.wait_for_external_event(TERMINATE_EVENT),
+            "skip": ctx.wait_for_external_event(SKIP_EVENT),
         }
         timeout_s = self.decider.definition.timeout_seconds
         timeout_at = started_at + timeout_s * 1000
@@ -523,6 +540,13 @@ class _Run:
                     else raised
                 )
                 decision = self.decider.terminate(self.state, str(text or "terminated"), now)
+                continue
+            if winner is control.get("skip"):
+                skip = SkipEvent.model_validate(control["skip"].get_result() or {})
+                control["skip"] = ctx.wait_for_external_event(SKIP_EVENT)
+                decision = self.decider.skip(
+                    self.state, skip.task_reference_name, skip.task_input, skip.task_output, now
+                )
                 continue
             if winner is control.get("timeout"):
                 if now + 5 < timeout_at:
@@ -560,6 +584,9 @@ class _Run:
                         "state": self.state.model_dump(mode="json"),
                         "started_at_ms": started_at,
                         "executions": self.run.executions + 1,
+                        # what is left of them is in the state now
+                        "replay": [],
+                        "task_inputs": {},
                     }
                 )
                 ctx.continue_as_new(
@@ -668,9 +695,15 @@ def make_workflow_interpreter(definitions: DefinitionCache) -> dt.Orchestrator[A
                 input=run.input,
                 correlation_id=run.correlation_id,
                 now_ms=_ms(ctx.current_utc_datetime),
+                generation=run.generation,
+                replay=run.replay,
+                seq_base=run.seq_base,
+                task_inputs=run.task_inputs,
             )
         if run.started_at_ms is None:
             run.started_at_ms = _ms(ctx.current_utc_datetime)
+        # a definition with dynamic tasks: a Decider of this run's own (the tasks it made)
+        runner.decider = decider.for_run(state)
         try:
             return (yield from runner.interpret(state))
         except dt.TaskFailedError:

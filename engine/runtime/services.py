@@ -19,6 +19,7 @@ from opentelemetry.trace import NoOpTracerProvider, TracerProvider
 
 from engine.ports.payload_store import PayloadLimits, PayloadStore
 from engine.ports.queue import TaskQueue
+from engine.ports.queue_provisioning import QueueProvisioner
 from engine.ports.run_store import RunStore
 from engine.runtime.builtins import ActivityDeps
 from engine.runtime.definition_cache import DefinitionCache
@@ -44,6 +45,9 @@ class EngineServices:
     tracer_provider: TracerProvider = field(default_factory=NoOpTracerProvider)
     #: limits of one run (the Deciders' and the interpreter's)
     run_limits: RunLimits = field(default_factory=RunLimits)
+    #: creates a task type's queues on first use (a type without a registered task
+    #: definition, or a domain only a start request names); None: queues must exist
+    provisioner: QueueProvisioner | None = None
     #: offloaded payloads and definition snapshots, read once per process
     payload_cache: PayloadCache = field(init=False)
     definitions: DefinitionCache = field(init=False)

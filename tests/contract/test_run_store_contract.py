@@ -21,6 +21,7 @@ from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.config import Config
 from alembic.migration import MigrationContext
+from alembic.script import ScriptDirectory
 from pydantic import ValidationError
 from sqlalchemy.engine import make_url
 
@@ -162,7 +163,7 @@ def test_upgrade_gives_worker_rows_their_task_type_from_the_queue(store_url: str
 
 
 def test_upgrade_gives_open_leases_of_polled_attempts_their_slot(store_url: str) -> None:
-    """Revision 0003 adds ``leases.slot``: before it every polled attempt held a slot of
+    """Revision 0004 adds ``leases.slot``: before it every polled attempt held a slot of
     its type's counter, so an unreleased lease with a sequence number gets its type and
     releasing it frees that slot once."""
     engine = sa.create_engine(store_url)
@@ -170,7 +171,7 @@ def test_upgrade_gives_open_leases_of_polled_attempts_their_slot(store_url: str)
     cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
     with engine.begin() as conn:
         cfg.attributes["connection"] = conn
-        command.upgrade(cfg, "0002")
+        command.upgrade(cfg, "0003")
         for task_id, seq, released in [("t1", 7, False), ("t2", None, False), ("t3", 8, True)]:
             conn.execute(
                 sa.text(
@@ -210,7 +211,7 @@ def test_migration_creates_schema_matching_adapter_tables(store: SqlRunStore) ->
     with store.engine.connect() as conn:
         version = conn.execute(sa.text("SELECT version_num FROM alembic_version")).scalar()
         diffs = compare_metadata(MigrationContext.configure(conn), metadata)
-    assert version == "0003"
+    assert version == ScriptDirectory(str(MIGRATIONS_DIR)).get_current_head()
     structural = [
         d
         for d in diffs
@@ -361,6 +362,47 @@ def test_delete_run_removes_tasks_logs_and_leases(store: SqlRunStore) -> None:
     assert store.get_run("w1") is None and store.get_task("t1") is None
     assert store.list_task_logs("t1") == [] and store.get_lease("t1", 1) is None
     assert not store.delete_run("w1")
+
+
+def test_delete_tasks_of_a_run_all_or_some(store: SqlRunStore) -> None:
+    """A restart deletes every task row of the run, a rerun those after a task."""
+    store.create_run(run("w1"))
+    store.create_run(run("w2"))
+    for task_id, seq in (("t1", 1), ("t2", 2), ("t3", 3)):
+        store.upsert_task(task(task_id, seq=seq), T0)
+    store.upsert_task(task("other", workflow_id="w2"), T0)
+    store.append_task_log("t3", "log", T0)
+    assert store.start_task("t3", 1, "wk", lease_expires_at=T0 + 1000, now=T0) is not None
+    assert store.delete_tasks("w1", ["t2", "t3", "other"]) == 2
+    assert [t.task_id for t in store.list_tasks("w1")] == ["t1"]
+    assert store.list_task_logs("t3") == [] and store.get_lease("t3", 1) is None
+    assert store.delete_tasks("w1") == 1
+    assert store.list_tasks("w1") == [] and store.get_task("other") is not None
+
+
+def test_retry_fields_of_runs_and_tasks(store: SqlRunStore) -> None:
+    """What a retry or restart records: the run's last retry time, generation and
+    definition snapshot; a task's retriedTaskId and retried flag."""
+    store.create_run(run("w1", definition_ref="definitions/abc.json", generation="g1"))
+    store.upsert_task(task("t1", status=TaskStatus.FAILED, retried=True), T0)
+    store.upsert_task(task("t2", attempt=2, retried_task_id="t1"), T0)
+    store.update_run(
+        "w1", RunUpdate(last_retried_time=T0 + 5, generation="g2", correlation_id="c2"), T0 + 5
+    )
+    got = store.get_run("w1")
+    assert got is not None
+    assert (got.definition_ref, got.generation, got.last_retried_time) == (
+        "definitions/abc.json",
+        "g2",
+        T0 + 5,
+    )
+    assert got.correlation_id == "c2"
+    store.upsert_task(task("t3", status=TaskStatus.TIMED_OUT), T0)
+    assert store.mark_retried("t3", T0 + 6) and not store.mark_retried("nope", T0 + 6)
+    first, second, third = store.list_tasks("w1")
+    assert third.retried and third.status == TaskStatus.TIMED_OUT
+    assert (first.retried, first.retried_task_id) == (True, None)
+    assert (second.retried, second.retried_task_id) == (False, "t1")
 
 
 def test_search_filters_and_paging(store: SqlRunStore) -> None:

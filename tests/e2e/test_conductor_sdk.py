@@ -7,11 +7,9 @@ functions and a ``Worker`` run by the SDK's multiprocessing ``TaskHandler`` (one
 process per worker) with a no-auth ``Configuration`` that only names the server URL. The
 platform is the embedded one of ``stepway dev``, served by uvicorn on a free port.
 
-Where Stepway differs from Conductor on purpose, the test says so:
-- a retried task keeps its taskId and one row (``retryCount``/``attempt`` count up);
-  Conductor adds a new task per retry;
-- a result is accepted only from the workerId that polled the task (or, when the result
-  names no workerId, from whoever holds the lease); Conductor accepts any.
+Where Stepway differs from Conductor on purpose, the test says so: a result is accepted
+only from the workerId that polled the task (or, when the result names no workerId, from
+whoever holds the lease); Conductor accepts any.
 
 Importing the SDK's task handler sets the multiprocessing start method to ``spawn`` for
 the whole pytest session (nothing else in the suite uses multiprocessing).
@@ -266,10 +264,11 @@ def test_a_failed_result_from_an_sdk_worker_is_retried_per_the_task_def(sdk: Sdk
     run = _wait(sdk, _start(sdk, "sdk_retrying", {}))
 
     assert run.status == "COMPLETED", run.reason_for_incompletion
-    # Stepway keeps one row per task; the retry is attempt 2 of the same taskId
-    (task,) = run.tasks
-    assert (task.status, task.retry_count) == ("COMPLETED", 1)
-    assert task.output_data == {"retryCount": 1}
+    # as in Conductor, the retry is a task of its own (retriedTaskId names the first)
+    failed, retried = run.tasks
+    assert (failed.status, failed.retry_count) == ("FAILED", 0)
+    assert (retried.status, retried.retry_count) == ("COMPLETED", 1)
+    assert retried.output_data == {"retryCount": 1}
 
 
 def test_in_progress_with_callback_after_seconds_from_an_sdk_worker(sdk: Sdk) -> None:

@@ -185,7 +185,7 @@ def test_a_dead_workers_slot_is_freed_when_its_attempt_times_out(
     # which a live worker can only get if the dead worker's slot was given back.
     second = _poll(http, "solo", "lives", 20)
     assert second, "attempt 2 was never handed out: the concurrency slot leaked"
-    assert second["taskId"] == first["taskId"] and second["retryCount"] == 1
+    assert second["taskId"] != first["taskId"] and second["retryCount"] == 1
     assert _post_result(http, workflow_id, second, "lives", {}).status_code == 200
     assert _finished(http, workflow_id)["status"] == "COMPLETED"
     assert platform.services.run_store.concurrency_in_use("solo") == 0

@@ -244,8 +244,10 @@ def test_a_three_step_run_costs_a_fixed_number_of_transactions(platform: Any) ->
         signals=DurableRunSignals(platform.client),
     )
     # task definitions (and the snapshot a start reuses) re-read once a minute, so that
-    # the counts do not depend on how long the first run took
-    app = create_app(Settings(taskdef_cache_seconds=60), deps)
+    # the counts do not depend on how long the first run took; a start answers at once
+    # (settle_seconds=0: its wait for the first decision reads the store until it shows,
+    # as often as the engine's timing makes it)
+    app = create_app(Settings(taskdef_cache_seconds=60, settle_seconds=0), deps)
     workflows, handout, results = (
         app.state.workflow_service,
         app.state.task_handout,

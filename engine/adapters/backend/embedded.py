@@ -32,6 +32,12 @@ below fixes one of them, and ``tests/backend`` proves each fix:
   requeues. Activities are delivered at least once: the first result for an activity
   wins and later ones are dropped; a late result for a requeued orchestration work
   item is stale (its completion token was renewed) and is dropped.
+* **Lost wake-ups.** Upstream signals new work only when an instance is newly queued.
+  An event that arrives while the instance's work item is in flight (usually a worker
+  task's ``.started`` event) leaves the instance in the queue, so the re-enqueue when
+  that work item completes signals nothing and the stream sleeps out its 0.1 s idle
+  wait. :meth:`_enqueue_orchestration` and :meth:`_enqueue_entity` here signal on every
+  enqueue.
 * **Idle streams.** The Python worker drops and reopens a stream that has been silent
   for 120 s, which would requeue the work it is still running; the stream here sends a
   health ping every ``health_ping_seconds`` while idle.
@@ -474,6 +480,16 @@ class StepwayInMemoryBackend(InMemoryOrchestrationBackend):
         self._next_completion_token += 1
         self._entity_in_flight.discard(entity_id)
         self._enqueue_entity(entity_id)
+
+    def _enqueue_orchestration(self, instance_id: str) -> None:
+        # Upstream signals only when the instance was not queued yet; it may be queued
+        # and skipped while its work item is in flight, then re-enqueued on completion.
+        super()._enqueue_orchestration(instance_id)
+        self._work_available.set()
+
+    def _enqueue_entity(self, entity_id: str) -> None:
+        super()._enqueue_entity(entity_id)
+        self._work_available.set()
 
     def _process_schedule_task_action(
         self, instance: OrchestrationInstance, action: pb.OrchestratorAction

@@ -11,12 +11,18 @@ from engine.decider.tasks.base import (
     TaskStart,
 )
 from engine.decider.tasks.do_while import DoWhileTask
+from engine.decider.tasks.dynamic import DynamicTask
+from engine.decider.tasks.exclusive_join import ExclusiveJoinTask
 from engine.decider.tasks.fork_join import ForkJoinTask
+from engine.decider.tasks.fork_join_dynamic import ForkJoinDynamicTask
 from engine.decider.tasks.human import HumanTask, human_timeout
 from engine.decider.tasks.inline import InlineTask
 from engine.decider.tasks.join import JoinTask
 from engine.decider.tasks.json_jq_transform import JsonJqTransformTask
+from engine.decider.tasks.lambda_task import LambdaTask
+from engine.decider.tasks.noop import NoopTask
 from engine.decider.tasks.set_variable import SetVariableTask
+from engine.decider.tasks.start_workflow import StartWorkflowTask
 from engine.decider.tasks.sub_workflow import SubWorkflowTask
 from engine.decider.tasks.switch import SwitchTask
 from engine.decider.tasks.terminate import TerminateTask
@@ -50,6 +56,12 @@ HANDLERS: dict[str, TaskHandler] = {
     TaskType.TERMINATE: TerminateTask(),
     TaskType.INLINE: InlineTask(),
     TaskType.JSON_JQ_TRANSFORM: JsonJqTransformTask(),
+    TaskType.FORK_JOIN_DYNAMIC: ForkJoinDynamicTask(),
+    TaskType.DYNAMIC: DynamicTask(),
+    TaskType.EXCLUSIVE_JOIN: ExclusiveJoinTask(),
+    TaskType.START_WORKFLOW: StartWorkflowTask(),
+    TaskType.LAMBDA: LambdaTask(),
+    TaskType.NOOP: NoopTask(),
 }
 
 

@@ -1,11 +1,13 @@
 """DO_WHILE: the body runs at least once; after each iteration the loop output gets
 ``"<n>": {ref: output}`` and ``"iteration": n``, and ``loopCondition`` is evaluated with
-``$`` = the loop's resolved inputParameters + ``{loopRef: {iteration, n: latest}}`` +
-``{bodyRef: latest output}``. An empty condition means one iteration; an empty body
-completes at once. Iteration ``n`` of a body task ``x`` is the instance ``x__n``."""
+``$`` = the loop's resolved inputParameters + ``{loopRef: loop output}`` (every
+iteration so far) + ``{bodyRef: latest output}``. An empty condition means one
+iteration; an empty body completes at once. Iteration ``n`` of a body task ``x`` is the
+instance ``x__n``."""
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any
 
 from engine.decider.state import Frame, RunState, TaskState
@@ -72,9 +74,15 @@ class DoWhileTask(TaskHandler):
                 decider.fail_inline(state, loop, str(failure), now_ms)
                 return
             bindings: dict[str, Any] = dict(decider.dereferenced(inputs))
-            # the loop's iteration count and latest iteration, not every iteration: binding
-            # the whole (growing) loop output would make each iteration cost O(iterations)
-            bindings[loop.def_ref] = {"iteration": n, str(n): latest}
+            # as Conductor: the loop's whole output (every iteration so far), then each
+            # body task's latest output under its reference name. A condition that reads
+            # only the loop's iteration count gets just that and the latest iteration:
+            # binding the whole (growing) output would make each iteration cost
+            # O(iterations)
+            if _reads_only_iteration(wt.loop_condition, loop.def_ref):
+                bindings[loop.def_ref] = {"iteration": n, str(n): latest}
+            else:
+                bindings[loop.def_ref] = output
             bindings.update(latest)
             try:
                 again = evaluate_condition(wt.loop_condition, {"$": bindings})
@@ -106,3 +114,13 @@ class DoWhileTask(TaskHandler):
         else:
             state.loops.pop(loop.ref, None)
             decider.complete_inline(state, loop, output, now_ms)
+
+
+def _reads_only_iteration(condition: str, loop_ref: str) -> bool:
+    """Whether every mention of ``loop_ref`` in ``condition`` is followed by
+    ``.iteration`` (or ``['iteration']``), so that the loop's other output cannot be read."""
+    mentions = [m.end() for m in re.finditer(re.escape(loop_ref), condition)]
+    return all(_ITERATION.match(condition, end) is not None for end in mentions)
+
+
+_ITERATION = re.compile(r"""\s*(?:\.\s*iteration\b|\[\s*(['"])iteration\1\s*\])""")

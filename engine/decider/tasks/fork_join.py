@@ -16,9 +16,12 @@ class ForkJoinTask(TaskHandler):
         state, frame, ts, wt = start.state, start.frame, start.task, start.definition
         node = decider.nodes[wt.task_reference_name]
         decider.complete_inline(state, ts, {}, start.now_ms)
-        for i, branch in enumerate(wt.fork_tasks):
-            if branch:
-                label = f"fork:{i}"
-                decider.open_frame(
-                    state, frame, ts.ref, node.branches[label], label, frame.suffix, False
-                )
+        opened = [
+            decider.open_frame(
+                state, frame, ts.ref, node.branches[f"fork:{i}"], f"fork:{i}", frame.suffix, False
+            )
+            for i, branch in enumerate(wt.fork_tasks)
+            if branch
+        ]
+        for key in opened:
+            decider.start_first(state, key, start.now_ms, start.actions)

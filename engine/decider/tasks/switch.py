@@ -1,8 +1,10 @@
 """SWITCH: evaluate a case key (``value-param``: an input parameter; ``javascript``: an
 expression over the inputs; legacy ``caseValueParam`` / ``caseExpression``) and run the
 matching case, else ``defaultCase``. The SWITCH completes at once with
-``{"evaluationResult": [key], "selectedCase": key}``; the sequence resumes after the
-chosen case has run."""
+``{"evaluationResult": [key], "selectedCase": key}`` and ``case`` (and ``hasChildren``)
+added to its input; a task declared ``DECISION`` has input ``{case}`` and output
+``{"caseOutput": [key]}``, as Conductor's. The sequence resumes after the chosen case
+has run."""
 
 from __future__ import annotations
 
@@ -47,9 +49,19 @@ class SwitchTask(TaskHandler):
             raise TaskFailed(str(exc)) from None
         key = case_key(value)
         label = f"case:{key}" if key in wt.decision_cases else "default"
-        decider.complete_inline(
-            state, ts, {"evaluationResult": [key], "selectedCase": key}, start.now_ms
-        )
         list_id = decider.nodes[wt.task_reference_name].branches.get(label)
-        if list_id is not None and decider.lists[list_id]:
+        has_children = list_id is not None and bool(decider.lists[list_id])
+        # as Conductor's mappers: the case is recorded in the input; a DECISION's input is
+        # only that, its output "caseOutput"
+        if wt.declared_type == "DECISION":
+            ts.input = {"case": key}
+            output: dict[str, Any] = {"caseOutput": [key]}
+        else:
+            # the input as resolved (a large value stays a pointer), plus the case
+            ts.input = {**ts.input, "case": key}
+            output = {"evaluationResult": [key], "selectedCase": key}
+        if has_children:
+            ts.input["hasChildren"] = "true"
+        decider.complete_inline(state, ts, output, start.now_ms)
+        if list_id is not None and has_children:
             decider.open_frame(state, frame, ts.ref, list_id, label, frame.suffix, True)

@@ -1,10 +1,12 @@
 """TERMINATE: ends the run with ``terminationStatus`` (COMPLETED | FAILED | TERMINATED,
-default COMPLETED), ``terminationReason`` and ``workflowOutput`` (else the normal run
-output), canceling pending tasks."""
+default COMPLETED), canceling pending tasks. As Conductor's: the task's output (and the
+run's, whose ``outputParameters`` are then not evaluated) is ``workflowOutput`` when a map,
+``{"output": value}`` for any other value, else ``{}``; the run's reason is
+``terminationReason``, else "Workflow is <STATUS> by TERMINATE task: <taskId>"."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from engine.decider.tasks.base import TaskFailed, TaskHandler, TaskStart
 from engine.language.definitions import RunStatus
@@ -24,22 +26,23 @@ class TerminateTask(TaskHandler):
             )
         reason = ts.input.get("terminationReason")
         wf_output = ts.input.get("workflowOutput")
-        decider.complete_inline(
-            state, ts, {"output": wf_output if wf_output is not None else {}}, now_ms
-        )
-        if wf_output is None or wf_output == {}:
-            try:
-                output = decider.run_output(state)
-            except TaskFailed:
-                output = {}
+        # as Conductor's Terminate: a map is the output, any other value is {"output": v}
+        if wf_output is None:
+            output: dict[str, Any] = {}
+        elif isinstance(wf_output, dict):
+            output = dict(wf_output)
         else:
-            output = wf_output if isinstance(wf_output, dict) else {"output": wf_output}
+            output = {"output": wf_output}
+        decider.complete_inline(state, ts, output, now_ms)
+        if reason is None or not str(reason).strip():
+            reason = f"Workflow is {status_text} by TERMINATE task: {ts.task_id}"
         status = RunStatus(status_text)
+        # the run's output is the TERMINATE task's (outputParameters are not evaluated)
         decider.finish_run(
             state,
             status,
-            output,
-            str(reason) if reason is not None else None,
+            dict(output),
+            str(reason),
             now_ms,
-            failed_task_id=ts.task_id if status == RunStatus.FAILED else None,
+            failed_task_id=ts.task_id if status != RunStatus.COMPLETED else None,
         )

@@ -14,6 +14,7 @@ input and output shapes.
   :func:`~engine.runtime.builtins.document_intelligence.document_intelligence_activity`, polled
   with :func:`~engine.runtime.builtins.document_intelligence.document_intelligence_poll`
 * ``INLINE`` -> :func:`~engine.runtime.builtins.evaluate.inline_activity`,
+  ``LAMBDA`` -> :func:`~engine.runtime.builtins.evaluate.lambda_activity`,
   ``JSON_JQ_TRANSFORM`` -> :func:`~engine.runtime.builtins.evaluate.jq_activity` (in
   ``ActivityDeps.evaluators``)
 
@@ -31,7 +32,7 @@ from engine.runtime.builtins.document_intelligence import (
     document_intelligence_activity,
     document_intelligence_poll,
 )
-from engine.runtime.builtins.evaluate import inline_activity, jq_activity
+from engine.runtime.builtins.evaluate import inline_activity, jq_activity, lambda_activity
 from engine.runtime.builtins.http import http_activity
 from engine.runtime.builtins.logic_app import logic_app_activity, logic_app_poll
 from engine.runtime.builtins.results import (
@@ -54,6 +55,7 @@ ACTIVITIES: dict[str, Activity] = {
     "DOCUMENT_INTELLIGENCE": document_intelligence_activity,
     "INLINE": inline_activity,
     "JSON_JQ_TRANSFORM": jq_activity,
+    "LAMBDA": lambda_activity,
 }
 
 #: Task type -> the function that polls a PENDING result of it.

@@ -1,4 +1,4 @@
-"""INLINE and JSON_JQ_TRANSFORM as activities: evaluated once, in an evaluator process.
+"""INLINE, LAMBDA and JSON_JQ_TRANSFORM as activities: evaluated once, in an evaluator process.
 
 The orchestration schedules them like any built-in activity, so their result is recorded
 in the history and a replay reads it instead of evaluating again (determinism by
@@ -8,6 +8,10 @@ construction, whatever the script does). The evaluation itself runs in
 * INLINE: ``inputParameters.expression`` is JavaScript evaluated with ``$`` = the task's
   resolved inputs; ``evaluatorType: value-param`` instead takes the input parameter the
   expression names. Output ``{"result": value}``.
+* LAMBDA: ``inputParameters.scriptExpression`` is the body of a JavaScript function,
+  called with ``$`` = the task's resolved inputs (Conductor's Lambda). Output
+  ``{"result": value}``; an empty script fails the task; a script error fails it with
+  ``{"error": message}`` as its output.
 * JSON_JQ_TRANSFORM: ``inputParameters.queryExpression`` runs over the resolved inputs.
   Output ``{"result": first output or null, "resultList": every output}``.
 
@@ -18,12 +22,13 @@ naming the limit and its value, since another attempt would breach it again.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from engine.runtime.builtins.results import ActivityDeps, ActivityResult
 from engine.runtime.evaluators import EvaluationError, Kind
 
-__all__ = ["inline_activity", "jq_activity"]
+__all__ = ["inline_activity", "jq_activity", "lambda_activity"]
 
 
 def _inputs(task_input: dict[str, Any]) -> dict[str, Any]:
@@ -56,6 +61,21 @@ def inline_activity(deps: ActivityDeps, task_input: dict[str, Any]) -> ActivityR
         return ActivityResult.completed({"result": inputs.get(expression)})
     value, failure = _evaluate(deps, "js", "INLINE", expression, {"$": inputs})
     return failure or ActivityResult.completed({"result": value})
+
+
+def lambda_activity(deps: ActivityDeps, task_input: dict[str, Any]) -> ActivityResult:
+    inputs = _inputs(task_input)
+    script = inputs.get("scriptExpression")
+    if not isinstance(script, str) or not script.strip():
+        return ActivityResult.terminal(
+            "Empty 'scriptExpression' in Lambda task's input parameters. A non-empty "
+            "String value must be provided."
+        )
+    program = f"function scriptFun(){{{script}}} scriptFun();"
+    value, failure = _evaluate(deps, "js", "LAMBDA", program, {"$": inputs})
+    if failure is not None:
+        return dataclasses.replace(failure, output={"error": failure.reason})
+    return ActivityResult.completed({"result": value})
 
 
 def jq_activity(deps: ActivityDeps, task_input: dict[str, Any]) -> ActivityResult:

@@ -116,6 +116,7 @@ def make_server(tmp_path: Path) -> Iterator[Any]:
         url = f"http://127.0.0.1:{port}"
         n = len(started)
         overrides.setdefault("limit_requeue_delay_seconds", 0.3)
+        overrides.setdefault("settle_seconds", 0)  # no engine here acts on the signals
         settings = Settings(**overrides)
         signals = RecordingRunSignals()
         deps = Deps(

@@ -38,6 +38,7 @@ def test_a_message_carries_its_input_or_a_reference_never_both() -> None:
         "attempt": 2,
         "priority": 0,
         "domain": None,
+        "responseTimeoutSeconds": None,
         "input": {"a": 1},
     }
     offloaded = inline.model_copy(update={"input": None, "input_ref": "payloads/w/t-2-input.json"})

@@ -2,7 +2,8 @@
 
 forever:
     tasks = GET /api/tasks/poll/batch/{type}?count={free slots}&timeout={long poll}
-    if none: wait (1 ms, doubling up to the poll interval); continue
+    if none: poll again at once if the server held the poll (long poll), else wait
+             (1 ms, doubling up to the poll interval); continue
     for each task: run the handler in the type's thread pool, post the result
 """
 
@@ -114,6 +115,7 @@ class _TypeRunner:
                 continue
             try:
                 self.polls += 1
+                asked = time.monotonic()
                 tasks = self.worker.client.poll(
                     self.settings.task_type,
                     worker_id=ws.worker_id,
@@ -140,6 +142,11 @@ class _TypeRunner:
                 self._last_poll_warning = 0.0
                 log.info("poll of %s works again", self.settings.task_type)
             if not tasks:
+                if ws.long_poll_ms > 0 and time.monotonic() - asked >= ws.long_poll_ms / 2000:
+                    # The server held the poll open: it already waited for us, and any
+                    # pause here is a pause in which an arriving task waits.
+                    wait = MIN_WAIT
+                    continue
                 stopping.wait(wait)
                 wait = min(wait * 2, self.settings.poll_interval)
                 continue

@@ -9,7 +9,16 @@ import threading
 import time
 from typing import Any
 
-from stepway_worker import InProgress, TaskContext, TerminalError, task_log, worker_task
+from stepway_worker import (
+    InProgress,
+    TaskContext,
+    TerminalError,
+    Worker,
+    task_log,
+    worker_task,
+)
+
+from .conftest import fast_settings  # type: ignore[import-not-found]
 
 
 def test_batch_poll_asks_for_free_slots_only(server, reg, start_worker) -> None:  # type: ignore[no-untyped-def]
@@ -60,6 +69,45 @@ def test_idle_worker_backs_off_from_1ms_to_the_poll_interval(server, reg, start_
     # a task arriving now is picked up, and the wait resets
     task_id = server.enqueue("idle", {})
     server.wait_result(task_id)
+
+
+class _CountingEvent(threading.Event):
+    """The worker's stop signal, counting the pauses taken on it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pauses = 0
+
+    def wait(self, timeout: float | None = None) -> bool:
+        if not self.is_set():
+            self.pauses += 1
+        return super().wait(timeout)
+
+
+def test_after_an_empty_long_poll_the_worker_polls_again_at_once(server, reg) -> None:  # type: ignore[no-untyped-def]
+    """A long poll the server held open and answered empty is followed by the next poll
+    with no pause (a task arriving during a pause would wait for it); the backoff of
+    the test above is only for polls the server answered at once."""
+
+    @worker_task("quiet", registry=reg)
+    def quiet() -> dict[str, bool]:
+        return {"done": True}
+
+    worker = Worker(reg, settings=fast_settings(server.url, long_poll_ms=50, poll_interval=30.0))
+    stopping = _CountingEvent()
+    worker.stopping = stopping
+    worker.start()
+    try:
+        deadline = time.monotonic() + 20
+        while len(server.polls("quiet")) < 8:
+            assert time.monotonic() < deadline, "the worker stopped polling"
+            time.sleep(0.02)
+        assert stopping.pauses == 0
+        task_id = server.enqueue("quiet", {})
+        assert server.wait_result(task_id)["status"] == "COMPLETED"
+        assert stopping.pauses == 0
+    finally:
+        worker.stop(grace=2.0)
 
 
 def test_in_progress_callbacks_resume_from_the_cursor(server, reg, start_worker) -> None:  # type: ignore[no-untyped-def]

@@ -48,6 +48,17 @@ def test_taskdefs_create_queues_idempotently(srv: Server) -> None:
     assert_error(c.get("/api/metadata/taskdefs/nope"), 404)
 
 
+def test_a_workflow_of_types_without_task_definitions_registers_with_their_queues(
+    srv: Server,
+) -> None:
+    """Conductor's rule (MetadataMapperService uses a default task definition): no task
+    definition is needed; the type's queues are made when the workflow is registered."""
+    r = srv.client.post("/api/metadata/workflow", json=wf())
+    assert r.status_code == 200, r.text
+    assert srv.deps.run_store.list_task_defs() == []
+    assert {"parse", "parse-high"} <= set(srv.deps.provisioner.list_queues())
+
+
 def test_taskdef_errors_all_at_once_and_nothing_half_written(srv: Server) -> None:
     r = srv.client.post(
         "/api/metadata/taskdefs",
@@ -62,9 +73,11 @@ def test_taskdef_errors_all_at_once_and_nothing_half_written(srv: Server) -> Non
 
 def test_workflow_definitions(srv: Server) -> None:
     c = srv.client
+    srv.settings.strict_task_definitions = True
     r = c.post("/api/metadata/workflow", json=wf())
-    body = assert_error(r, 400)  # routing is strict: 'parse' has no task definition
+    body = assert_error(r, 400)  # strict mode: 'parse' has no task definition
     assert any("parse" in e["message"] for e in body["validationErrors"])
+    srv.settings.strict_task_definitions = False
     srv.register(taskdef("parse"))
     assert c.post("/api/metadata/workflow/validate", json=wf()).json()["valid"] is True
     assert c.post("/api/metadata/workflow", json=wf()).status_code == 200
@@ -114,7 +127,9 @@ def test_start_read_steer_and_search(srv: Server) -> None:
     assert kinds[-3:] == [("suspend", None), ("resume", None), ("event", "stepway.terminate")]
     srv.deps.run_store.update_run(wid, RunUpdate(status=RunStatus.TERMINATED), 1)
     assert_error(c.put(f"/api/workflow/{wid}/pause"), 409)
-    assert c.post(f"/api/workflow/{wid}/retry").status_code == 200
+    # no task ran: nothing to retry (Conductor), a restart runs it again
+    assert_error(c.post(f"/api/workflow/{wid}/retry"), 409)
+    assert c.post(f"/api/workflow/{wid}/restart").status_code == 204
     assert c.get(f"/api/workflow/{wid}/status").json()["status"] == "RUNNING"
     assert_error(c.post(f"/api/workflow/{wid}/restart"), 409)  # running
     res = c.get("/api/workflow/search", params={"workflowType": "wf"}).json()

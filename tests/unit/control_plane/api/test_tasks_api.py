@@ -65,6 +65,9 @@ def test_high_priority_first_and_domains(srv: Server) -> None:
     assert [t["taskId"] for t in poll(srv, "ocr", count=5)] == [low]
     got = poll(srv, "ocr", domain="eu")
     assert [t["taskId"] for t in got] == [in_domain] and got[0]["domain"] == "eu"
+    # a domain nothing was queued for has no task (Conductor); strict mode refuses it
+    assert poll(srv, "ocr", domain="us") == []
+    srv.settings.strict_task_definitions = True
     assert_error(
         srv.client.get("/api/tasks/poll/batch/ocr", params={"domain": "us"}), 400, "domain"
     )
@@ -314,7 +317,11 @@ def test_bad_input(srv: Server) -> None:
         srv.client.get("/api/tasks/poll/batch/b", params={"timeout": 5001}), 400, "timeout"
     )
     assert_error(srv.client.get("/api/tasks/poll/batch/b", params={"count": "x"}), 400, "count")
+    # a type without task definition has no task (Conductor); strict mode: 404
+    assert srv.client.get("/api/tasks/poll/batch/unknown").json() == []
+    srv.settings.strict_task_definitions = True
     assert_error(srv.client.get("/api/tasks/poll/batch/unknown"), 404, "taskType")
+    srv.settings.strict_task_definitions = False
     r = srv.client.post(
         "/api/tasks", content=b'{"taskId": ', headers={"content-type": "application/json"}
     )

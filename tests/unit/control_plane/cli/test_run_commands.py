@@ -263,7 +263,7 @@ def test_defs_taskdefs_and_logs(srv: Server) -> None:
     assert "wf" in listed.stdout and "two steps" in listed.stdout
     assert "3" in listed.stdout.splitlines()[1]  # tasks, nested ones counted
     shown = _cli("defs", "show", "wf", server=srv.url)
-    assert "p1  (WORKER parse)" in shown.stdout and "case x:" in shown.stdout
+    assert "p1  (SIMPLE parse)" in shown.stdout and "case x:" in shown.stdout
     assert (
         json.loads(_cli("defs", "show", "wf", "-o", "json", server=srv.url).stdout)["name"] == "wf"
     )

@@ -176,13 +176,37 @@ def test_run_output_from_output_parameters() -> None:
 
 
 def test_task_ids_are_deterministic_and_distinct() -> None:
-    d = decider(t("a"))
-    s1 = d.start(workflow_id="w", input={}, now_ms=0)
-    s2 = d.start(workflow_id="w", input={}, now_ms=5)
-    a1 = d.decide(s1, 0).actions[0]
-    a2 = d.decide(s2, 5).actions[0]
-    assert a1.task_id == a2.task_id == d.task_id("w", "a")
-    assert d.task_id("w", "a") != d.task_id("w2", "a") != d.task_id("w", "a__1")
+    """Ids come from the run, its generation and the row's seq: a replay decides the same
+    ids, another run or generation (a restart) never reuses one."""
+    d = decider(t("a"), t("b"))
+
+    def first(workflow_id: str, generation: str = "") -> str:
+        state = d.start(workflow_id=workflow_id, input={}, now_ms=0, generation=generation)
+        return d.decide(state, 0).actions[0].task_id
+
+    assert first("w") == first("w")
+    assert len({first("w"), first("w2"), first("w", generation="g2")}) == 3
+    sim = Sim(d)
+    a = sim.actions["a"].task_id
+    sim.complete("a")
+    assert sim.actions["b"].task_id != a
+    assert next(r.seq for r in sim.records if r.ref == "b") == 2
+
+
+def test_a_retry_is_a_new_row_with_a_new_task_id() -> None:
+    """Conductor's DeciderService.retry: the failed attempt keeps its row and status; the
+    retry is a new task (new id, next seq, retryCount + 1, retriedTaskId)."""
+    d = decider(t("a", retryCount=1))
+    sim = Sim(d)
+    first = sim.actions["a"]
+    sim.fail("a", "once")
+    second = sim.actions["a"]
+    assert second.task_id != first.task_id
+    assert (second.attempt, second.seq, second.retried_task_id) == (2, 2, first.task_id)
+    rows = {r.task_id: r for r in sim.records}
+    assert rows[first.task_id].status == TaskStatus.FAILED
+    assert rows[first.task_id].reason == "once"
+    assert (rows[second.task_id].status, rows[second.task_id].seq) == (TaskStatus.SCHEDULED, 2)
 
 
 def test_records_include_inline_tasks() -> None:
@@ -330,17 +354,23 @@ def test_join_without_join_on_uses_last_task_of_each_branch() -> None:
     assert sim.finished is not None
 
 
-def test_join_on_subset_still_waits_for_every_branch() -> None:
+def test_join_on_subset_waits_only_for_the_named_tasks() -> None:
+    """As Conductor's JOIN: only the joinOn tasks gate it; the run still ends only when
+    every task has."""
     d = decider(fork([t("a")], [t("b")]), t("join", "JOIN", joinOn=["a"]), t("after"))
     sim = Sim(d)
-    sim.complete("a")
-    assert sim.status("join") == TaskStatus.IN_PROGRESS
+    sim.complete("a", x=1)
+    assert sim.status("join") == TaskStatus.COMPLETED
+    assert sim.task("join").input == {"joinOn": ["a"]}
+    assert sim.task("join").output == {"a": {"x": 1}}
+    assert sorted(sim.pending) == ["after", "b"]
+    sim.complete("after")
+    assert sim.finished is None
     sim.complete("b")
-    assert sim.task("join").output == {"a": {}}
-    assert sim.pending == ["after"]
+    assert sim.finished is not None and sim.finished.status == RunStatus.COMPLETED
 
 
-def test_branch_failure_fails_join_and_run_and_cancels_siblings() -> None:
+def test_branch_failure_fails_the_run_and_cancels_the_join_and_siblings() -> None:
     d = decider(
         fork([t("a1"), t("a2")], [t("b1")]),
         t("join", "JOIN", joinOn=["a2", "b1"]),
@@ -354,7 +384,7 @@ def test_branch_failure_fails_join_and_run_and_cancels_siblings() -> None:
     assert sim.finished.failed_reference_task_names == ["a1"]
     assert sim.finished.failed_task_id == sim.task("a1").task_id
     assert "disk full" in (sim.finished.reason or "")
-    assert sim.status("join") == F
+    assert sim.status("join") == TaskStatus.CANCELED  # as Conductor cancels open tasks
     assert sim.status("b1") == TaskStatus.CANCELED
     assert sim.last.cancel == [b1]
     assert "a2" not in sim.state.tasks and "after" not in sim.state.tasks
@@ -565,7 +595,9 @@ def test_terminate_completed_with_workflow_output() -> None:
     assert "never" not in sim.state.tasks
 
 
-def test_terminate_failed_without_output_uses_run_output() -> None:
+def test_terminate_without_output_leaves_the_run_output_empty() -> None:
+    """As Conductor: a TERMINATE's output (here none) is the run's; outputParameters are
+    not evaluated, and the reason names the TERMINATE task."""
     d = decider(
         t("a"),
         t("end", "TERMINATE", inputParameters={"terminationStatus": "FAILED"}),
@@ -574,8 +606,25 @@ def test_terminate_failed_without_output_uses_run_output() -> None:
     sim = Sim(d)
     sim.complete("a", x=1)
     assert sim.finished is not None
-    assert sim.finished.status == RunStatus.FAILED and sim.finished.output == {"x": 1}
-    assert sim.finished.failed_task_id == sim.task("end").task_id
+    assert sim.finished.status == RunStatus.FAILED and sim.finished.output == {}
+    end = sim.task("end").task_id
+    assert sim.finished.failed_task_id == end
+    assert sim.finished.reason == f"Workflow is FAILED by TERMINATE task: {end}"
+
+
+def test_terminate_output_is_the_workflow_output_map_or_wraps_a_value() -> None:
+    for value, expected in (({"y": 2}, {"y": 2}), ("done", {"output": "done"})):
+        d = decider(
+            t(
+                "end",
+                "TERMINATE",
+                inputParameters={"terminationStatus": "COMPLETED", "workflowOutput": value},
+            ),
+            outputParameters={"x": 1},
+        )
+        sim = Sim(d)
+        assert sim.finished is not None and sim.finished.status == RunStatus.COMPLETED
+        assert sim.finished.output == expected == sim.task("end").output
 
 
 def test_terminate_inside_fork_cancels_other_branches() -> None:
@@ -649,13 +698,13 @@ def test_retry_logic_delays() -> None:
     assert retry_delays("EXPONENTIAL_BACKOFF", 4) == [10, 20, 40, 80]
 
 
-def test_retry_after_wins_when_larger_and_stable_task_id() -> None:
+def test_retry_after_wins_when_larger() -> None:
     d = decider(t("a"), defs={"a": {"retryCount": 2, "retryDelaySeconds": 10}})
     sim = Sim(d, now=0)
     first = sim.actions["a"].task_id
     sim.fail("a", retry_after=120)
     assert sim.actions["a"].delay_seconds == 120
-    assert sim.actions["a"].task_id == first
+    assert sim.actions["a"].retried_task_id == first
     assert sim.task("a").scheduled_time == 120_000
     sim.fail("a", retry_after=1)
     assert sim.actions["a"].delay_seconds == 10
@@ -731,7 +780,8 @@ def test_deadlines_of_a_worker_wait() -> None:
     assert d.wait_deadline(sim.state, a) == Deadline(at_ms=300_000, kind="task")
     sim.fail("a", at=900_000)  # retry at 900 s: total deadline comes first
     sim.started("a", at=990_000)
-    assert d.wait_deadline(sim.state, a) == Deadline(at_ms=1_000_000, kind="total")
+    retry = sim.actions["a"].task_id
+    assert d.wait_deadline(sim.state, retry) == Deadline(at_ms=1_000_000, kind="total")
     assert d.wait_deadline(sim.state, "unknown") is None
 
 
@@ -748,7 +798,7 @@ def test_poll_timeout_unset_and_human_deadline() -> None:
     )
     sim.outcome("h", TaskStatus.TIMED_OUT, at=3_600_000)
     assert sim.status("h") == TaskStatus.TIMED_OUT
-    assert sim.finished is not None and sim.finished.status == RunStatus.FAILED
+    assert sim.finished is not None and sim.finished.status == RunStatus.TIMED_OUT
 
 
 def test_timeout_policy_retry() -> None:
@@ -759,7 +809,35 @@ def test_timeout_policy_retry() -> None:
     assert sim.task("a").status == TaskStatus.SCHEDULED
     sim.outcome("a", TaskStatus.TIMED_OUT, at=120_000)
     assert sim.status("a") == TaskStatus.TIMED_OUT
-    assert sim.finished is not None and sim.finished.status == RunStatus.FAILED
+    # no retry left: the run times out (Conductor's DeciderService.retry)
+    assert sim.finished is not None and sim.finished.status == RunStatus.TIMED_OUT
+    assert sim.task("a").reason == (
+        "Task poll timed out after 60 seconds. Poll timeout configured as 60 seconds. "
+        "Timeout policy configured to RETRY"
+    )
+
+
+@pytest.mark.parametrize("policy", ["RETRY", "TIME_OUT_WF", "ALERT_ONLY"])
+def test_a_response_timeout_retries_the_attempt_under_every_policy(policy: str) -> None:
+    """Conductor times an attempt without response out whatever ``timeoutPolicy`` says
+    (it governs ``timeoutSeconds``) and retries it per ``retryCount``; with none left the
+    run is TIMED_OUT."""
+    d = decider(t("a"), defs={"a": {**WORKER_DEF, "timeoutPolicy": policy}})
+    sim = Sim(d, now=0)
+    sim.started("a", at=10_000)
+    first = sim.actions["a"].task_id
+    sim.outcome("a", TaskStatus.TIMED_OUT, kind="response", at=40_000)
+    retry = sim.actions["a"]
+    assert (retry.attempt, retry.retried_task_id) == (2, first)
+    assert sim.finished is None
+    rows = {r.task_id: r for r in sim.records}
+    assert rows[first].status == TaskStatus.TIMED_OUT
+    assert rows[first].reason == (
+        f"responseTimeout: 30 exceeded for the taskId: {first} with Task Definition: a"
+    )
+    sim.started("a", at=50_000)
+    sim.outcome("a", TaskStatus.TIMED_OUT, kind="response", at=80_000)
+    assert sim.finished is not None and sim.finished.status == RunStatus.TIMED_OUT
 
 
 def test_timeout_policy_time_out_wf_even_when_optional() -> None:
@@ -790,7 +868,7 @@ def test_total_timeout_ends_retries() -> None:
     d = decider(t("a"), defs={"a": {**WORKER_DEF, "retryCount": 5, "timeoutPolicy": "RETRY"}})
     sim = Sim(d, now=0)
     sim.outcome("a", TaskStatus.TIMED_OUT, kind="total", at=1_000_000)
-    assert sim.finished is not None and sim.finished.status == RunStatus.FAILED
+    assert sim.finished is not None and sim.finished.status == RunStatus.TIMED_OUT
     assert len(sim.all_actions) == 1
     # a retry delay that would pass the total timeout is not made either
     d = decider(
@@ -1114,7 +1192,7 @@ def test_conductor_fork_join_failure() -> None:
     assert sim.finished is not None and sim.finished.status == RunStatus.FAILED
     assert sim.finished.failed_reference_task_names == ["t2"]
     assert sorted(sim.last.cancel) == pending_ids
-    assert sim.status("join") == F
+    assert sim.status("join") == TaskStatus.CANCELED  # ForkJoinSpec: JOIN CANCELED
     assert {sim.status("t3"), sim.status("t5")} == {TaskStatus.CANCELED}
     assert "t6" not in sim.state.tasks
 
@@ -1248,3 +1326,36 @@ def test_human_timeout_from_task_def() -> None:
     assert d.wait_deadline(sim.state, sim.actions["h"].task_id) == Deadline(
         at_ms=60_000, kind="human"
     )
+
+
+# ---------------------------------------------------------------------- running again
+
+
+def test_a_retried_run_adopts_what_succeeded_and_makes_a_new_attempt_of_the_rest() -> None:
+    """Conductor's workflow retry: a task that succeeded keeps its row and result, a
+    scheduled task that did not gets a new attempt (new id, next seq, retriedTaskId)."""
+    from protocol.runs import ReplayTask
+
+    d = decider(t("a"), t("b", inputParameters={"x": "${a.output.x}"}))
+    kept = [
+        ReplayTask(ref="a", task_id="ta", seq=1, status="COMPLETED", output={"x": 7}),
+        ReplayTask(ref="b", task_id="tb", seq=2, status="FAILED", attempt=1),
+    ]
+    state = d.start(workflow_id="w", input={}, now_ms=0, generation="g2", replay=kept, seq_base=2)
+    decision = d.decide(state, 0)
+    (b,) = decision.actions
+    assert (b.ref, b.attempt, b.seq, b.retried_task_id) == ("b", 2, 3, "tb")
+    assert b.input == {"x": 7}
+    assert [r.ref for r in decision.records] == ["b"]  # the adopted row is not written
+    assert state.tasks["a"].task_id == "ta"
+
+
+def test_a_skipped_task_is_passed_by() -> None:
+    d = decider(t("a"), t("b"), t("c"))
+    sim = Sim(d)
+    decision = sim.apply(d.skip(sim.state, "b", {"in": 1}, {"out": 2}, sim.now))
+    (row,) = decision.records
+    assert (row.ref, row.status, row.seq, row.output) == ("b", TaskStatus.SKIPPED, 0, {"out": 2})
+    sim.complete("a")
+    assert sim.pending == ["c"]
+    assert d.skip(sim.state, "a", {}, {}, sim.now).records == []  # already processed

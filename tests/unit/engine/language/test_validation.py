@@ -392,9 +392,9 @@ def test_human_instructions_must_be_a_name_not_a_path() -> None:
 
 
 def test_unknown_type_lists_the_known_ones() -> None:
-    path, message = only(workflow(task("x", "FORK_JOIN_DYNAMIC")))
+    path, message = only(workflow(task("x", "KAFKA_PUBLISH")))
     assert path == "$.tasks[0].type"
-    assert "FORK_JOIN_DYNAMIC" in message and "WORKER" in message and "SET_VARIABLE" in message
+    assert "KAFKA_PUBLISH" in message and "WORKER" in message and "FORK_JOIN_DYNAMIC" in message
 
 
 def test_simple_is_an_alias_of_worker() -> None:
@@ -414,14 +414,44 @@ def test_worker_types_need_a_task_definition_when_task_defs_are_given() -> None:
 
 
 def test_inline_task_definition_gets_the_task_def_checks() -> None:
-    data = workflow(
-        task("a", taskDefinition={"name": "a", "timeoutSeconds": 10, "responseTimeoutSeconds": 20})
+    data = workflow(task("a", taskDefinition={"name": "a", "inputSchema": {"type": 3}}))
+    assert paths(data) == ["$.tasks[0].taskDefinition.inputSchema.type"]
+    # Conductor relates the timeouts of registered task definitions only
+    relaxed = task(
+        "a", taskDefinition={"name": "a", "timeoutSeconds": 10, "responseTimeoutSeconds": 20}
     )
-    assert paths(data) == ["$.tasks[0].taskDefinition.responseTimeoutSeconds"]
+    assert paths(workflow(relaxed)) == []
 
 
-def test_workflow_needs_tasks_and_a_name() -> None:
-    assert paths({"name": " ", "tasks": []}) == ["$.name", "$.tasks"]
+def test_workflow_needs_a_name_and_may_have_no_tasks() -> None:
+    """Conductor runs a workflow without tasks (it completes at once)."""
+    assert paths({"name": " ", "tasks": []}) == ["$.name"]
+
+
+def test_a_schema_reference_is_accepted_and_its_data_checked() -> None:
+    """Conductor's SchemaDef ``{name, version, type}`` names a schema in a registry; only
+    a JSON ``data`` in it is a schema to check."""
+    assert validate_task_def({"name": "t", "inputSchema": {"name": "t_input", "version": 1}}) == []
+    bad = {"name": "t", "inputSchema": {"name": "s", "type": "JSON", "data": {"type": 3}}}
+    assert [i.path for i in validate_task_def(bad)] == ["$.inputSchema.data.type"]
+
+
+def test_new_conductor_task_types() -> None:
+    data = workflow(
+        task("dyn", "DYNAMIC"),
+        task("fan", "FORK_JOIN_DYNAMIC"),
+        task("fan_join", "JOIN"),
+        task("pick", "EXCLUSIVE_JOIN"),
+        task("nothing", "NOOP"),
+        task("lambda", "LAMBDA", inputParameters={"scriptExpression": "return 1"}),
+        task("spawn", "START_WORKFLOW", inputParameters={"startWorkflow": {"name": "x"}}),
+        task("call", "HTTP", inputParameters={"uri": "https://example.com", "method": "GET"}),
+    )
+    assert paths(data) == [
+        "$.tasks[0].dynamicTaskNameParam",
+        "$.tasks[1].dynamicForkTasksParam",
+        "$.tasks[3].joinOn",
+    ]
 
 
 # --- task definitions --------------------------------------------------------------------
@@ -601,7 +631,7 @@ def test_all_semantic_errors_come_back_at_once() -> None:
         "$.tasks[0].inputParameters.x",
         "$.tasks[2].inputParameters.duration",
         "$.tasks[3].inputParameters.terminationStatus",
-        "$.tasks[4].decisionCases.yes[0].inputParameters.http_request.uri",
+        "$.tasks[4].decisionCases.yes[0].inputParameters.uri",
         "$.tasks[5].type",
     ]
 

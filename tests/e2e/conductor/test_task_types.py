@@ -1,0 +1,863 @@
+"""Every Conductor task type, with the scenarios of the test-harness specs (issue 12,
+points 4, 6 and 7): the statuses, task order, types, outputs and reasons those specs
+assert, read through the workflow API.
+
+Specs: ForkJoinSpec, DynamicForkJoinSpec, ExclusiveJoinSpec, DecisionTaskSpec,
+SwitchTaskSpec, DoWhileSpec, WaitTaskSpec, SetVariableTaskSpec, LambdaAndTerminateTaskSpec,
+JsonJQTransformSpec, StartWorkflowSpec, SubWorkflowSpec, SignalTaskSpec and
+WorkflowAndTaskConfigurationSpec ("Test task def template", "Test workflow with no tasks").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.e2e.conductor.harness import (
+    Conductor,
+    echo_server,
+    refs,
+    seqs,
+    simple,
+    statuses,
+    task,
+    types,
+    unique,
+    workflow,
+)
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
+
+
+def _no_retries(conductor: Conductor, *task_types: str) -> None:
+    conductor.taskdefs(*({"name": t, "retryCount": 0} for t in task_types))
+
+
+def _pairs(run: dict[str, Any]) -> list[tuple[str, str]]:
+    return [(t["taskType"], t["status"]) for t in run["tasks"]]
+
+
+# --- FORK_JOIN / JOIN -----------------------------------------------------------------
+
+
+def _fork_join(conductor: Conductor) -> tuple[str, list[str]]:
+    """ForkJoinSpec's FanInOutTest: fork [[t1, t3], [t2]], join on t3 and t2, then t4."""
+    t1, t2, t3, t4 = (unique(f"integration_task_{i}") for i in (1, 2, 3, 4))
+    _no_retries(conductor, t1, t2, t3, t4)
+    name = unique("FanInOutTest")
+    conductor.register(
+        workflow(
+            name,
+            [
+                {
+                    "name": "fork",
+                    "taskReferenceName": "fanouttask",
+                    "type": "FORK_JOIN",
+                    "forkTasks": [[simple(t1, "t1"), simple(t3, "t3")], [simple(t2, "t2")]],
+                },
+                {
+                    "name": "join",
+                    "taskReferenceName": "fanouttask_join",
+                    "type": "JOIN",
+                    "joinOn": ["t3", "t2"],
+                },
+                simple(t4, "t4"),
+            ],
+        )
+    )
+    return name, [t1, t2, t3, t4]
+
+
+def test_fork_join_success(conductor: Conductor) -> None:
+    """ForkJoinSpec "Test a simple workflow with fork join success flow"."""
+    name, (t1, t2, t3, t4) = _fork_join(conductor)
+    workflow_id = conductor.start(name)
+    run = conductor.wait_tasks(workflow_id, 4)
+    assert _pairs(run) == [
+        ("FORK", "COMPLETED"),
+        (t1, "SCHEDULED"),
+        (t2, "SCHEDULED"),
+        ("JOIN", "IN_PROGRESS"),
+    ]
+    assert task(run, "fanouttask_join")["inputData"]["joinOn"] == ["t3", "t2"]
+
+    conductor.poll_and_complete(t1, {"k": 1})
+    run = conductor.wait_tasks(workflow_id, 5)
+    assert _pairs(run)[4] == (t3, "SCHEDULED")
+    conductor.poll_and_complete(t3, {"from": "t3"})
+    conductor.poll_and_complete(t2, {"from": "t2"})
+    run = conductor.wait_tasks(workflow_id, 6)
+    assert _pairs(run)[3] == ("JOIN", "COMPLETED")
+    assert _pairs(run)[5] == (t4, "SCHEDULED")
+    assert task(run, "fanouttask_join")["outputData"] == {
+        "t3": {"from": "t3"},
+        "t2": {"from": "t2"},
+    }
+    conductor.poll_and_complete(t4)
+    run = conductor.wait_status(workflow_id, "COMPLETED")
+    assert (run["status"], len(run["tasks"])) == ("COMPLETED", 6)
+
+
+def test_fork_join_failure(conductor: Conductor) -> None:
+    """ForkJoinSpec "Test a simple workflow with fork join failure flow"."""
+    name, (t1, t2, t3, _) = _fork_join(conductor)
+    workflow_id = conductor.start(name)
+    conductor.poll_and_complete(t1)
+    conductor.wait_tasks(workflow_id, 5)
+    conductor.poll_and_fail(t2, "Failed....")
+    run = conductor.wait_status(workflow_id, "FAILED")
+    assert run["status"] == "FAILED"
+    assert _pairs(run) == [
+        ("FORK", "COMPLETED"),
+        (t1, "COMPLETED"),
+        (t2, "FAILED"),
+        ("JOIN", "CANCELED"),
+        (t3, "CANCELED"),
+    ]
+
+
+def test_join_on_a_subset_of_the_branches(conductor: Conductor) -> None:
+    """A JOIN whose ``joinOn`` names one branch completes when that branch is done; the
+    run ends once every task has ended (DeciderService.checkForWorkflowCompletion)."""
+    fast, slow, after, name = (unique(n) for n in ("fast", "slow", "after", "join_subset"))
+    _no_retries(conductor, fast, slow, after)
+    conductor.register(
+        workflow(
+            name,
+            [
+                {
+                    "name": "fork",
+                    "taskReferenceName": "fork",
+                    "type": "FORK_JOIN",
+                    "forkTasks": [[simple(fast, "fast")], [simple(slow, "slow")]],
+                },
+                {"name": "join", "taskReferenceName": "join", "type": "JOIN", "joinOn": ["fast"]},
+                simple(after, "after", got="${join.output.fast.v}"),
+            ],
+        )
+    )
+    workflow_id = conductor.start(name)
+    conductor.poll_and_complete(fast, {"v": 1})
+    polled = conductor.poll_and_complete(after)
+    assert polled["inputData"] == {"got": 1}
+    run = conductor.wait_task(workflow_id, "after", "COMPLETED")
+    assert run["status"] == "RUNNING"
+    assert task(run, "slow")["status"] == "SCHEDULED"
+    assert task(run, "join")["inputData"]["joinOn"] == ["fast"]
+    conductor.poll_and_complete(slow)
+    assert conductor.wait_status(workflow_id, "COMPLETED")["status"] == "COMPLETED"
+
+
+# --- FORK_JOIN_DYNAMIC ----------------------------------------------------------------
+
+
+def _dynamic_fork(conductor: Conductor) -> tuple[str, list[str]]:
+    """DynamicForkJoinSpec's DynamicFanInOutTest."""
+    t1, t2, t3, t4 = (unique(f"integration_task_{i}") for i in (1, 2, 3, 4))
+    _no_retries(conductor, t1, t2, t3, t4)
+    name = unique("DynamicFanInOutTest")
+    conductor.register(
+        workflow(
+            name,
+            [
+                simple(t1, "dt1"),
+                {
+                    "name": "fork",
+                    "taskReferenceName": "dynamicfanouttask",
+                    "type": "FORK_JOIN_DYNAMIC",
+                    "inputParameters": {
+                        "dynamicTasks": "${dt1.output.dynamicTasks}",
+                        "dynamicTasksInput": "${dt1.output.dynamicTasksInput}",
+                    },
+                    "dynamicForkTasksParam": "dynamicTasks",
+                    "dynamicForkTasksInputParamName": "dynamicTasksInput",
+                },
+                {"name": "join", "taskReferenceName": "dynamicfanouttask_join", "type": "JOIN"},
+                simple(t4, "task4"),
+            ],
+        )
+    )
+    return name, [t1, t2, t3, t4]
+
+
+def test_dynamic_fork_join_success(conductor: Conductor) -> None:
+    """DynamicForkJoinSpec "Test dynamic fork join success flow"."""
+    name, (t1, t2, t3, t4) = _dynamic_fork(conductor)
+    workflow_id = conductor.start(name)
+    conductor.poll_and_complete(
+        t1,
+        {
+            "dynamicTasks": [
+                {"name": t2, "taskReferenceName": "xdt1"},
+                {"name": t3, "taskReferenceName": "xdt2"},
+            ],
+            "dynamicTasksInput": {"xdt1": {"k1": "v1"}, "xdt2": {"k2": "v2"}},
+        },
+    )
+    run = conductor.wait_tasks(workflow_id, 5)
+    assert _pairs(run) == [
+        (t1, "COMPLETED"),
+        ("FORK", "COMPLETED"),
+        (t2, "SCHEDULED"),
+        (t3, "SCHEDULED"),
+        ("JOIN", "IN_PROGRESS"),
+    ]
+    assert run["tasks"][4]["referenceTaskName"] == "dynamicfanouttask_join"
+
+    assert conductor.poll_and_complete(t2, {"ok1": "ov1"})["inputData"] == {"k1": "v1"}
+    assert conductor.poll_and_complete(t3, {"ok1": "ov1"})["inputData"] == {"k2": "v2"}
+    run = conductor.wait_tasks(workflow_id, 6)
+    join = run["tasks"][4]
+    assert (join["taskType"], join["status"]) == ("JOIN", "COMPLETED")
+    assert join["inputData"]["joinOn"] == ["xdt1", "xdt2"]
+    assert join["outputData"] == {"xdt1": {"ok1": "ov1"}, "xdt2": {"ok1": "ov1"}}
+    assert _pairs(run)[5] == (t4, "SCHEDULED")
+    conductor.poll_and_complete(t4)
+    run = conductor.wait_status(workflow_id, "COMPLETED")
+    assert (run["status"], len(run["tasks"])) == ("COMPLETED", 6)
+
+
+def test_dynamic_fork_join_failure_of_a_forked_task(conductor: Conductor) -> None:
+    """DynamicForkJoinSpec "Test dynamic fork join failure of dynamic forked task flow"."""
+    name, (t1, t2, t3, _) = _dynamic_fork(conductor)
+    workflow_id = conductor.start(name)
+    conductor.poll_and_complete(
+        t1,
+        {
+            "dynamicTasks": [
+                {"name": t2, "taskReferenceName": "xdt1"},
+                {"name": t3, "taskReferenceName": "xdt2"},
+            ],
+            "dynamicTasksInput": {"xdt1": {"k1": "v1"}, "xdt2": {"k2": "v2"}},
+        },
+    )
+    conductor.poll_and_fail(t2, "Failed....")
+    run = conductor.wait_status(workflow_id, "FAILED")
+    assert run["status"] == "FAILED"
+    assert _pairs(run) == [
+        (t1, "COMPLETED"),
+        ("FORK", "COMPLETED"),
+        (t2, "FAILED"),
+        (t3, "CANCELED"),
+        ("JOIN", "CANCELED"),
+    ]
+
+
+def test_dynamic_fork_of_one_task_type_over_a_list_of_inputs(conductor: Conductor) -> None:
+    """The simple form (ForkJoinDynamicTaskMapper.getDynamicTasksSimple): ``forkTaskName``
+    and ``forkTaskInputs``; forked refs are ``_<name>_<i>`` with input ``__index``."""
+    item, name = unique("item"), unique("fan_out_list")
+    _no_retries(conductor, item)
+    conductor.register(
+        workflow(
+            name,
+            [
+                {
+                    "name": "fork",
+                    "taskReferenceName": "fan",
+                    "type": "FORK_JOIN_DYNAMIC",
+                    "inputParameters": {
+                        "forkTaskName": item,
+                        "forkTaskInputs": "${workflow.input.items}",
+                    },
+                },
+                {"name": "join", "taskReferenceName": "fan_join", "type": "JOIN"},
+            ],
+        )
+    )
+    workflow_id = conductor.start(name, {"items": [{"n": 1}, {"n": 2}]})
+    got = sorted(
+        (conductor.poll_one(item)["inputData"] for _ in range(2)), key=lambda i: i["__index"]
+    )
+    assert got == [{"n": 1, "__index": 0}, {"n": 2, "__index": 1}]
+    run = conductor.run(workflow_id)
+    assert refs(run)[1:3] == [f"_{item}_0", f"_{item}_1"]
+
+
+# --- DYNAMIC ----------------------------------------------------------------------------
+
+
+def test_dynamic_task_runs_the_type_named_by_its_input(conductor: Conductor) -> None:
+    chosen, name = unique("chosen"), unique("dynamic_wf")
+    _no_retries(conductor, chosen)
+    conductor.register(
+        workflow(
+            name,
+            [
+                {
+                    "name": "dynamic_task",
+                    "taskReferenceName": "dyn",
+                    "type": "DYNAMIC",
+                    "dynamicTaskNameParam": "taskToExecute",
+                    "inputParameters": {"taskToExecute": "${workflow.input.type}", "a": 1},
+                }
+            ],
+        )
+    )
+    workflow_id = conductor.start(name, {"type": chosen})
+    polled = conductor.poll_and_complete(chosen, {"ran": chosen})
+    assert polled["inputData"]["a"] == 1
+    run = conductor.wait_status(workflow_id, "COMPLETED")
+    assert run["status"] == "COMPLETED"
+    assert _pairs(run) == [(chosen, "COMPLETED")]
+    assert task(run, "dyn")["outputData"] == {"ran": chosen}
+
+
+# --- DECISION / SWITCH / EXCLUSIVE_JOIN -----------------------------------------------
+
+
+def _branching(conductor: Conductor, kind: str) -> tuple[str, dict[str, str]]:
+    """ConditionalTaskWF of DecisionTaskSpec / SwitchTaskSpec: case 'c' -> t1, t2;
+    default -> t5; then t20."""
+    names = {ref: unique(f"integration_task_{ref[1:]}") for ref in ("t1", "t2", "t5", "t20")}
+    _no_retries(conductor, *names.values())
+    branch: dict[str, Any] = {
+        "name": "branch",
+        "taskReferenceName": "branch",
+        "type": kind,
+        "inputParameters": {"c": "${workflow.input.case}"},
+        "decisionCases": {"c": [simple(names["t1"], "t1"), simple(names["t2"], "t2")]},
+        "defaultCase": [simple(names["t5"], "t5")],
+    }
+    if kind == "DECISION":
+        branch["caseValueParam"] = "c"
+    else:
+        branch["evaluatorType"] = "value-param"
+        branch["expression"] = "c"
+    name = unique(f"conditional_{kind.lower()}")
+    conductor.register(workflow(name, [branch, simple(names["t20"], "t20")]))
+    return name, names
+
+
+def test_decision_runs_the_matching_case(conductor: Conductor) -> None:
+    """DecisionTaskSpec "Test simple decision workflow" (task type DECISION, input
+    ``case``, output ``caseOutput``)."""
+    name, n = _branching(conductor, "DECISION")
+    workflow_id = conductor.start(name, {"param1": "p1", "case": "c"})
+    run = conductor.wait_tasks(workflow_id, 2)
+    assert _pairs(run) == [("DECISION", "COMPLETED"), (n["t1"], "SCHEDULED")]
+    decision = task(run, "branch")
+    assert decision["inputData"]["case"] == "c"
+    assert decision["outputData"] == {"caseOutput": ["c"]}
+    conductor.poll_and_complete(n["t1"])
+    conductor.poll_and_complete(n["t2"])
+    conductor.poll_and_complete(n["t20"])
+    run = conductor.wait_status(workflow_id, "COMPLETED")
+    assert types(run) == ["DECISION", n["t1"], n["t2"], n["t20"]]
+
+
+def test_switch_runs_the_matching_case(conductor: Conductor) -> None:
+    """SwitchTaskSpec "Test simple switch workflow"."""
+    name, n = _branching(conductor, "SWITCH")
+    workflow_id = conductor.start(name, {"param1": "p1", "case": "c"})
+    run = conductor.wait_tasks(workflow_id, 2)
+    assert _pairs(run) == [("SWITCH", "COMPLETED"), (n["t1"], "SCHEDULED")]
+    switch = task(run, "branch")
+    assert switch["inputData"]["case"] == "c"
+    assert switch["outputData"] == {"evaluationResult": ["c"], "selectedCase": "c"}
+    conductor.poll_and_complete(n["t1"])
+    conductor.poll_and_complete(n["t2"])
+    run = conductor.wait_tasks(workflow_id, 4)
+    assert _pairs(run)[3] == (n["t20"], "SCHEDULED")
+    conductor.poll_and_complete(n["t20"])
+    run = conductor.wait_status(workflow_id, "COMPLETED")
+    assert (run["status"], len(run["tasks"])) == ("COMPLETED", 4)
+    assert seqs(run) == [1, 2, 3, 4]
+
+
+def test_switch_default_case(conductor: Conductor) -> None:
+    """SwitchTaskSpec "Test default case condition execution of a conditional workflow"."""
+    name, n = _branching(conductor, "SWITCH")
+    workflow_id = conductor.start(name, {"case": "nope"})
+    conductor.poll_and_complete(n["t5"])
+    conductor.poll_and_complete(n["t20"])
+    run = conductor.wait_status(workflow_id, "COMPLETED")
+    assert _pairs(run) == [
+        ("SWITCH", "COMPLETED"),
+        (n["t5"], "COMPLETED"),
+        (n["t20"], "COMPLETED"),
+    ]
+    assert seqs(run) == [1, 2, 3]
+
+
+def _exclusive_join(conductor: Conductor) -> tuple[str, dict[str, str]]:
+    """ExclusiveJoinSpec's ExclusiveJoinTestWorkflow."""
+    n = {ref: unique(f"integration_task_{ref[4:]}") for ref in ("task1", "task2", "task4")}
+    _no_retries(conductor, *n.values())
+
+    def decide(ref: str, param: str, cases: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+        return {
+            "name": "decide_task",
+            "taskReferenceName": ref,
+            "type": "DECISION",
+            "caseValueParam": param,
+            "inputParameters": {param: f"${{workflow.input.{param}}}"},
+            "decisionCases": cases,
+        }
+
+    name = unique("ExclusiveJoinTestWorkflow")
+    conductor.register(
+        workflow(
+            name,
+            [
+                simple(n["task1"], "task1"),
+                decide(
+                    "decision1",
+                    "decision_1",
+                    {
+                        "true": [simple(n["task2"], "task2")],
+                        "false": [simple(n["task4"], "task4")],
+                    },
+                ),
+                {
+                    "name": "exclusive_join",
+                    "taskReferenceName": "exclusiveJoin",
+                    "type": "EXCLUSIVE_JOIN",
+                    "joinOn": ["task2", "task4"],
+                    "defaultExclusiveJoinTask": ["task1"],
+                },
+            ],
+        )
+    )
+    return name, n
+
+
+def test_exclusive_join_takes_the_output_of_the_branch_that_ran(conductor: Conductor) -> None:
+    """ExclusiveJoinSpec "Test when the one decision is true ...": the join's output is
+    the output of the joined task that ran."""
+    name, n = _exclusive_join(conductor)
+    workflow_id = conductor.start(name, {"decision_1": "true"})
+    conductor.poll_and_complete(n["task1"], {"taskReferenceName": "task1"})
+    conductor.poll_and_complete(n["task2"], {"taskReferenceName": "task2"})
+    run = conductor.wait_status(workflow_id, "COMPLETED")
+    assert _pairs(run) == [
+        (n["task1"], "COMPLETED"),
+        ("DECISION", "COMPLETED"),
+        (n["task2"], "COMPLETED"),
+        ("EXCLUSIVE_JOIN", "COMPLETED"),
+    ]
+    assert task(run, "exclusiveJoin")["outputData"] == {"taskReferenceName": "task2"}
+
+
+def test_exclusive_join_falls_back_to_its_default_task(conductor: Conductor) -> None:
+    """ExclusiveJoinSpec "Test that the default decision is run"."""
+    name, n = _exclusive_join(conductor)
+    workflow_id = conductor.start(name, {"decision_1": "null"})
+    conductor.poll_and_complete(n["task1"], {"taskReferenceName": "task1"})
+    run = conductor.wait_status(workflow_id, "COMPLETED")
+    assert _pairs(run) == [
+        (n["task1"], "COMPLETED"),
+        ("DECISION", "COMPLETED"),
+        ("EXCLUSIVE_JOIN", "COMPLETED"),
+    ]
+    assert task(run, "exclusiveJoin")["outputData"] == {"taskReferenceName": "task1"}
+
+
+# --- DO_WHILE ---------------------------------------------------------------------------
+
+
+def test_do_while_runs_its_body_until_the_condition_is_false(conductor: Conductor) -> None:
+    """DoWhileSpec "Test workflow with a single iteration Do While task", with two
+    iterations of one task."""
+    body, name = unique("integration_task_0"), unique("Do_While_Workflow")
+    _no_retries(conductor, body)
+    conductor.register(
+        workflow(
+            name,
+            [
+                {
+                    "name": "loopTask",
+                    "taskReferenceName": "loopTask",
+                    "type": "DO_WHILE",
+                    "inputParameters": {"value": "${workflow.input.loop}"},
+                    "loopCondition": "if ($.loopTask['iteration'] < $.value) { true; } "
+                    "else { false; }",
+                    "loopOver": [simple(body, "body", i="${loopTask.output.iteration}")],
+                }
+            ],
+        )
+    )
+    workflow_id = conductor.start(name, {"loop": 2})
+    first = conductor.poll_and_complete(body, {"n": 1})
+    second = conductor.poll_and_complete(body, {"n": 2})
+    assert (first["iteration"], second["iteration"]) == (1, 2)
+    assert (first["referenceTaskName"], second["referenceTaskName"]) == ("body__1", "body__2")
+    run = conductor.wait_status(workflow_id, "COMPLETED")
+    assert _pairs(run) == [
+        ("DO_WHILE", "COMPLETED"),
+        (body, "COMPLETED"),
+        (body, "COMPLETED"),
+    ]
+    assert seqs(run) == [1, 2, 3]
+    loop = task(run, "loopTask")
+    assert loop["outputData"]["iteration"] == 2
+    assert loop["outputData"]["1"] == {"body": {"n": 1}}
+    assert loop["outputData"]["2"] == {"body": {"n": 2}}
+
+
+def test_loop_condition_reads_every_iteration(conductor: Conductor) -> None:
+    """DoWhile.evaluateCondition binds the loop task's whole output (every iteration)."""
+    body, name = unique("counter"), unique("loop_all")
+    _no_retries(conductor, body)
+    conductor.register(
+        workflow(
+            name,
+            [
+                {
+                    "name": "loop",
+                    "taskReferenceName": "loop",
+                    "type": "DO_WHILE",
+                    "loopCondition": "$.loop['iteration'] < 3 && $.loop['1'].body.first == true",
+                    "loopOver": [simple(body, "body")],
+                }
+            ],
+        )
+    )
+    workflow_id = conductor.start(name)
+    conductor.poll_and_complete(body, {"first": True})
+    conductor.poll_and_complete(body, {"first": False})
+    conductor.poll_and_complete(body, {"first": False})
+    run = conductor.wait_status(workflow_id, "COMPLETED")
+    assert task(run, "loop")["outputData"]["iteration"] == 3
+
+
+# --- WAIT, SET_VARIABLE, TERMINATE, LAMBDA, NOOP, INLINE, JSON_JQ_TRANSFORM ------------
+
+
+@pytest.mark.xfail(strict=True, reason="issue 12: a waiting WAIT shows SCHEDULED")
+def test_a_wait_task_is_in_progress_until_completed(conductor: Conductor) -> None:
+    """WaitTaskSpec "Verify that a wait based simple workflow is executed"."""
+    after, name = unique("integration_task_1"), unique("test_wait")
+    _no_retries(conductor, after)
+    conductor.register(
+        workflow(
+            name,
+            [{"name": "wait", "taskReferenceName": "wait0", "type": "WAIT"}, simple(after, "t1")],
+        )
+    )
+    workflow_id = conductor.start(name)
+    run = conductor.wait_tasks(workflow_id, 1)
+    assert _pairs(run) == [("WAIT", "IN_PROGRESS")]
+    r = conductor.http.post(f"/api/tasks/{workflow_id}/wait0/COMPLETED", json={"waited": True})
+    assert r.status_code == 200, r.text
+    run = conductor.wait_tasks(workflow_id, 2)
+    assert _pairs(run) == [("WAIT", "COMPLETED"), (after, "SCHEDULED")]
+    assert task(run, "wait0")["outputData"] == {"waited": True}
+
+
+@pytest.mark.xfail(strict=True, reason="issue 12: no signal endpoints")
+def test_a_signal_completes_the_blocked_wait_task(conductor: Conductor) -> None:
+    """SignalTaskSpec "Signal completes a blocked WAIT task and advances the workflow"."""
+    after, name = unique("after_signal"), unique("signal_wf")
+    _no_retries(conductor, after)
+    conductor.register(
+        workflow(
+            name,
+            [
+                {"name": "wait", "taskReferenceName": "wait", "type": "WAIT"},
+                simple(after, "after", got="${wait.output.answer}"),
+            ],
+        )
+    )
+    workflow_id = conductor.start(name)
+    conductor.wait_tasks(workflow_id, 1)
+    r = conductor.http.post(f"/api/tasks/{workflow_id}/COMPLETED/signal", json={"answer": 42})
+    assert r.status_code == 200, r.text
+    assert conductor.poll_one(after)["inputData"] == {"got": 42}
+
+    # SignalTaskSpec "Signal on a workflow with no blocking task": nothing to signal
+    r = conductor.http.post(f"/api/tasks/{workflow_id}/COMPLETED/signal/sync", json={"answer": 43})
+    assert r.status_code == 404, r.text
+
+
+@pytest.mark.xfail(strict=True, reason="issue 12: variables stay {} until the run ends")
+def test_set_variable_is_visible_while_the_run_is_running(conductor: Conductor) -> None:
+    """SetVariableTaskSpec "Test workflow with set variable task", read before the end."""
+    after, name = unique("after_set"), unique("set_variable_wf")
+    _no_retries(conductor, after)
+    conductor.register(
+        workflow(
+            name,
+            [
+                {
+                    "name": "set",
+                    "taskReferenceName": "set",
+                    "type": "SET_VARIABLE",
+                    "inputParameters": {"var": "${workflow.input.var}"},
+                },
+                simple(after, "after", v="${workflow.variables.var}"),
+            ],
+            variables={"seed": 1},
+        )
+    )
+    workflow_id = conductor.start(name, {"var": "var_test_value"})
+    assert conductor.poll_one(after)["inputData"] == {"v": "var_test_value"}
+    run = conductor.run(workflow_id)
+    assert run["status"] == "RUNNING"
+    assert run["variables"] == {"seed": 1, "var": "var_test_value"}
+    assert _pairs(run)[0] == ("SET_VARIABLE", "COMPLETED")
+
+
+def test_terminate_completed_after_a_lambda(conductor: Conductor) -> None:
+    """LambdaAndTerminateTaskSpec "Test workflow with a terminate task when the status is
+    completed": seq 1 and 2, output from the terminate task, reason naming it."""
+    name = unique("test_terminate_task_wf")
+    conductor.register(
+        workflow(
+            name,
+            [
+                {
+                    "name": "lambda",
+                    "taskReferenceName": "lambda0",
+                    "type": "LAMBDA",
+                    "inputParameters": {
+                        "input": "${workflow.input}",
+                        "scriptExpression": "if ($.input.a==1){return {testvalue: true}} "
+                        "else{return {testvalue: false} }",
+                    },
+                },
+                {
+                    "name": "terminate",
+                    "taskReferenceName": "terminate0",
+                    "type": "TERMINATE",
+                    "inputParameters": {
+                        "terminationStatus": "COMPLETED",
+                        "workflowOutput": {"result": "${lambda0.output.result}"},
+                    },
+                },
+            ],
+        )
+    )
+    workflow_id = conductor.start(name, {"a": 1})
+    run = conductor.wait_status(workflow_id, "COMPLETED")
+    assert run["status"] == "COMPLETED"
+    assert [(t["taskType"], t["status"], t["seq"]) for t in run["tasks"]] == [
+        ("LAMBDA", "COMPLETED", 1),
+        ("TERMINATE", "COMPLETED", 2),
+    ]
+    assert "Workflow is COMPLETED by TERMINATE task" in run["reasonForIncompletion"]
+    assert run["output"] == {"result": {"testvalue": True}}
+    assert task(run, "lambda0")["outputData"] == {"result": {"testvalue": True}}
+
+
+def test_terminate_failed_with_a_reason(conductor: Conductor) -> None:
+    """LambdaAndTerminateTaskSpec "... when the status is failed"."""
+    name = unique("test_terminate_task_failed_wf")
+    conductor.register(
+        workflow(
+            name,
+            [
+                {
+                    "name": "terminate",
+                    "taskReferenceName": "terminate0",
+                    "type": "TERMINATE",
+                    "inputParameters": {
+                        "terminationStatus": "FAILED",
+                        "terminationReason": "Early exit in terminate",
+                    },
+                }
+            ],
+        )
+    )
+    workflow_id = conductor.start(name, {"a": 1})
+    run = conductor.wait_status(workflow_id, "FAILED")
+    assert run["status"] == "FAILED"
+    assert run["reasonForIncompletion"] == "Early exit in terminate"
+    assert statuses(run) == ["COMPLETED"]
+
+
+def test_noop_completes_at_once(conductor: Conductor) -> None:
+    name = unique("noop_wf")
+    conductor.register(workflow(name, [{"name": "noop", "taskReferenceName": "n", "type": "NOOP"}]))
+    run = conductor.wait_status(conductor.start(name), "COMPLETED")
+    assert _pairs(run) == [("NOOP", "COMPLETED")]
+
+
+def test_inline_and_json_jq_transform(conductor: Conductor) -> None:
+    """JsonJQTransformSpec "Test workflow with json jq transform task succeeds"."""
+    name = unique("test_json_jq_transform_wf")
+    conductor.register(
+        workflow(
+            name,
+            [
+                {
+                    "name": "jq",
+                    "taskReferenceName": "jq_1",
+                    "type": "JSON_JQ_TRANSFORM",
+                    "inputParameters": {
+                        "in1": {"array": ["a", "b"]},
+                        "in2": {"array": ["c", "d"]},
+                        "queryExpression": "{ out: (.in1.array + .in2.array) }",
+                    },
+                },
+                {
+                    "name": "inline",
+                    "taskReferenceName": "inline_1",
+                    "type": "INLINE",
+                    "inputParameters": {
+                        "evaluatorType": "graaljs",
+                        "expression": "$.items.length",
+                        "items": "${jq_1.output.result.out}",
+                    },
+                },
+            ],
+            outputParameters={"count": "${inline_1.output.result}"},
+        )
+    )
+    run = conductor.wait_status(conductor.start(name), "COMPLETED")
+    assert run["status"] == "COMPLETED"
+    assert task(run, "jq_1")["outputData"]["result"] == {"out": ["a", "b", "c", "d"]}
+    assert run["output"] == {"count": 4}
+
+
+# --- START_WORKFLOW, SUB_WORKFLOW, inline definitions ----------------------------------
+
+
+def test_start_workflow_starts_another_run_and_does_not_wait(conductor: Conductor) -> None:
+    """StartWorkflowSpec "start another workflow using ..." (by name)."""
+    child_type, child, parent = unique("child_step"), unique("child_wf"), unique("starter")
+    _no_retries(conductor, child_type)
+    conductor.register(workflow(child, [simple(child_type, "c1", x="${workflow.input.x}")]))
+    conductor.register(
+        workflow(
+            parent,
+            [
+                {
+                    "name": "start",
+                    "taskReferenceName": "start_wf",
+                    "type": "START_WORKFLOW",
+                    "inputParameters": {
+                        "startWorkflow": {"name": child, "input": {"x": "${workflow.input.x}"}}
+                    },
+                }
+            ],
+        )
+    )
+    parent_id = conductor.start(parent, {"x": 7}, correlation_id="corr-7")
+    run = conductor.wait_status(parent_id, "COMPLETED")
+    assert _pairs(run) == [("START_WORKFLOW", "COMPLETED")]
+    child_id = task(run, "start_wf")["outputData"]["workflowId"]
+    started = conductor.run(child_id)
+    assert (started["workflowName"], started["correlationId"]) == (child, "corr-7")
+    assert conductor.poll_one(child_type)["inputData"] == {"x": 7}
+
+
+@pytest.mark.xfail(strict=True, reason="issue 12: task JSON lacks subWorkflowId")
+def test_sub_workflow_with_an_inline_definition(conductor: Conductor) -> None:
+    """simple_workflow_with_sub_workflow_inline_def: the child definition is given in
+    ``subWorkflowParam.workflowDefinition`` and is not registered."""
+    step, parent = unique("inline_child_step"), unique("parent_inline")
+    _no_retries(conductor, step)
+    child_def = workflow(
+        unique("never_registered"),
+        [simple(step, "c1", x="${workflow.input.x}")],
+        outputParameters={"y": "${c1.output.y}"},
+    )
+    conductor.register(
+        workflow(
+            parent,
+            [
+                {
+                    "name": "sub",
+                    "taskReferenceName": "sub",
+                    "type": "SUB_WORKFLOW",
+                    "inputParameters": {"x": "${workflow.input.x}"},
+                    "subWorkflowParam": {
+                        "name": child_def["name"],
+                        "version": 1,
+                        "workflowDefinition": child_def,
+                    },
+                }
+            ],
+            outputParameters={"y": "${sub.output.y}"},
+        )
+    )
+    parent_id = conductor.start(parent, {"x": 3})
+    assert conductor.poll_and_complete(step, {"y": 9})["inputData"] == {"x": 3}
+    run = conductor.wait_status(parent_id, "COMPLETED")
+    assert run["output"] == {"y": 9}
+    assert _pairs(run) == [("SUB_WORKFLOW", "COMPLETED")]
+    assert task(run, "sub")["subWorkflowId"]
+
+
+def test_start_with_an_inline_workflow_definition(conductor: Conductor) -> None:
+    """WorkflowAndTaskConfigurationSpec "Test task def template" starts its run with the
+    definition in the request (``StartWorkflowInput.workflowDefinition``)."""
+    step = unique("templated_task")
+    conductor.taskdefs(
+        {
+            "name": step,
+            "retryCount": 0,
+            "inputTemplate": {
+                "http_request": {
+                    "method": "GET",
+                    "uri": "/get/something",
+                    "body": {
+                        "inputPaths": ["${workflow.input.path1}", "${workflow.input.path2}"],
+                        "requestDetails": "${workflow.input.requestDetails}",
+                    },
+                }
+            },
+        }
+    )
+    definition = workflow(unique("template_workflow"), [simple(step, "t0")])
+    workflow_id = conductor.start(
+        definition["name"],
+        {"path1": "file://path1", "path2": "file://path2", "requestDetails": {"key2": 42}},
+        workflow_def=definition,
+    )
+    polled = conductor.poll_one(step)
+    assert polled["workflowInstanceId"] == workflow_id
+    assert polled["inputData"]["http_request"] == {
+        "method": "GET",
+        "uri": "/get/something",
+        "body": {"inputPaths": ["file://path1", "file://path2"], "requestDetails": {"key2": 42}},
+    }
+
+
+def test_a_workflow_with_no_tasks_completes(conductor: Conductor) -> None:
+    """WorkflowAndTaskConfigurationSpec "Test workflow with no tasks"."""
+    name = unique("empty_workflow")
+    conductor.register(workflow(name, []))
+    run = conductor.wait_status(conductor.start(name), "COMPLETED")
+    assert (run["status"], run["tasks"]) == ("COMPLETED", [])
+
+
+# --- HTTP -------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def echo_url() -> Iterator[str]:
+    with echo_server() as url:
+        yield url
+
+
+def test_http_task_in_the_flat_form(conductor: Conductor, echo_url: str) -> None:
+    """``uri``/``method``/``headers``/``body`` directly in inputParameters (accepted by
+    Conductor's WorkflowTaskTypeConstraint.isHttpTaskValid)."""
+    name = unique("http_flat")
+    conductor.register(
+        workflow(
+            name,
+            [
+                {
+                    "name": "http",
+                    "taskReferenceName": "call",
+                    "type": "HTTP",
+                    "inputParameters": {
+                        "uri": echo_url,
+                        "method": "POST",
+                        "headers": {"X-Test": "yes"},
+                        "body": {"n": "${workflow.input.n}"},
+                    },
+                }
+            ],
+        )
+    )
+    run = conductor.wait_status(conductor.start(name, {"n": 5}), "COMPLETED")
+    assert run["status"] == "COMPLETED", run["reasonForIncompletion"]
+    response = task(run, "call")["outputData"]["response"]
+    assert response["statusCode"] == 200
+    assert response["body"] == {"got": {"n": 5}, "header": "yes"}
