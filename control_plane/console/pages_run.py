@@ -212,9 +212,21 @@ def live_section(console: Console, run: RunRecord, rows: list[TaskRecord]) -> Ma
     )
 
 
+def _skippable(console: Console, run: RunRecord, rows: list[TaskRecord]) -> list[str]:
+    """The tasks a skip may name: those of the definition not scheduled yet (Conductor's
+    skip refuses a task that has already been processed)."""
+    definition = console.definition(run)
+    if definition is None:
+        return []
+    seen = {r.reference_task_name for r in rows}
+    refs = (location.task.task_reference_name for location in definition.walk())
+    return [ref for ref in refs if ref not in seen]
+
+
 def _actions(console: Console, viewer: Viewer, run: RunRecord, rows: list[TaskRecord]) -> Markup:
     if not viewer.can_operate:
         return Markup("")
+    skippable = _skippable(console, run, rows) if not run.status.is_terminal else []
     status = run.status.value
     allowed = {
         "pause": status == "RUNNING",
@@ -223,7 +235,7 @@ def _actions(console: Console, viewer: Viewer, run: RunRecord, rows: list[TaskRe
         "retry": status in ("FAILED", "TIMED_OUT", "TERMINATED"),
         "restart": run.status.is_terminal,
         "rerun": run.status.is_terminal and bool(rows),
-        "skip": status in ("RUNNING", "PAUSED"),
+        "skip": status == "RUNNING" and bool(skippable),
     }
     parts: list[Markup] = []
     base = f"/runs/{run.workflow_id}/actions"
@@ -244,14 +256,13 @@ def _actions(console: Console, viewer: Viewer, run: RunRecord, rows: list[TaskRe
             )
         elif action in ("rerun", "skip"):
             field = "taskId" if action == "rerun" else "taskRef"
+            choices = (
+                [(r.task_id, r.reference_task_name) for r in rows]
+                if action == "rerun"
+                else [(ref, ref) for ref in skippable]
+            )
             options = join(
-                html(
-                    '<option value="{}">{}</option>',
-                    r.task_id if action == "rerun" else r.reference_task_name,
-                    r.reference_task_name,
-                )
-                for r in rows
-                if action == "rerun" or not r.status.is_terminal
+                html('<option value="{}">{}</option>', value, text) for value, text in choices
             )
             parts.append(
                 html(

@@ -19,6 +19,7 @@ from control_plane.api.errors import ApiError, bad_request, not_found
 from control_plane.auth import Principal, require_role
 from control_plane.deps import Deps
 from control_plane.services.metadata import MetadataService
+from control_plane.services.replays import RerunWorkflowRequest, SkipTaskRequest
 from control_plane.services.task_results import TaskResultIn, TaskResults
 from control_plane.services.workflows import WorkflowService
 from engine.language.definitions import TaskStatus, WorkflowDef
@@ -92,14 +93,11 @@ class Console:
     # --- actions ----------------------------------------------------------------------
 
     def supports(self, action: str) -> bool:
-        """rerun and skip appear once the workflow service implements them, as
-        ``rerun(workflow_id, request)`` with a Conductor ``RerunWorkflowRequest`` dict and
-        ``skip_task(workflow_id, task_ref, request)`` with a ``SkipTaskRequest`` dict."""
+        """Whether the workflow service offers ``action`` (as the API's routes call it)."""
         return action in RUN_ACTIONS and self._action(action) is not None
 
     def _action(self, action: str) -> Callable[..., Any] | None:
-        method = {"terminate": "terminate", "skip": "skip_task"}.get(action, action)
-        found = getattr(self.workflows, method, None)
+        found = getattr(self.workflows, action, None)
         return found if callable(found) else None
 
     def act(self, caller: Principal, workflow_id: str, action: str, fields: dict[str, str]) -> str:
@@ -117,12 +115,17 @@ class Console:
             task_id = fields.get("taskId", "").strip()
             if not task_id:
                 raise bad_request("choose the task to rerun from", "taskId")
-            call(workflow_id, {"reRunFromWorkflowId": workflow_id, "reRunFromTaskId": task_id})
+            call(
+                workflow_id,
+                RerunWorkflowRequest(
+                    re_run_from_workflow_id=workflow_id, re_run_from_task_id=task_id
+                ),
+            )
         elif action == "skip":
             ref = fields.get("taskRef", "").strip()
             if not ref:
                 raise bad_request("choose the task to skip", "taskRef")
-            call(workflow_id, ref, {})
+            call(workflow_id, ref, SkipTaskRequest())
         else:
             call(workflow_id)
         return f"{RUN_ACTIONS[action][0]}: done"

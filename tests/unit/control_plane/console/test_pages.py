@@ -10,7 +10,8 @@ from typing import Any
 import httpx
 
 from control_plane.console.html import INLINE_JSON_LIMIT
-from engine.ports.run_store import NewRun, TaskRecord, TaskStatus
+from engine.language.definitions import RunStatus
+from engine.ports.run_store import NewRun, RunUpdate, TaskRecord, TaskStatus
 from tests.unit.control_plane.console.conftest import TOKENS, csrf_of, now_ms
 
 
@@ -141,6 +142,41 @@ def test_an_operator_terminates_with_a_reason(make_console: Any) -> None:
     [event] = console.signals.events("stepway.terminate")
     assert event.workflow_id == workflow_id and event.data == {"reason": "duplicate"}
     assert "Terminate" in operator.get(r.headers["location"]).text
+
+
+def test_an_operator_skips_a_task_not_scheduled_yet_and_reruns_a_finished_run(
+    make_console: Any,
+) -> None:
+    console = make_console("tokens", settle_seconds=0.05)
+    workflow_id = console.invoice_run()
+    operator = console.signed_in("operator")
+    page = operator.get(f"/runs/{workflow_id}").text
+    # skip offers only what the run has not scheduled yet (Conductor's skip refuses the rest)
+    skip_form = page[page.index('action="/runs/' + workflow_id + '/actions/skip"') :]
+    skip_form = skip_form[: skip_form.index("</form>")]
+    assert 'value="parse"' not in skip_form and 'value="approval"' not in skip_form
+    refs = re.findall(r'<option value="([^"]+)"', skip_form)
+    assert refs, skip_form
+    r = operator.post(
+        f"/runs/{workflow_id}/actions/skip", data={"csrf": csrf_of(page), "taskRef": refs[0]}
+    )
+    assert r.status_code == 303, r.text
+    [event] = console.signals.events("stepway.skip")
+    assert event.workflow_id == workflow_id
+    assert event.data["taskReferenceName"] == refs[0]
+
+    finished = console.invoice_run(approval_waiting=False)
+    console.deps.run_store.update_run(finished, RunUpdate(status=RunStatus.FAILED), now_ms())
+    page = operator.get(f"/runs/{finished}").text
+    assert f'action="/runs/{finished}/actions/skip"' not in page  # only while running
+    parse_id = f"{finished}-parse"
+    r = operator.post(
+        f"/runs/{finished}/actions/rerun", data={"csrf": csrf_of(page), "taskId": parse_id}
+    )
+    assert r.status_code == 303, r.text
+    # the run goes again from parse: the rows from parse on are gone, the run is RUNNING
+    assert console.deps.run_store.get_run(finished).status == RunStatus.RUNNING  # type: ignore[union-attr]
+    assert console.deps.run_store.get_task(parse_id) is None
 
 
 # --- the run page and the HUMAN form ----------------------------------------------------
