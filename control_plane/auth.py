@@ -9,7 +9,8 @@ read. Modes (``Settings.auth_mode``):
 * ``none`` (embedded dev default): no token needed; the anonymous caller is admin,
   operator, reader and a worker of every type, so unmodified Conductor SDK workers work.
 * ``tokens``: opaque bearer tokens from a local file mapping each token to
-  ``{name, roles, taskTypes}``. Only SHA-256 digests are kept in memory and they
+  ``{name, roles, taskTypes}``; tokens with the same name are one principal (token
+  rotation). Only SHA-256 digests are kept in memory and they
   are compared in constant time; tokens are never logged.
 * ``entra``: Entra ID access tokens (JWT) checked for signature (the tenant's JWKS),
   issuer, audience and expiry with PyJWT. App roles in the ``roles`` claim map to
@@ -47,6 +48,9 @@ class Principal:
     roles: frozenset[str]
     #: task types this worker serves; None = every type
     task_types: frozenset[str] | None = frozenset()
+    #: the authenticated identity (``token:<name>``, ``entra:<object id>``); None when
+    #: authentication is off. Task leases are bound to it (``workerId`` is informative).
+    subject: str | None = None
 
     def has_role(self, role: str) -> bool:
         return role in self.roles
@@ -97,7 +101,9 @@ def _principal(name: str, roles: Iterable[str], task_types: Iterable[str] | None
     types = None if task_types is None else frozenset(task_types)
     if types is not None and "*" in types:
         types = None
-    return Principal(name, role_set, types if "worker" in role_set else frozenset())
+    return Principal(
+        name, role_set, types if "worker" in role_set else frozenset(), subject=f"token:{name}"
+    )
 
 
 class TokenAuth:
@@ -208,7 +214,10 @@ class EntraAuth:
             # managed identity has no app role assignment, only its task list here.
             roles.add("worker")
         name = str(claims.get("name") or claims.get("oid") or client_id or "entra")
-        return Principal(name, frozenset(roles), frozenset(types))
+        # oid: the object id of the user or service principal (a managed identity), the
+        # same for every token it gets; sub as a fallback (per application)
+        subject = f"entra:{claims.get('oid') or claims.get('sub') or client_id}"
+        return Principal(name, frozenset(roles), frozenset(types), subject=subject)
 
 
 def build_authenticator(settings: Settings) -> Authenticator:

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from opentelemetry.trace import NoOpTracerProvider, TracerProvider
 from pydantic import BaseModel, Field
 
+from control_plane.console.config import ConsoleSettings
 from engine.ports.payload_store import PayloadStore
 from engine.ports.queue import TaskQueue
 from engine.ports.queue_provisioning import QueueProvisioner
@@ -44,6 +46,9 @@ class Settings(BaseModel):
     #: identity client id (``azp``/``appid``) -> task types that worker serves
     entra_worker_task_types: dict[str, list[str]] = Field(default_factory=dict)
 
+    #: the web console (its Entra ID sign-in; see control_plane/console/config.py)
+    console: ConsoleSettings = Field(default_factory=ConsoleSettings)
+
     #: task type -> domains declared for it (worker catalog); each gets a queue
     task_domains: dict[str, list[str]] = Field(default_factory=dict)
     #: every WORKER type a workflow uses must have a registered task definition, and a
@@ -62,6 +67,9 @@ class Settings(BaseModel):
     signed_url_seconds: int = 3600
     #: a type with no poll for this long is reported without an active worker
     no_worker_after_ms: int = 10_000
+    #: a worker's poll time is written at most this often per (type, domain, worker)
+    #: and process (poll data is this much behind at most)
+    poll_record_interval_ms: int = 1_000
     #: task definitions are re-read at most this often per process
     taskdef_cache_seconds: float = 1.0
     #: long polls run in threads; at most this many at once per process
@@ -83,3 +91,5 @@ class Deps:
     signals: RunSignals
     #: epoch milliseconds
     clock: Callable[[], int] = epoch_ms
+    #: where the API's spans go (engine/app/telemetry.py); the default records none
+    tracer_provider: TracerProvider = field(default_factory=NoOpTracerProvider)

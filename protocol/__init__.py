@@ -12,4 +12,6 @@ depend on it.
 * :mod:`protocol.runs`: the orchestration input of a run.
 * :mod:`protocol.payload_keys`: where payloads are kept, and how a value stands for an
   offloaded one.
+* :mod:`protocol.limits`: the JSON depth limit, integer bounds and the definition-name
+  rule.
 """

@@ -7,7 +7,10 @@
 * body: :class:`TaskMessage` in camelCase, with ``input`` or, for an input kept in the
   payload store, ``inputRef`` (never both);
 * the engine writes the task row SCHEDULED before it sends the message, so a message
-  whose row is missing, terminal or at another attempt is stale and is dropped.
+  whose row is missing, terminal or at another attempt is stale and is dropped;
+* ``traceparent`` (only when the engine traces): the W3C trace context of the dispatch
+  that sent it, so the worker's span for the attempt is that span's child; the Task API
+  hands it on in the Task JSON (``engine/runtime/tracing.py``).
 """
 
 from __future__ import annotations
@@ -52,10 +55,13 @@ class TaskMessage(BaseModel):
     response_timeout_seconds: int | None = None
     input: Any = None
     input_ref: str | None = None
+    #: W3C trace context of the dispatch span (absent when tracing is off)
+    traceparent: str | None = None
 
     def body(self) -> dict[str, Any]:
         """The JSON body: ``input`` or ``inputRef``, whichever the task has."""
-        data = self.model_dump(mode="json", by_alias=True, exclude={"input", "input_ref"})
+        leave_out = {"input", "input_ref"} | ({"traceparent"} if not self.traceparent else set())
+        data = self.model_dump(mode="json", by_alias=True, exclude=leave_out)
         if self.input_ref is not None:
             data["inputRef"] = self.input_ref
         else:

@@ -65,6 +65,8 @@ class RunInput(BaseModel):
     task_to_domain: dict[str, str] = Field(default_factory=dict)
     parent_workflow_id: str | None = None
     parent_task_id: str | None = None
+    #: how many runs it is nested in: 0 for a top-level run, the parent's + 1 for a child
+    depth: int = 0
     #: the definition snapshot the run executes (engine.runtime.snapshots); None: the
     #: current registration
     definition_ref: str | None = None
@@ -82,7 +84,13 @@ class RunInput(BaseModel):
     state: dict[str, Any] | None = None
     started_at_ms: int | None = None
     executions: int = 0
+    #: W3C trace context of the span that started the run: every span of the run is in
+    #: its trace (engine/runtime/tracing.py). Kept in the input so replays see the same
+    #: value; None when tracing is off.
+    traceparent: str | None = None
 
     def wire(self) -> dict[str, Any]:
-        """The JSON input of the orchestration."""
-        return self.model_dump(mode="json", by_alias=True)
+        """The JSON input of the orchestration (no ``traceparent`` when there is none)."""
+        return self.model_dump(
+            mode="json", by_alias=True, exclude=None if self.traceparent else {"traceparent"}
+        )

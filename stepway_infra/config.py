@@ -96,15 +96,27 @@ class ControlPlaneSettings(AppSettings):
 class RetentionSettings(_Model):
     """Days after which finished orchestrations are purged from the task hub."""
 
-    completed_days: int = Field(default=30, alias="completedDays", ge=1, le=3650)
-    failed_days: int = Field(default=90, alias="failedDays", ge=1, le=3650)
+    completed_days: int = Field(default=30, alias="completedDays", ge=1)
+    failed_days: int = Field(default=30, alias="failedDays", ge=1)
+
+
+#: Durable Task Scheduler limits per SKU (docs/deploy.md cites Azure's page):
+#: orchestration data retention in days, and capacity units of the Dedicated SKU.
+DTS_MAX_RETENTION_DAYS = {"Consumption": 30, "Dedicated": 90}
+DTS_MAX_CAPACITY = 3
+
+#: Allow-list entries that admit every address.
+_ANY_ADDRESS = {"0.0.0.0/0", "::/0"}
 
 
 class DtsSettings(_Model):
     sku: Literal["Consumption", "Dedicated"] = "Consumption"
-    capacity: int | None = Field(default=None, ge=1, le=10)
+    capacity: int | None = Field(default=None, ge=1, le=DTS_MAX_CAPACITY)
     task_hub_name: str = Field(default="stepway", alias="taskHubName")
-    #: Explicit: an empty list denies every client. Use ``0.0.0.0/0`` to allow all.
+    #: Addresses besides the NAT gateway's (which the program adds when
+    #: ``network.natGateway`` is on). The resulting list must not be empty:
+    #: an empty allow-list denies every client. ``0.0.0.0/0`` allows all (not
+    #: in production).
     ip_allowlist: list[str] = Field(alias="ipAllowlist")
     retention: RetentionSettings = Field(default_factory=RetentionSettings)
 
@@ -126,7 +138,23 @@ class DtsSettings(_Model):
             raise ValueError("dts.capacity is required with the Dedicated SKU")
         if self.sku == "Consumption" and self.capacity is not None:
             raise ValueError("dts.capacity applies to the Dedicated SKU only")
+        limit = DTS_MAX_RETENTION_DAYS[self.sku]
+        for key, days in (
+            ("completedDays", self.retention.completed_days),
+            ("failedDays", self.retention.failed_days),
+        ):
+            if days > limit:
+                raise ValueError(
+                    f"dts.retention.{key}: {days} days exceeds the {self.sku} SKU's "
+                    f"maximum of {limit} days"
+                )
         return self
+
+    @property
+    def allows_everyone(self) -> bool:
+        return any(
+            str(ipaddress.ip_network(i, strict=False)) in _ANY_ADDRESS for i in self.ip_allowlist
+        )
 
 
 class ServiceBusSettings(_Model):
@@ -149,6 +177,10 @@ class StorageSettings(_Model):
     sku: Literal["Standard_LRS", "Standard_ZRS", "Standard_GRS", "Standard_GZRS"] = "Standard_LRS"
     payload_container: str = Field(default="payloads", alias="payloadContainer")
     payload_retention_days: int = Field(default=30, alias="payloadRetentionDays", ge=1, le=3650)
+    #: Workers anywhere read and write payloads through signed (user delegation)
+    #: URLs on the account's public endpoint, so it stays reachable by default;
+    #: ``false`` when every worker runs inside the stack's network.
+    public_network_access: bool = Field(default=True, alias="publicNetworkAccess")
 
     @field_validator("payload_container")
     @classmethod
@@ -173,10 +205,6 @@ class PostgresSettings(_Model):
     def _version(cls, value: Any) -> Any:
         return str(value) if isinstance(value, int) else value
 
-    #: Without a virtual network the apps reach PostgreSQL over its public
-    #: endpoint; this firewall rule admits Azure services only (0.0.0.0).
-    allow_azure_services: bool = Field(default=True, alias="allowAzureServices")
-
 
 class RegistrySettings(_Model):
     sku: Literal["Basic", "Standard", "Premium"] = "Basic"
@@ -184,6 +212,50 @@ class RegistrySettings(_Model):
 
 class LogSettings(_Model):
     retention_days: int = Field(default=30, alias="retentionDays", ge=30, le=730)
+    #: Percentage of traces Application Insights keeps (100 = all).
+    sampling_percentage: float = Field(default=100, alias="samplingPercentage", gt=0, le=100)
+
+
+class NetworkSettings(_Model):
+    """The stack's virtual network (docs/deploy.md, "What is private, what is public").
+
+    Every stack has one: the Container Apps environment (workload profiles) runs in
+    ``appsSubnet`` and PostgreSQL has private access only (``postgresSubnet``,
+    delegated). ``natGateway`` gives the apps one static egress address, which the
+    program adds to the scheduler's IP allow-list; ``privateEndpoints`` puts Blob,
+    Key Vault and Service Bus (Premium) behind private endpoints and turns their
+    public network access off.
+    """
+
+    address_space: str = Field(default="10.40.0.0/16", alias="addressSpace")
+    apps_subnet: str = Field(default="10.40.0.0/23", alias="appsSubnet")
+    private_endpoints_subnet: str = Field(default="10.40.2.0/24", alias="privateEndpointsSubnet")
+    postgres_subnet: str = Field(default="10.40.3.0/24", alias="postgresSubnet")
+    nat_gateway: bool = Field(default=False, alias="natGateway")
+    private_endpoints: bool = Field(default=False, alias="privateEndpoints")
+
+    @model_validator(mode="after")
+    def _subnets(self) -> NetworkSettings:
+        space = _network(self.address_space, "network.addressSpace")
+        subnets = {
+            "appsSubnet": _network(self.apps_subnet, "network.appsSubnet"),
+            "privateEndpointsSubnet": _network(
+                self.private_endpoints_subnet, "network.privateEndpointsSubnet"
+            ),
+            "postgresSubnet": _network(self.postgres_subnet, "network.postgresSubnet"),
+        }
+        for key, net in subnets.items():
+            if net.version != space.version or not net.subnet_of(space):  # type: ignore[arg-type]
+                raise ValueError(f"network.{key} {net} is not inside addressSpace {space}")
+        names = list(subnets)
+        for i, first in enumerate(names):
+            for second in names[i + 1 :]:
+                if subnets[first].overlaps(subnets[second]):
+                    raise ValueError(f"network.{first} and network.{second} overlap")
+        # A workload profiles environment needs at least a /27 (Azure's minimum).
+        if subnets["appsSubnet"].prefixlen > 27:
+            raise ValueError("network.appsSubnet must be a /27 or larger")
+        return self
 
 
 class WorkerOverride(_Model):
@@ -220,6 +292,16 @@ class StackConfig(_Model):
     deploy_stage: Literal["infrastructure", "platform", "all"] = Field(
         default="all", alias="deployStage"
     )
+    #: Refuse (``false``) or allow a ``deployStage`` lower than the stage the stack
+    #: last deployed (its ``deployStage`` output); lowering deletes apps.
+    allow_stage_downgrade: bool = Field(default=False, alias="allowStageDowngrade")
+    network: NetworkSettings = Field(default_factory=NetworkSettings)
+    #: Zone redundancy of the Container Apps environment (Service Bus, storage and
+    #: PostgreSQL have their own keys).
+    zone_redundant: bool = Field(default=False, alias="zoneRedundant")
+    #: Key Vault name; default ``kv-<base>``. 3-24 letters, digits and '-', starting
+    #: with a letter, ending with a letter or digit, no "--".
+    key_vault_name: str = Field(default="", alias="keyVaultName")
     #: Stack-wide default for worker apps: ``false`` keeps every worker at its
     #: ``minReplicas`` even when idle (a worker override wins).
     workers_scale_to_zero: bool = Field(default=True, alias="workersScaleToZero")
@@ -256,7 +338,38 @@ class StackConfig(_Model):
     def _production(self) -> StackConfig:
         if self.production and self.control_plane.min_replicas < 2:
             raise ValueError("controlPlane.minReplicas must be at least 2 when production is true")
+        if self.production:
+            missing = [
+                key
+                for key, on in (
+                    ("network.natGateway", self.network.nat_gateway),
+                    ("network.privateEndpoints", self.network.private_endpoints),
+                )
+                if not on
+            ]
+            if missing:
+                raise ValueError(f"{' and '.join(missing)} must be true when production is true")
+            if self.dts.allows_everyone:
+                raise ValueError(
+                    "dts.ipAllowlist must not admit every address (0.0.0.0/0) when "
+                    "production is true"
+                )
+        if self.network.private_endpoints and self.service_bus.sku != "Premium":
+            raise ValueError(
+                "serviceBus.sku must be Premium with network.privateEndpoints "
+                "(only Premium namespaces have private endpoints)"
+            )
+        if not self.dts.ip_allowlist and not self.network.nat_gateway:
+            raise ValueError(
+                "dts.ipAllowlist is empty and network.natGateway is off: the scheduler "
+                "would deny every client, the engine included"
+            )
+        check_key_vault_name(self.vault_name, "keyVaultName" if self.key_vault_name else None)
         return self
+
+    @property
+    def vault_name(self) -> str:
+        return self.key_vault_name or f"kv-{self.base_name}"
 
     @property
     def base_name(self) -> str:
@@ -268,6 +381,29 @@ class StackConfig(_Model):
     @property
     def compact_name(self) -> str:
         return self.base_name.replace("-", "")
+
+
+_VAULT_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9-]{1,22}[A-Za-z0-9]$")
+
+
+def check_key_vault_name(name: str, key: str | None) -> str:
+    """Azure's Key Vault name rules: 3-24 characters, letters, digits and '-',
+    starting with a letter, ending with a letter or digit, no consecutive '-'."""
+    if not _VAULT_NAME.match(name) or "--" in name:
+        origin = key or "the default kv-<namePrefix>-<environment>[-<nameSuffix>]"
+        raise ValueError(
+            f"Key Vault name {name!r} ({origin}) must be 3-24 letters, digits and '-', "
+            "start with a letter, end with a letter or digit and have no '--'; "
+            "set stepway:keyVaultName"
+        )
+    return name
+
+
+def _network(value: str, key: str) -> ipaddress.IPv4Network | ipaddress.IPv6Network:
+    try:
+        return ipaddress.ip_network(value, strict=True)
+    except ValueError as exc:
+        raise ValueError(f"{key}: {value!r} is not a CIDR range ({exc})") from exc
 
 
 def _check_ip(value: str, key: str) -> str:

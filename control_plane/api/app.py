@@ -16,7 +16,10 @@ from control_plane.api import tasks as api_tasks
 from control_plane.api import workflow as api_workflow
 from control_plane.api.error_handlers import BodySizeLimit, install_error_handlers
 from control_plane.api.errors import ApiError
+from control_plane.api.openapi import errors, install_openapi
+from control_plane.api.routing import StepwayRoute, install_routing
 from control_plane.auth import build_authenticator
+from control_plane.console import mount_console
 from control_plane.deps import Deps, Settings
 from control_plane.services.metadata import MetadataService
 from control_plane.services.task_handout import TaskHandout
@@ -43,7 +46,12 @@ def _payload_routes(app: FastAPI) -> None:
         if not verify(reference, operation, exp, sig):
             raise ApiError(403, "invalid or expired payload signature")
 
-    @app.get("/api/payloads/{reference:path}", tags=["payloads"], summary="Read a payload")
+    @app.get(
+        "/api/payloads/{reference:path}",
+        tags=["payloads"],
+        summary="Read a payload",
+        responses=errors(400, 403, 404),
+    )
     def read_payload(
         request: Request,
         reference: str,
@@ -57,7 +65,13 @@ def _payload_routes(app: FastAPI) -> None:
             raise ApiError(404, f"payload {reference} not found") from None
         return Response(data, media_type="application/json")
 
-    @app.put("/api/payloads/{reference:path}", tags=["payloads"], summary="Write a payload")
+    @app.put(
+        "/api/payloads/{reference:path}",
+        tags=["payloads"],
+        summary="Write a payload",
+        status_code=201,
+        responses=errors(400, 403, 404, 413),
+    )
     async def write_payload(
         request: Request,
         reference: str,
@@ -98,13 +112,17 @@ def create_app(settings: Settings | None = None, deps: Deps | None = None) -> Fa
     app.state.workflow_service = WorkflowService(settings, deps, tasks)
     install_error_handlers(app)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
+    app.router.route_class = StepwayRoute
     app.include_router(api_metadata.router)
     app.include_router(api_tasks.router)
     app.include_router(api_workflow.router)
     _payload_routes(app)
+    mount_console(app)
 
-    @app.get("/health", tags=["health"], summary="Liveness")
+    @app.get("/health", tags=["health"], summary="Liveness", responses=errors(400))
     def health() -> dict[str, str]:
         return {"status": "ok"}
 
+    install_routing(app)
+    install_openapi(app)
     return app

@@ -3,7 +3,8 @@
 Every error response has the body ``{status, message, instance, retryable,
 validationErrors: [{path, message}]}``: our own :class:`ApiError`, FastAPI's
 ``RequestValidationError`` (400, one entry per field, malformed JSON included),
-Starlette's HTTP errors (404 for unknown routes, 405 ...), bodies above the size
+Starlette's HTTP errors (404 for unknown routes, 405 with every method of the path in
+``Allow`` ...), bodies above the size
 limit (413) and unexpected exceptions (500, details only in the server log).
 """
 
@@ -29,6 +30,7 @@ from control_plane.api.errors import (
     forbidden,
     not_found,
 )
+from control_plane.api.routing import allowed_methods
 
 log = logging.getLogger(__name__)
 
@@ -123,10 +125,14 @@ def install_error_handlers(app: FastAPI) -> None:
         summary = "; ".join(f"{p}: {m}" for p, m in issues[:5])
         return error_response(400, f"invalid request: {summary}", issues)
 
-    async def http_error(_: Request, exc: Exception) -> JSONResponse:
+    async def http_error(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, StarletteHTTPException)
         message = exc.detail if isinstance(exc.detail, str) else json.dumps(exc.detail)
-        return error_response(exc.status_code, message, headers=exc.headers)
+        headers = dict(exc.headers or {})
+        if exc.status_code == 405:
+            # every method of the path, not only those of the first route that matched
+            headers["Allow"] = ", ".join(allowed_methods(request.app, request.scope))
+        return error_response(exc.status_code, message, headers=headers)
 
     async def unexpected(request: Request, exc: Exception) -> JSONResponse:
         log.exception("unhandled error on %s %s", request.method, request.url.path)

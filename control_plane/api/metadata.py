@@ -8,13 +8,19 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Depends, Query, Request
+from fastapi import APIRouter, Body, Depends, Path, Query, Request
 
 from control_plane.api.errors import bad_request
+from control_plane.api.openapi import COMMON, errors
+from control_plane.api.routing import StepwayRoute
 from control_plane.auth import Principal, principal, require_role
 from control_plane.services.metadata import MetadataService
+from protocol.limits import MAX_INT32
 
-router = APIRouter(prefix="/api/metadata", tags=["metadata"])
+router = APIRouter(
+    prefix="/api/metadata", tags=["metadata"], route_class=StepwayRoute, responses=COMMON
+)
+Version = Annotated[int, Path(ge=1, le=MAX_INT32)]
 
 Caller = Annotated[Principal, Depends(principal)]
 
@@ -32,7 +38,11 @@ def _forget(request: Request, report: dict[str, Any]) -> None:
         request.app.state.task_defs.forget(entry["name"])
 
 
-@router.post("/taskdefs", summary="Register task definitions (a list); creates their queues")
+@router.post(
+    "/taskdefs",
+    summary="Register task definitions (a list); creates their queues",
+    responses=errors(413),
+)
 def register_task_defs(
     request: Request,
     service: Service,
@@ -48,7 +58,7 @@ def register_task_defs(
     return report
 
 
-@router.put("/taskdefs", summary="Register or update one task definition")
+@router.put("/taskdefs", summary="Register or update one task definition", responses=errors(413))
 def put_task_def(
     request: Request,
     service: Service,
@@ -68,13 +78,17 @@ def list_task_defs(service: Service, caller: Caller) -> list[dict[str, Any]]:
     return service.list_task_defs()
 
 
-@router.get("/taskdefs/{name}", summary="One task definition")
+@router.get("/taskdefs/{name}", summary="One task definition", responses=errors(404))
 def get_task_def(service: Service, caller: Caller, name: str) -> dict[str, Any]:
     require_role(caller, "reader")
     return service.get_task_def(name)
 
 
-@router.delete("/taskdefs/{name}", summary="Delete a task definition not used by a workflow")
+@router.delete(
+    "/taskdefs/{name}",
+    summary="Delete a task definition not used by a workflow",
+    responses=errors(404, 409),
+)
 def delete_task_def(request: Request, service: Service, caller: Caller, name: str) -> None:
     require_role(caller, "admin")
     service.delete_task_def(name)
@@ -84,6 +98,7 @@ def delete_task_def(request: Request, service: Service, caller: Caller, name: st
 @router.post(
     "/workflow",
     summary="Create a workflow definition (409 if that version exists, unless overwrite=true)",
+    responses=errors(409, 413),
 )
 def create_workflow(
     service: Service,
@@ -100,7 +115,11 @@ def create_workflow(
     )
 
 
-@router.put("/workflow", summary="Create or update workflow definitions (a list)")
+@router.put(
+    "/workflow",
+    summary="Create or update workflow definitions (a list)",
+    responses=errors(409, 413),
+)
 def put_workflows(
     service: Service,
     caller: Caller,
@@ -116,7 +135,11 @@ def put_workflows(
     return service.register_workflows(body, single=False, create_only=not overwrite, dry_run=dryRun)
 
 
-@router.post("/workflow/validate", summary="Validate a workflow definition without storing it")
+@router.post(
+    "/workflow/validate",
+    summary="Validate a workflow definition without storing it",
+    responses=errors(413),
+)
 def validate_workflow(
     service: Service, caller: Caller, body: Annotated[Any, Body()]
 ) -> dict[str, Any]:
@@ -131,15 +154,26 @@ def list_workflows(service: Service, caller: Caller) -> list[dict[str, Any]]:
     return service.list_workflows()
 
 
-@router.get("/workflow/{name}", summary="A workflow definition (latest version by default)")
+@router.get(
+    "/workflow/{name}",
+    summary="A workflow definition (latest version by default)",
+    responses=errors(404),
+)
 def get_workflow(
-    service: Service, caller: Caller, name: str, version: int | None = None
+    service: Service,
+    caller: Caller,
+    name: str,
+    version: Annotated[int | None, Query(ge=1, le=MAX_INT32)] = None,
 ) -> dict[str, Any]:
     require_role(caller, "reader")
     return service.get_workflow(name, version)
 
 
-@router.delete("/workflow/{name}/{version}", summary="Delete one version of a definition")
-def delete_workflow(service: Service, caller: Caller, name: str, version: int) -> None:
+@router.delete(
+    "/workflow/{name}/{version}",
+    summary="Delete one version of a definition",
+    responses=errors(404),
+)
+def delete_workflow(service: Service, caller: Caller, name: str, version: Version) -> None:
     require_role(caller, "admin")
     service.delete_workflow(name, version)

@@ -6,22 +6,36 @@ from __future__ import annotations
 
 import json
 from functools import partial
-from typing import Annotated, Any
+from typing import Annotated, Any, cast, get_args
 
+import anyio.from_thread
 import anyio.to_thread
 from fastapi import APIRouter, Body, Depends, Query, Request, Response
 from fastapi.responses import JSONResponse, PlainTextResponse
 
 from control_plane.api.errors import bad_request, not_found
+from control_plane.api.openapi import COMMON, errors
+from control_plane.api.routing import StepwayRoute
+from control_plane.api.tracing import CallerTrace
 from control_plane.auth import Principal, principal, require_role, require_worker
 from control_plane.services.signals import ReturnStrategy
 from control_plane.services.task_handout import TaskHandout
-from control_plane.services.task_results import ResultStatus, TaskResultIn, TaskResults
+from control_plane.services.task_results import (
+    ResultStatus,
+    TaskResultIn,
+    TaskResults,
+    UpdateOutcome,
+)
+from control_plane.services.task_tracing import result_span
 from control_plane.services.tasks import TaskService
 from control_plane.services.workflows import WorkflowService
+from engine.language.validation import queue_name_problem
 from engine.ports.queue import QueueError
+from engine.runtime.tracing import TASK_TYPE
+from protocol.queues import MAX_DOMAIN_LENGTH, is_queue_name_part
 
-router = APIRouter(prefix="/api/tasks", tags=["tasks"])
+router = APIRouter(prefix="/api/tasks", tags=["tasks"], route_class=StepwayRoute, responses=COMMON)
+NO_TASK: dict[int | str, dict[str, Any]] = {204: {"description": "No task to hand out"}}
 
 Caller = Annotated[Principal, Depends(principal)]
 
@@ -62,16 +76,38 @@ async def _poll(
         raise bad_request(f"count must be at most {settings.max_poll_count}", "count")
     if timeout > settings.max_poll_timeout_ms:
         raise bad_request(f"timeout must be at most {settings.max_poll_timeout_ms} ms", "timeout")
+    holder = caller.subject or worker_id or caller.name
+
+    def receiver_gone() -> bool:  # asked from the poll's thread
+        gone: bool = anyio.from_thread.run(request.is_disconnected)
+        return gone
+
     call = partial(
-        service.poll, task_type, worker_id or caller.name, domain or None, count, timeout
+        service.poll,
+        task_type,
+        worker_id or caller.name,
+        domain or None,
+        count,
+        timeout,
+        holder=holder,
+        receiver_gone=receiver_gone,
     )
     result: list[dict[str, Any]] = await anyio.to_thread.run_sync(
         call, limiter=request.app.state.poll_limiter
     )
+    if result and await request.is_disconnected():
+        # nobody receives this response: the tasks go back to their queue now rather
+        # than waiting out their response timeout leased to a client that is gone
+        await anyio.to_thread.run_sync(service.give_back, result, holder)
+        return []
     return result
 
 
-@router.get("/poll/batch/{tasktype}", summary="Long-poll up to `count` tasks of a type")
+@router.get(
+    "/poll/batch/{tasktype}",
+    summary="Long-poll up to `count` tasks of a type",
+    responses=errors(404, 502, 503),
+)
 async def batch_poll(
     request: Request,
     handout: Handout,
@@ -85,7 +121,11 @@ async def batch_poll(
     return await _poll(request, handout, caller, tasktype, workerid, domain, count, timeout)
 
 
-@router.get("/poll/{tasktype}", summary="Poll one task of a type (204 when none)")
+@router.get(
+    "/poll/{tasktype}",
+    summary="Poll one task of a type (204 when none)",
+    responses={**NO_TASK, **errors(404, 502, 503)},
+)
 async def poll(
     request: Request,
     handout: Handout,
@@ -100,25 +140,42 @@ async def poll(
     return JSONResponse(tasks[0])
 
 
-@router.post("", response_class=PlainTextResponse, summary="Post a task result")
-def update_task(results: Results, caller: Caller, result: TaskResultIn) -> str:
-    return results.update(result, caller).task_id
+def _update(
+    results: TaskResults, caller: Principal, result: TaskResultIn, trace: str | None
+) -> UpdateOutcome:
+    """Accept a result, as a span in the run's trace (the SDK's ``traceparent``)."""
+    with result_span(results.deps.tracer_provider, result, trace) as current:
+        outcome = results.update(result, caller)
+        current.set_attribute(TASK_TYPE, outcome.task_type)
+        return outcome
+
+
+@router.post(
+    "",
+    response_class=PlainTextResponse,
+    summary="Post a task result",
+    responses=errors(404, 409, 413, 501, 503),
+)
+def update_task(results: Results, caller: Caller, trace: CallerTrace, result: TaskResultIn) -> str:
+    return _update(results, caller, result, trace).task_id
 
 
 @router.post(
     "/update-v2",
     summary="Post a task result; returns the next task of the same type for this worker, or 204",
+    responses={**NO_TASK, **errors(404, 409, 413, 501, 502, 503)},
 )
 def update_task_v2(
-    results: Results, handout: Handout, caller: Caller, result: TaskResultIn
+    results: Results, handout: Handout, caller: Caller, trace: CallerTrace, result: TaskResultIn
 ) -> Response:
-    outcome = results.update(result, caller)
+    outcome = _update(results, caller, result, trace)
     worker_id = outcome.worker_id or result.worker_id or caller.name
     if not caller.serves(outcome.task_type) or (
         handout.settings.strict_task_definitions and handout.taskdefs.get(outcome.task_type) is None
     ):
         return Response(status_code=204)
-    tasks = handout.poll(outcome.task_type, worker_id, outcome.domain, 1, 0)
+    holder = caller.subject or worker_id
+    tasks = handout.poll(outcome.task_type, worker_id, outcome.domain, 1, 0, holder=holder)
     if not tasks:
         return Response(status_code=204)
     return JSONResponse(tasks[0])
@@ -149,9 +206,15 @@ def _poll_json(p: Any) -> dict[str, Any]:
 def queue_sizes(
     handout: Handout,
     caller: Caller,
-    taskType: Annotated[list[str] | None, Query()] = None,
+    taskType: Annotated[
+        list[str], Query(default_factory=list, description="task types; none: all registered")
+    ],
 ) -> dict[str, int]:
     require_role(caller, "reader")
+    for name in taskType or []:
+        problem = queue_name_problem(name)
+        if problem is not None:
+            raise bad_request(problem, "taskType")
     types = taskType or [r.name for r in handout.deps.run_store.list_task_defs()]
     return handout.queue_sizes(types)
 
@@ -159,6 +222,13 @@ def queue_sizes(
 @router.get("/queue/size", summary="Pending tasks of a type (of a domain, when given)")
 def queue_size(handout: Handout, caller: Caller, taskType: str, domain: str | None = None) -> int:
     require_role(caller, "reader")
+    problem = queue_name_problem(taskType)
+    if problem is not None:
+        raise bad_request(problem, "taskType")
+    if domain and (len(domain) > MAX_DOMAIN_LENGTH or not is_queue_name_part(domain)):
+        raise bad_request(
+            f"domain {domain[:MAX_DOMAIN_LENGTH]!r} is not a valid queue name prefix", "domain"
+        )
     if not domain:
         return handout.queue_sizes([taskType]).get(taskType, 0)
     try:
@@ -168,7 +238,11 @@ def queue_size(handout: Handout, caller: Caller, taskType: str, domain: str | No
     return depth.active + depth.scheduled
 
 
-@router.get("/external-storage-location", summary="Signed URL to read or write a payload")
+@router.get(
+    "/external-storage-location",
+    summary="Signed URL to read or write a payload",
+    responses=errors(501),
+)
 @router.get("/externalstoragelocation", include_in_schema=False)
 def external_storage_location(
     service: Service,
@@ -186,11 +260,17 @@ def _signal(
     results: TaskResults,
     caller: Principal,
     workflow_id: str,
-    status: ResultStatus,
+    status: str,
     output: dict[str, Any],
 ) -> str | None:
     """Complete (or fail) the WAIT task the run (or a running sub-workflow of it) is
-    blocked on; its task id, None when nothing waits."""
+    blocked on; its task id, None when nothing waits. ``status`` is a plain string in
+    the path (a wrong one is a 400 naming it, not a route that does not match)."""
+    if status not in get_args(ResultStatus):
+        raise bad_request(
+            f"status {status[:40]!r} is not one of {', '.join(get_args(ResultStatus))}",
+            "status",
+        )
     workflows: WorkflowService = request.app.state.workflow_service
     if results.deps.run_store.get_run(workflow_id) is None:
         raise not_found(f"Workflow with id: {workflow_id} not found.")
@@ -201,7 +281,7 @@ def _signal(
         TaskResultIn(
             workflow_instance_id=row.workflow_id,
             task_id=row.task_id,
-            status=status,
+            status=cast(ResultStatus, status),
             output_data=output,
         ),
         caller,
@@ -213,13 +293,14 @@ def _signal(
 @router.post(
     "/{workflowId}/{status}/signal",
     summary="Complete the WAIT task the run is blocked on (body = output), asynchronously",
+    responses=errors(404, 409, 413, 501, 503),
 )
 def signal_async(
     request: Request,
     results: Results,
     caller: Caller,
     workflowId: str,
-    status: ResultStatus,
+    status: str,
     output: Annotated[dict[str, Any], Body()],
 ) -> None:
     _signal(request, results, caller, workflowId, status, output)
@@ -228,13 +309,14 @@ def signal_async(
 @router.post(
     "/{workflowId}/{status}/signal/sync",
     summary="Complete the WAIT task the run is blocked on, then wait until it ends or blocks",
+    responses=errors(404, 409, 413, 501, 503),
 )
 def signal_sync(
     request: Request,
     results: Results,
     caller: Caller,
     workflowId: str,
-    status: ResultStatus,
+    status: str,
     output: Annotated[dict[str, Any], Body()],
     returnStrategy: ReturnStrategy = ReturnStrategy.TARGET_WORKFLOW,
     timeoutMillis: Annotated[int, Query(ge=0, le=600_000)] = 5000,
@@ -251,6 +333,7 @@ def signal_sync(
     "/{workflowId}/{taskRefName}/{status}",
     response_class=PlainTextResponse,
     summary="Complete or fail a task by reference name (HUMAN tasks; body = output)",
+    responses=errors(404, 409, 413, 501, 503),
 )
 def update_by_ref(
     results: Results,
@@ -267,6 +350,7 @@ def update_by_ref(
 @router.post(
     "/{workflowId}/{taskRefName}/{status}/sync",
     summary="Complete or fail a task by reference name, then answer with the run",
+    responses=errors(404, 409, 413, 501, 503),
 )
 def update_by_ref_sync(
     request: Request,
@@ -299,7 +383,7 @@ def update_by_ref_sync(
     return workflows.get(workflowId, True)
 
 
-@router.post("/{taskId}/log", summary="Append a log line to a task")
+@router.post("/{taskId}/log", summary="Append a log line to a task", responses=errors(404, 413))
 async def add_log(request: Request, service: Service, caller: Caller, taskId: str) -> Response:
     raw = await request.body()
     text = raw.decode("utf-8", errors="replace")
@@ -313,7 +397,7 @@ async def add_log(request: Request, service: Service, caller: Caller, taskId: st
     return Response(status_code=200)
 
 
-@router.get("/{taskId}/log", summary="Log lines of a task")
+@router.get("/{taskId}/log", summary="Log lines of a task", responses=errors(404))
 def get_logs(service: Service, caller: Caller, taskId: str) -> list[dict[str, Any]]:
     service.check_worker(taskId, caller) if not caller.can_read() else None
     return [
@@ -322,7 +406,7 @@ def get_logs(service: Service, caller: Caller, taskId: str) -> list[dict[str, An
     ]
 
 
-@router.get("/{taskId}", summary="A task by id")
+@router.get("/{taskId}", summary="A task by id", responses=errors(404))
 def get_task(service: Service, caller: Caller, taskId: str) -> dict[str, Any]:
     task = service.get_task(taskId, caller)
     if task is None:

@@ -7,17 +7,27 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Depends, Path, Query, Request
 from fastapi.responses import PlainTextResponse
 
+from control_plane.api.openapi import COMMON, errors
+from control_plane.api.routing import StepwayRoute
+from control_plane.api.tracing import CallerTrace
 from control_plane.auth import Principal, principal, require_role
 from control_plane.services.replays import RerunWorkflowRequest, SkipTaskRequest
 from control_plane.services.signals import ReturnStrategy
+from control_plane.services.wire_types import Int64, NonNegative64, Text
 from control_plane.services.workflows import (
     ExecuteWorkflowRequest,
     StartWorkflowRequest,
     WorkflowService,
     WorkflowTestRequest,
 )
+from protocol.limits import MAX_INT32
 
-router = APIRouter(prefix="/api/workflow", tags=["workflow"])
+router = APIRouter(
+    prefix="/api/workflow", tags=["workflow"], route_class=StepwayRoute, responses=COMMON
+)
+STARTS = errors(404, 413, 503)
+#: correlation ids one batch look-up takes
+MAX_CORRELATION_IDS = 1000
 
 Caller = Annotated[Principal, Depends(principal)]
 
@@ -37,11 +47,14 @@ def search(
     query: str | None = None,
     freeText: str | None = None,
     workflowType: str | None = None,
-    status: Annotated[list[str] | None, Query()] = None,
+    status: Annotated[
+        list[str] | None,
+        Query(description="RUNNING, PAUSED, COMPLETED, FAILED, TIMED_OUT or TERMINATED"),
+    ] = None,
     correlationId: str | None = None,
-    startTime: Annotated[int | None, Query(description="createTime >= (epoch ms)")] = None,
-    endTime: Annotated[int | None, Query(description="createTime < (epoch ms)")] = None,
-    start: Annotated[int, Query(ge=0)] = 0,
+    startTime: Annotated[Int64 | None, Query(description="createTime >= (epoch ms)")] = None,
+    endTime: Annotated[Int64 | None, Query(description="createTime < (epoch ms)")] = None,
+    start: Annotated[NonNegative64, Query()] = 0,
     size: Annotated[int, Query(ge=0, le=1000)] = 100,
 ) -> dict[str, Any]:
     require_role(caller, "reader")
@@ -58,30 +71,45 @@ def search(
     )
 
 
-@router.post("", response_class=PlainTextResponse, summary="Start a run (StartWorkflowRequest)")
-def start(service: Service, caller: Caller, request: StartWorkflowRequest) -> str:
+@router.post(
+    "",
+    response_class=PlainTextResponse,
+    summary="Start a run (StartWorkflowRequest)",
+    responses=STARTS,
+)
+def start(
+    service: Service, caller: Caller, request: StartWorkflowRequest, trace: CallerTrace
+) -> str:
     require_role(caller, "operator")
-    return service.start(request)
+    return service.start(request, caller_trace=trace)
 
 
-@router.post("/test", summary="Test a definition: worker tasks complete with mocked results")
-def test(service: Service, caller: Caller, request: WorkflowTestRequest) -> dict[str, Any]:
+@router.post(
+    "/test",
+    summary="Test a definition: worker tasks complete with mocked results",
+    responses=STARTS,
+)
+def test(
+    service: Service, caller: Caller, request: WorkflowTestRequest, trace: CallerTrace
+) -> dict[str, Any]:
     require_role(caller, "operator")
-    return service.test(request)
+    return service.test(request, caller_trace=trace)
 
 
 @router.post(
     "/execute/{name}/{version}",
     summary="Start a run and wait until it ends or blocks (at most waitForSeconds)",
+    responses=STARTS,
 )
 def execute(
     service: Service,
     caller: Caller,
     name: str,
-    version: Annotated[int, Path(ge=0)],
+    version: Annotated[int, Path(ge=0, le=MAX_INT32)],
     request: ExecuteWorkflowRequest,
-    requestId: str | None = None,
-    waitUntilTaskRef: str | None = None,
+    trace: CallerTrace,
+    requestId: Text | None = None,
+    waitUntilTaskRef: Text | None = None,
     waitForSeconds: Annotated[int, Query(ge=0, le=600)] = 10,
     returnStrategy: ReturnStrategy = ReturnStrategy.TARGET_WORKFLOW,
 ) -> Any:
@@ -89,10 +117,16 @@ def execute(
     started = StartWorkflowRequest.model_validate(
         {**request.model_dump(), "name": name, "version": version or None}
     )
-    return service.execute(started, requestId, waitUntilTaskRef, waitForSeconds, returnStrategy)
+    return service.execute(
+        started, requestId, waitUntilTaskRef, waitForSeconds, returnStrategy, caller_trace=trace
+    )
 
 
-@router.put("/decide/{workflowId}", summary="Decide a run (Stepway decides on every event)")
+@router.put(
+    "/decide/{workflowId}",
+    summary="Decide a run (Stepway decides on every event)",
+    responses=errors(404),
+)
 def decide(service: Service, caller: Caller, workflowId: str) -> None:
     require_role(caller, "operator")
     service.decide(workflowId)
@@ -116,7 +150,7 @@ def correlated_batch(
     service: Service,
     caller: Caller,
     name: str,
-    correlationIds: Annotated[list[str], Body()],
+    correlationIds: Annotated[list[Text], Body(max_length=MAX_CORRELATION_IDS)],
     includeClosed: bool = False,
     includeTasks: bool = False,
 ) -> dict[str, list[dict[str, Any]]]:
@@ -126,13 +160,19 @@ def correlated_batch(
     }
 
 
-@router.post("/{name}", response_class=PlainTextResponse, summary="Start a run (body = input)")
+@router.post(
+    "/{name}",
+    response_class=PlainTextResponse,
+    summary="Start a run (body = input)",
+    responses=STARTS,
+)
 def start_by_name(
     service: Service,
     caller: Caller,
+    trace: CallerTrace,
     name: str,
     body: Annotated[dict[str, Any] | None, Body()] = None,
-    version: Annotated[int | None, Query(ge=1)] = None,
+    version: Annotated[int | None, Query(ge=1, le=MAX_INT32)] = None,
     correlationId: str | None = None,
     priority: Annotated[int, Query(ge=0, le=99)] = 0,
 ) -> str:
@@ -144,7 +184,8 @@ def start_by_name(
             input=body or {},
             correlation_id=correlationId,
             priority=priority,
-        )
+        ),
+        caller_trace=trace,
     )
 
 
@@ -153,26 +194,28 @@ def running(
     service: Service,
     caller: Caller,
     name: str,
-    version: Annotated[int, Query(ge=1)] = 1,
-    startTime: int | None = None,
-    endTime: int | None = None,
+    version: Annotated[int, Query(ge=1, le=MAX_INT32)] = 1,
+    startTime: Annotated[Int64 | None, Query(description="createTime >= (epoch ms)")] = None,
+    endTime: Annotated[Int64 | None, Query(description="createTime < (epoch ms)")] = None,
 ) -> list[str]:
     require_role(caller, "reader")
     return service.running(name, version, startTime, endTime)
 
 
-@router.get("/{workflowId}", summary="A run, with its tasks by default")
+@router.get("/{workflowId}", summary="A run, with its tasks by default", responses=errors(404))
 def get(service: Service, caller: Caller, workflowId: str, includeTasks: bool = True) -> Any:
     require_role(caller, "reader")
     return service.get(workflowId, includeTasks)
 
 
-@router.get("/{workflowId}/tasks", summary="A page of a run's tasks (SearchResult)")
+@router.get(
+    "/{workflowId}/tasks", summary="A page of a run's tasks (SearchResult)", responses=errors(404)
+)
 def tasks(
     service: Service,
     caller: Caller,
     workflowId: str,
-    start: Annotated[int, Query(ge=0)] = 0,
+    start: Annotated[NonNegative64, Query()] = 0,
     count: Annotated[int, Query(ge=0, le=1000)] = 15,
     status: Annotated[list[str] | None, Query()] = None,
 ) -> dict[str, Any]:
@@ -180,7 +223,9 @@ def tasks(
     return service.task_page(workflowId, start, count, status or [])
 
 
-@router.get("/{workflowId}/status", summary="Status of a run (WorkflowStatus)")
+@router.get(
+    "/{workflowId}/status", summary="Status of a run (WorkflowStatus)", responses=errors(404)
+)
 def status(
     service: Service,
     caller: Caller,
@@ -192,19 +237,19 @@ def status(
     return service.status(workflowId, includeOutput, includeVariables)
 
 
-@router.put("/{workflowId}/pause", summary="Pause (suspend) a run")
+@router.put("/{workflowId}/pause", summary="Pause (suspend) a run", responses=errors(404, 409))
 def pause(service: Service, caller: Caller, workflowId: str) -> None:
     require_role(caller, "operator")
     service.pause(workflowId)
 
 
-@router.put("/{workflowId}/resume", summary="Resume a paused run")
+@router.put("/{workflowId}/resume", summary="Resume a paused run", responses=errors(404, 409))
 def resume(service: Service, caller: Caller, workflowId: str) -> None:
     require_role(caller, "operator")
     service.resume(workflowId)
 
 
-@router.delete("/{workflowId}", summary="Terminate a run")
+@router.delete("/{workflowId}", summary="Terminate a run", responses=errors(404, 409))
 def terminate(service: Service, caller: Caller, workflowId: str, reason: str | None = None) -> None:
     require_role(caller, "operator")
     service.terminate(workflowId, reason)
@@ -214,6 +259,7 @@ def terminate(service: Service, caller: Caller, workflowId: str, reason: str | N
     "/{workflowId}/restart",
     status_code=204,
     summary="Run a finished run again from the start (useLatestDefinitions: the latest version)",
+    responses=errors(404, 409, 503),
 )
 def restart(
     service: Service, caller: Caller, workflowId: str, useLatestDefinitions: bool = False
@@ -226,6 +272,7 @@ def restart(
     "/{workflowId}/retry",
     status_code=204,
     summary="Retry a finished run from the tasks it did not get through",
+    responses=errors(404, 409, 503),
 )
 def retry(
     service: Service, caller: Caller, workflowId: str, resumeSubworkflowTasks: bool = False
@@ -238,6 +285,7 @@ def retry(
     "/{workflowId}/rerun",
     response_class=PlainTextResponse,
     summary="Run a finished run again from a task (reRunFromTaskId) or from the start",
+    responses=errors(404, 409, 503),
 )
 def rerun(
     service: Service,
@@ -252,6 +300,7 @@ def rerun(
 @router.put(
     "/{workflowId}/skiptask/{taskReferenceName}",
     summary="Skip a task the running run has not reached yet",
+    responses=errors(404, 409, 503),
 )
 def skip_task(
     service: Service,
@@ -264,7 +313,11 @@ def skip_task(
     service.skip(workflowId, taskReferenceName, request or SkipTaskRequest())
 
 
-@router.delete("/{workflowId}/terminate-remove", summary="Terminate a run, then delete it")
+@router.delete(
+    "/{workflowId}/terminate-remove",
+    summary="Terminate a run, then delete it",
+    responses=errors(404, 409),
+)
 def terminate_remove(
     service: Service, caller: Caller, workflowId: str, reason: str | None = None
 ) -> None:
@@ -272,7 +325,9 @@ def terminate_remove(
     service.terminate_remove(workflowId, reason)
 
 
-@router.delete("/{workflowId}/remove", summary="Delete a run and its tasks")
+@router.delete(
+    "/{workflowId}/remove", summary="Delete a run and its tasks", responses=errors(404, 409)
+)
 def remove(service: Service, caller: Caller, workflowId: str, archiveWorkflow: bool = True) -> None:
     require_role(caller, "operator")
     service.remove(workflowId)

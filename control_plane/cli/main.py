@@ -7,7 +7,9 @@ from typing import Annotated
 
 import typer
 
+from control_plane.cli import actions as cli_actions
 from control_plane.cli import apply as cli_apply
+from control_plane.cli import defs as cli_defs
 from control_plane.cli import engine as cli_engine
 from control_plane.cli import runs as cli_runs
 from control_plane.cli import validate as cli_validate
@@ -41,5 +43,21 @@ app.command("validate")(cli_validate.validate)
 app.command("apply")(cli_apply.apply)
 app.command("engine")(cli_engine.engine)
 app.command("serve")(cli_engine.serve)
-for _command in (cli_runs.run, cli_runs.status, cli_runs.complete, cli_runs.workers, cli_runs.runs):
+for _command in (
+    cli_runs.run,
+    cli_runs.status,
+    cli_runs.runs,
+    cli_runs.logs,
+    cli_runs.complete,
+    cli_runs.workers,
+    cli_actions.terminate,
+    cli_actions.pause,
+    cli_actions.resume,
+    cli_actions.retry,
+    cli_actions.restart,
+    cli_actions.rerun,
+    cli_actions.skip,
+):
     app.command()(_command)
+app.add_typer(cli_defs.defs_app)
+app.add_typer(cli_defs.taskdefs_app)

@@ -1,4 +1,6 @@
-"""``stepway run | status | complete | workers | runs``: talk to the control plane over HTTP."""
+"""``stepway run | status | complete | workers | runs | logs``: talk to the control plane
+over HTTP. Times are shown in this machine's local time, relative when recent; every
+read command takes ``--output json`` for scripts (the API's JSON)."""
 
 from __future__ import annotations
 
@@ -11,7 +13,18 @@ from typing import Annotated, Any
 import httpx
 import typer
 
+from control_plane.cli.present import (
+    OutputFormat,
+    human_duration,
+    human_time,
+    print_json,
+    short,
+    table,
+    wants_json,
+)
+
 DEFAULT_SERVER = "http://127.0.0.1:8080"
+FAILED_TASK = {"FAILED", "FAILED_WITH_TERMINAL_ERROR", "TIMED_OUT", "CANCELED"}
 TERMINAL = {"COMPLETED", "FAILED", "TIMED_OUT", "TERMINATED"}
 TASK_TERMINAL = {
     "COMPLETED",
@@ -73,15 +86,89 @@ def _input(value: str, option: str = "--input") -> Any:
         raise typer.Exit(code=2) from None
 
 
+def _now() -> int:
+    return int(time.time() * 1000)
+
+
+def failed_tasks(wf: dict[str, Any]) -> list[dict[str, Any]]:
+    """The tasks a finished run names as failed, else those that ended failed."""
+    tasks = wf.get("tasks") or []
+    named = set(wf.get("failedReferenceTaskNames") or [])
+    found = [t for t in tasks if t["referenceTaskName"] in named]
+    return found or [t for t in tasks if t["status"] in FAILED_TASK]
+
+
+def _outcome(wf: dict[str, Any]) -> dict[str, Any]:
+    """What ``run --wait`` prints at the end (JSON): status, output, and for a run that
+    did not complete, its reason and failed tasks."""
+    result: dict[str, Any] = {
+        "workflowId": wf["workflowId"],
+        "status": wf["status"],
+        "output": wf.get("output") or {},
+    }
+    if wf["status"] != "COMPLETED":
+        result["reasonForIncompletion"] = wf.get("reasonForIncompletion")
+        result["failedTasks"] = [
+            {
+                "referenceTaskName": t["referenceTaskName"],
+                "taskType": t["taskType"],
+                "status": t["status"],
+                "reasonForIncompletion": t.get("reasonForIncompletion"),
+            }
+            for t in failed_tasks(wf)
+        ]
+    return result
+
+
+def _explain(wf: dict[str, Any]) -> None:
+    """On stderr: why a run did not complete, and which task failed."""
+    typer.echo(f"run {wf['workflowId']} ended {wf['status']}", err=True)
+    if wf.get("reasonForIncompletion"):
+        typer.echo(f"  reason: {wf['reasonForIncompletion']}", err=True)
+    for t in failed_tasks(wf):
+        why = f": {t['reasonForIncompletion']}" if t.get("reasonForIncompletion") else ""
+        typer.echo(
+            f"  failed task: {t['referenceTaskName']} ({t['taskType']}) {t['status']}{why}",
+            err=True,
+        )
+
+
+def _progress(wf: dict[str, Any], seen: dict[str, str], started: float) -> None:
+    """On stderr: one line per task that changed status since the last look."""
+    for t in sorted(wf.get("tasks") or [], key=lambda t: t.get("scheduledTime") or 0):
+        key = t["taskId"]
+        if seen.get(key) == t["status"]:
+            continue
+        seen[key] = t["status"]
+        took = ""
+        if t["status"] in TASK_TERMINAL and t.get("startTime") and t.get("endTime"):
+            took = f" in {human_duration(t['endTime'] - t['startTime'])}"
+        attempt = f" (attempt {t['attempt']})" if t.get("attempt", 1) > 1 else ""
+        typer.echo(
+            f"[{time.monotonic() - started:6.1f}s] {t['referenceTaskName']}: "
+            f"{t['status']}{attempt}{took}",
+            err=True,
+        )
+
+
 def run(
     name: Annotated[str, typer.Argument(help="Workflow definition name.")],
     input: Annotated[str, typer.Option("--input", help="JSON, or @file.")] = "{}",
     version: Annotated[int | None, typer.Option("--version")] = None,
     correlation_id: Annotated[str | None, typer.Option("--correlation-id")] = None,
     wait: Annotated[bool, typer.Option("--wait", help="Wait until the run ends.")] = False,
+    quiet: Annotated[
+        bool, typer.Option("--quiet", "-q", help="With --wait: no progress lines.")
+    ] = False,
+    output: OutputFormat = "text",
     server: Server = None,
 ) -> None:
-    """Start a run; print its workflowId (and, with --wait, its final status and output)."""
+    """Start a run; print its workflowId (with --wait: progress, then the outcome).
+
+    With --wait, each task's progress goes to stderr, then the final status and output are
+    printed (JSON); a run that does not complete also prints its reason and failed task,
+    and the command exits 1. --output json prints the whole run, tasks included."""
+    as_json = wants_json(output)
     body = {
         "name": name,
         "input": _input(input),
@@ -94,29 +181,27 @@ def run(
         if not wait:
             return
         announced: set[str] = set()
+        seen: dict[str, str] = {}
+        started = time.monotonic()
         while True:
-            status = check(
-                c.get(
-                    f"/api/workflow/{workflow_id}/status",
-                    params={"includeOutput": "true", "includeVariables": "true"},
-                )
-            ).json()
-            if status["status"] in TERMINAL:
-                typer.echo(json.dumps(status, indent=2))
-                if status["status"] != "COMPLETED":
+            wf = check(c.get(f"/api/workflow/{workflow_id}", params={"includeTasks": True})).json()
+            if not quiet:
+                _progress(wf, seen, started)
+            if wf["status"] in TERMINAL:
+                print_json(wf if as_json else _outcome(wf))
+                if wf["status"] != "COMPLETED":
+                    _explain(wf)
                     raise typer.Exit(code=1)
                 return
-            _announce_human_tasks(c, workflow_id, announced)
+            _announce_human_tasks(wf, announced)
             time.sleep(0.5)
 
 
-def _announce_human_tasks(c: httpx.Client, workflow_id: str, announced: set[str]) -> None:
+def _announce_human_tasks(wf: dict[str, Any], announced: set[str]) -> None:
     """Tell the person waiting (on stderr, once per task) which HUMAN task the run waits
     for and how to complete it."""
-    response = c.get(f"/api/workflow/{workflow_id}")
-    if response.status_code != 200:
-        return
-    for t in response.json().get("tasks") or []:
+    workflow_id = wf["workflowId"]
+    for t in wf.get("tasks") or []:
         if t["taskType"] != "HUMAN" or t["status"] in TASK_TERMINAL or t["taskId"] in announced:
             continue
         announced.add(t["taskId"])
@@ -130,23 +215,60 @@ def _announce_human_tasks(c: httpx.Client, workflow_id: str, announced: set[str]
 
 
 def status(
-    workflow_id: Annotated[str, typer.Argument(metavar="ID")], server: Server = None
+    workflow_id: Annotated[str, typer.Argument(metavar="ID")],
+    output: OutputFormat = "text",
+    server: Server = None,
 ) -> None:
-    """Show a run with its tasks; a HUMAN task that waits says what to read and how to
-    complete it."""
+    """Show a run with its tasks (a waiting HUMAN task says how to complete it)."""
+    as_json = wants_json(output)
     with client(server) as c:
         wf = check(c.get(f"/api/workflow/{workflow_id}")).json()
+    if as_json:
+        print_json(wf)
+        return
+    now = _now()
+    end = wf.get("endTime") or (now if wf["status"] not in TERMINAL else None)
     typer.echo(f"{wf['workflowId']}  {wf['workflowName']} v{wf['workflowVersion']}  {wf['status']}")
+    took = human_duration(end - wf["createTime"]) if end else "-"
+    line = f"  started {human_time(wf.get('createTime'), now)}, {took}"
+    if wf.get("correlationId"):
+        line += f", correlation id {wf['correlationId']}"
+    typer.echo(line)
+    if wf.get("parentWorkflowId"):
+        typer.echo(f"  parent run: {wf['parentWorkflowId']}")
     if wf.get("reasonForIncompletion"):
         typer.echo(f"  reason: {wf['reasonForIncompletion']}")
+    if wf["status"] in TERMINAL and wf["status"] != "COMPLETED":
+        for t in failed_tasks(wf):
+            typer.echo(f"  failed task: {t['referenceTaskName']} ({t['taskType']}) {t['status']}")
     # scheduling order (rows of some task kinds carry no sequence number)
     tasks = sorted(wf.get("tasks") or [], key=lambda t: t.get("scheduledTime") or 0)
     waiting = [t for t in tasks if t["taskType"] == "HUMAN" and t["status"] not in TASK_TERMINAL]
-    for t in tasks:
-        typer.echo(
-            f"  {t['referenceTaskName']:<30} {t['taskType']:<20} {t['status']:<12} "
-            f"attempt {t['attempt']}"
+    if tasks:
+        rows = []
+        for t in tasks:
+            ran = (
+                human_duration((t.get("endTime") or now) - t["startTime"])
+                if t.get("startTime")
+                else "-"
+            )
+            rows.append(
+                [
+                    t["referenceTaskName"],
+                    t["taskType"],
+                    t["status"],
+                    str(t["attempt"]),
+                    human_time(t.get("scheduledTime"), now),
+                    ran,
+                    t.get("workerId") or "",
+                    short(t.get("reasonForIncompletion"), 50),
+                ]
+            )
+        typer.echo("")
+        body = table(
+            ["TASK", "TYPE", "STATUS", "ATTEMPT", "SCHEDULED", "RAN", "WORKER", "REASON"], rows
         )
+        typer.echo("\n".join("  " + line for line in body.splitlines()))
     if wf["status"] in TERMINAL:
         if wf.get("output"):
             typer.echo("  output: " + json.dumps(wf["output"]))
@@ -157,7 +279,11 @@ def status(
         instructions = (t.get("inputData") or {}).get("instructions")
         if isinstance(instructions, str) and instructions:
             typer.echo(f"    instructions: {instructions} ({INSTRUCTIONS_DIR}/{instructions}.md)")
-        details = {k: v for k, v in (t.get("inputData") or {}).items() if k != "instructions"}
+        details = {
+            k: v
+            for k, v in (t.get("inputData") or {}).items()
+            if k not in ("instructions", "instructionsText")
+        }
         if details:
             typer.echo("    input: " + json.dumps(details))
         typer.echo(
@@ -196,8 +322,9 @@ def complete(
     typer.echo(f"{task_ref} {result} (task {task_id})")
 
 
-def workers(server: Server = None) -> None:
+def workers(output: OutputFormat = "text", server: Server = None) -> None:
     """Poll data and queue depth per task type; warns about types nobody polled in 10 s."""
+    as_json = wants_json(output)
     with client(server) as c:
         types = [d["name"] for d in check(c.get("/api/metadata/taskdefs")).json()]
         polls = check(c.get("/api/tasks/queue/polldata/all")).json()
@@ -206,35 +333,104 @@ def workers(server: Server = None) -> None:
             if types
             else {}
         )
-    now = int(time.time() * 1000)
-    typer.echo(f"{'TYPE':<30} {'PENDING':>7}  {'WORKERS':>7}  LAST POLL")
+    now = _now()
+    report = []
     for task_type in sorted(set(types) | {p["queueName"] for p in polls}):
         mine = [p for p in polls if p["queueName"] == task_type]
         last = max((p["lastPollTime"] for p in mine), default=None)
-        ago = "never" if last is None else f"{(now - last) / 1000:.1f} s ago"
-        line = f"{task_type:<30} {sizes.get(task_type, 0):>7}  {len(mine):>7}  {ago}"
-        if last is None or now - last > 10_000:
-            line += "  WARNING: no active worker"
-        typer.echo(line)
+        report.append(
+            {
+                "taskType": task_type,
+                "pending": sizes.get(task_type, 0),
+                "workers": mine,
+                "lastPollTime": last,
+                "activeWorker": last is not None and now - last <= 10_000,
+            }
+        )
+    if as_json:
+        print_json(report)
+        return
+    rows = [
+        [
+            r["taskType"],
+            str(r["pending"]),
+            str(len(r["workers"])),
+            "never" if r["lastPollTime"] is None else human_time(r["lastPollTime"], now),
+            "" if r["activeWorker"] else "WARNING: no active worker",
+        ]
+        for r in report
+    ]
+    typer.echo(table(["TYPE", "PENDING", "WORKERS", "LAST POLL", ""], rows))
 
 
 def runs(
     status: Annotated[str | None, typer.Option("--status")] = None,
     name: Annotated[str | None, typer.Option("--name")] = None,
+    correlation_id: Annotated[str | None, typer.Option("--correlation-id")] = None,
     size: Annotated[int, typer.Option("--size")] = 20,
+    output: OutputFormat = "text",
     server: Server = None,
 ) -> None:
     """List recent runs, newest first."""
+    as_json = wants_json(output)
     params: dict[str, Any] = {"size": size}
     if status:
         params["status"] = status
     if name:
         params["workflowType"] = name
+    if correlation_id:
+        params["correlationId"] = correlation_id
     with client(server) as c:
         found = check(c.get("/api/workflow/search", params=params)).json()
-    for r in found["results"]:
-        typer.echo(
-            f"{r['workflowId']}  {r['workflowType']:<25} v{r['version']:<3} "
-            f"{r['status']:<10} {r['startTime']}"
-        )
+    if as_json:
+        print_json(found)
+        return
+    now = _now()
+    rows = [
+        [
+            r["workflowId"],
+            f"{r['workflowType']} v{r['version']}",
+            r["status"],
+            human_time(r["startTime"], now),
+            human_duration((r["endTime"] or now) - r["startTime"]),
+            short(r.get("reasonForIncompletion"), 50),
+        ]
+        for r in found["results"]
+    ]
+    if rows:
+        typer.echo(table(["RUN", "DEFINITION", "STATUS", "STARTED", "DURATION", "REASON"], rows))
     typer.echo(f"({found['totalHits']} total)")
+
+
+def logs(
+    workflow_id: Annotated[str, typer.Argument(metavar="WORKFLOW_ID")],
+    task_ref: Annotated[
+        str | None, typer.Argument(metavar="[TASK_REF]", help="Only this task's logs.")
+    ] = None,
+    output: OutputFormat = "text",
+    server: Server = None,
+) -> None:
+    """Log lines the workers posted for the tasks of a run (or of one task)."""
+    as_json = wants_json(output)
+    with client(server) as c:
+        wf = check(c.get(f"/api/workflow/{workflow_id}")).json()
+        tasks = sorted(wf.get("tasks") or [], key=lambda t: t.get("scheduledTime") or 0)
+        if task_ref is not None:
+            tasks = [t for t in tasks if t["referenceTaskName"] == task_ref]
+            if not tasks:
+                typer.echo(f"run {workflow_id} has no task {task_ref!r}", err=True)
+                raise typer.Exit(code=1)
+        entries = []
+        for t in tasks:
+            for entry in check(c.get(f"/api/tasks/{t['taskId']}/log")).json():
+                entries.append({**entry, "referenceTaskName": t["referenceTaskName"]})
+    entries.sort(key=lambda e: e.get("createdTime") or 0)
+    if as_json:
+        print_json(entries)
+        return
+    if not entries:
+        typer.echo("(no log lines)")
+        return
+    now = _now()
+    for e in entries:
+        typer.echo(f"{human_time(e.get('createdTime'), now)}  {e['referenceTaskName']}  {e['log']}")

@@ -9,7 +9,8 @@ and SIGINT after the requests in progress have finished.
 
 Authentication (``STEPWAY_AUTH_MODE``) defaults to ``entra``; ``none`` is refused unless
 the server listens on a loopback address or ``STEPWAY_ALLOW_ANONYMOUS=true`` says that
-anonymous admin access is intended.
+anonymous admin access is intended. Traces go where engine/app/telemetry.py reads
+(Application Insights, OTLP, or nowhere); the tracer provider is built in :func:`run`.
 """
 
 from __future__ import annotations
@@ -25,9 +26,11 @@ from typing import Any, Literal, cast
 
 from azure.core.credentials import TokenCredential
 from fastapi import FastAPI
-from pydantic import BaseModel, ConfigDict
+from opentelemetry.trace import NoOpTracerProvider, TracerProvider
+from pydantic import BaseModel, ConfigDict, Field
 
 from control_plane.api.app import create_app
+from control_plane.console.config import console_settings_from_env
 from control_plane.deps import AuthMode, Deps, Settings
 from engine.adapters.backend.config import BackendConfig
 from engine.adapters.backend.connect import make_client
@@ -39,8 +42,10 @@ from engine.app.azure_services import (
     build_payload_store,
     build_queue,
     build_run_store,
+    telemetry_credential,
 )
 from engine.app.config import DataConfig, EnvReader, backend_from_env
+from engine.app.telemetry import TelemetryConfig, build_tracer_provider
 from engine.ports.queue_provisioning import QueueProvisioner
 
 __all__ = ["ServeConfig", "ServiceBusTarget", "build_control_plane", "is_loopback", "run"]
@@ -86,6 +91,8 @@ class ServeConfig(BaseModel):
     #: Service Bus queues: where to create them; None with the SQLite queue
     service_bus: ServiceBusTarget | None = None
     log_level: str = "info"
+    #: where traces go (engine/app/telemetry.py); default: nowhere
+    telemetry: TelemetryConfig = Field(default_factory=TelemetryConfig)
 
     @classmethod
     def from_env(
@@ -111,6 +118,7 @@ class ServeConfig(BaseModel):
         if data is not None and data.queue is not None and data.queue.kind == "servicebus":
             service_bus = _read_service_bus_target(env, data.queue.namespace_name or "")
         log_level = env.choice("STEPWAY_LOG_LEVEL", ("debug", "info", "warning", "error"), "info")
+        telemetry = TelemetryConfig.read(env, "stepway-control-plane")
         env.raise_if_errors()
         assert data is not None and backend is not None and settings is not None
         return cls(
@@ -121,6 +129,7 @@ class ServeConfig(BaseModel):
             settings=settings,
             service_bus=service_bus,
             log_level=log_level or "info",
+            telemetry=telemetry,
         )
 
 
@@ -169,12 +178,14 @@ def _read_settings(env: EnvReader, host: str) -> Settings | None:
     domains = _list_map(env, "STEPWAY_TASK_DOMAINS")
     if domains is not None:
         values["task_domains"] = domains
+    values["console"] = console_settings_from_env(env)
     values["strict_task_definitions"] = env.flag("STEPWAY_STRICT_TASK_DEFINITIONS", False)
     for var, key in (
         ("STEPWAY_MAX_BODY_BYTES", "max_body_bytes"),
         ("STEPWAY_SIGNED_URL_SECONDS", "signed_url_seconds"),
         ("STEPWAY_MAX_CONCURRENT_POLLS", "max_concurrent_polls"),
         ("STEPWAY_NO_WORKER_WARNING_MS", "no_worker_after_ms"),
+        ("STEPWAY_POLL_RECORD_INTERVAL_MS", "poll_record_interval_ms"),
     ):
         if env.has(var):
             values[key] = env.integer(var, 1, minimum=1)
@@ -276,9 +287,10 @@ def build_control_plane(
     *,
     credential: TokenCredential | None = None,
     client: Any = None,
+    tracer_provider: TracerProvider | None = None,
 ) -> ControlPlane:
     """The control plane app on the configured adapters (``credential``/``client``
-    override the configured ones: tests)."""
+    override the configured ones: tests); its spans go to ``tracer_provider``."""
     data = config.data
     if credential is None:
         credential = build_credential(data)
@@ -293,6 +305,7 @@ def build_control_plane(
         provisioner=build_provisioner(config, credential),
         payloads=build_payload_store(data, credential),
         signals=DurableRunSignals(client),
+        tracer_provider=tracer_provider or NoOpTracerProvider(),
     )
     return ControlPlane(app=create_app(config.settings, deps), deps=deps, client=client)
 
@@ -309,7 +322,11 @@ def run(config: ServeConfig) -> None:
             if isinstance(captured, list):
                 captured.clear()
 
-    plane = build_control_plane(config)
+    credential = build_credential(config.data)
+    tracer_provider = build_tracer_provider(
+        config.telemetry, telemetry_credential(config.data, credential)
+    )
+    plane = build_control_plane(config, credential=credential, tracer_provider=tracer_provider)
     log.warning(
         "stepway control plane on %s:%d (auth %s, backend %s, run store %s)",
         config.host,
@@ -330,3 +347,5 @@ def run(config: ServeConfig) -> None:
         ).run()
     finally:
         plane.close()
+        if tracer_provider is not None:
+            tracer_provider.shutdown()  # exports the spans still batched

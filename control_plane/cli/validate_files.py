@@ -16,6 +16,7 @@ from pydantic import ValidationError
 
 from engine.language.definitions import TaskDef, TaskType, WorkflowDef
 from engine.language.loading import DefinitionItem, SourceIssue, load_paths
+from engine.language.recursion import recursion_issues
 from engine.language.validation import (
     ValidationIssue,
     check_coverage,
@@ -111,6 +112,11 @@ def run_validation(
             seen[key] = item
         issues += _instruction_issues(item, wf)
         workflows.append((item, wf))
+
+    # definitions that can start themselves among the files given
+    found = recursion_issues([wf for _, wf in workflows], {})
+    for index, problems in found.items():
+        issues += [workflows[index][0].issue(problem) for problem in problems]
 
     if coverage and workflows:
         issues += _coverage(workflows, task_defs, catalog_dir or Path.cwd() / "workers")

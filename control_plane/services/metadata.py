@@ -16,6 +16,7 @@ from control_plane.api.errors import ApiError, conflict, not_found
 from control_plane.deps import Deps, Settings
 from control_plane.services.worker_queues import ensure_worker_queues
 from engine.language.definitions import TaskDef, TaskType, WorkflowDef
+from engine.language.recursion import recursion_issues
 from engine.language.validation import ValidationIssue, validate_task_def, validate_workflow
 from engine.ports.queue_provisioning import (
     ProvisionOutcome,
@@ -206,9 +207,34 @@ class MetadataService:
                 continue
             seen[key] = i
             parsed.append(wf)
+        if not issues:
+            issues += self._recursion(parsed, items, single)
         if issues:
             raise _invalid("workflow definition" if single else "workflow definitions", issues)
         return parsed
+
+    def _recursion(
+        self, parsed: list[WorkflowDef], items: list[Any], single: bool
+    ) -> list[tuple[str, str]]:
+        """Definitions that can start themselves through SUB_WORKFLOW/START_WORKFLOW
+        chains among the registered ones and these (engine.language.recursion)."""
+        registered: dict[str, list[WorkflowDef]] = {}
+        replaced = {(wf.name, wf.version) for wf in parsed}
+        for record in self.deps.run_store.list_definitions():
+            if (record.name, record.version) in replaced:
+                continue
+            try:
+                registered.setdefault(record.name, []).append(
+                    WorkflowDef.model_validate(record.definition)
+                )
+            except ValidationError:
+                continue
+        positions = [i for i, item in enumerate(items) if isinstance(item, dict)]
+        found: list[tuple[str, str]] = []
+        for index, problems in recursion_issues(parsed, registered).items():
+            prefix = "$" if single else f"$[{positions[index]}]"
+            found += _issues_at(prefix, problems)
+        return found
 
     def register_workflows(
         self, items: list[Any], *, single: bool, create_only: bool, dry_run: bool = False

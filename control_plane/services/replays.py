@@ -27,6 +27,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from opentelemetry.trace import SpanKind
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
@@ -36,6 +37,7 @@ from control_plane.services.wire import read_offloaded
 from engine.language.definitions import TaskStatus, WorkflowDef
 from engine.ports.run_store import RunRecord, RunStatus, RunUpdate, TaskRecord
 from engine.runtime.snapshots import SnapshotError, publish_snapshot, read_definition
+from engine.runtime.tracing import attributes, span, traceparent_of, tracer
 from protocol.events import SKIP_EVENT, SkipEvent
 from protocol.payload_keys import INPUT_REF, OUTPUT_REF
 from protocol.runs import ReplayTask, RunInput
@@ -83,6 +85,7 @@ class RunReplays:
         self.settings = settings
         self.deps = deps
         self.settle = settle
+        self.tracer = tracer(deps.tracer_provider, "stepway.control_plane")
 
     # --- the operations ---------------------------------------------------------------
 
@@ -280,23 +283,32 @@ class RunReplays:
         again = store.get_run(run.workflow_id)
         assert again is not None
         input_value = read_offloaded(self.deps.payloads, again.input_ref, again.input) or {}
-        run_input = RunInput(
-            name=again.name,
-            version=again.version,
-            input={INPUT_REF: again.input_ref} if again.input_ref else input_value,
-            correlation_id=again.correlation_id,
-            priority=again.priority,
-            task_to_domain=again.task_to_domain,
-            parent_workflow_id=again.parent_workflow_id,
-            parent_task_id=again.parent_task_id,
-            definition_ref=definition_ref,
-            generation=generation,
-            replay=[self._replay(row) for row in keep],
-            seq_base=seq_base,
-            task_inputs=task_inputs or {},
-        )
         try:
-            self.deps.signals.start_run(run.workflow_id, run_input.wire())
+            # the run's new execution is a trace of its own, as a start is
+            with span(
+                self.tracer,
+                "stepway.workflow.restart",
+                root=True,
+                kind=SpanKind.SERVER,
+                attrs=attributes(workflow_id=run.workflow_id),
+            ) as current:
+                run_input = RunInput(
+                    name=again.name,
+                    version=again.version,
+                    input={INPUT_REF: again.input_ref} if again.input_ref else input_value,
+                    correlation_id=again.correlation_id,
+                    priority=again.priority,
+                    task_to_domain=again.task_to_domain,
+                    parent_workflow_id=again.parent_workflow_id,
+                    parent_task_id=again.parent_task_id,
+                    definition_ref=definition_ref,
+                    generation=generation,
+                    replay=[self._replay(row) for row in keep],
+                    seq_base=seq_base,
+                    task_inputs=task_inputs or {},
+                    traceparent=traceparent_of(current),
+                )
+                self.deps.signals.start_run(run.workflow_id, run_input.wire())
         except Exception as exc:
             store.update_run(
                 run.workflow_id,

@@ -1,21 +1,31 @@
 """Task hand-out: a worker's long poll takes messages from the type's queues.
 
-Receive from ``<type>-high`` then ``<type>`` (or only ``<domain>-<type>``), drop stale
-messages (row missing, terminal or at another attempt), take a concurrency slot and a
-rate token (at a limit the message is requeued with a delay), take the lease and move the
-row to IN_PROGRESS in one transaction (``start_task``), raise ``<taskId>.started`` on the
-run, defer the message, and return Conductor Task JSON. The protocol is
-docs/architecture.md, "The worker-task protocol".
+Receive from ``<type>-high`` then ``<type>`` (or only ``<domain>-<type>``); for each
+message, in one run-store transaction (``hand_out_task``): drop it when stale (row
+missing, terminal or at another attempt), take a concurrency slot (only when the type has
+a limit) and a rate token (at a limit the message is requeued with a delay), take the
+lease and move the row to IN_PROGRESS. Then raise ``<taskId>.started`` on the run, defer
+the message, and return Conductor Task JSON (with the message's ``traceparent``: each
+hand-out is a span in the run's trace). The protocol is docs/architecture.md, "The
+worker-task protocol".
+
+A poll records the worker's poll time (Conductor's poll data) at most once per
+``poll_record_interval_ms`` of the same worker, type and domain, so a busy worker's
+polls do not each cost a write.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from control_plane.api.errors import ApiError, bad_request
-from control_plane.services.task_support import TaskSupport
+from control_plane.deps import Deps, Settings
+from control_plane.services.task_support import TaskDefCache, TaskSupport
+from control_plane.services.task_tracing import record_handout
 from control_plane.services.wire import task_json
 from engine.language.definitions import TaskDef
 from engine.ports.queue import (
@@ -25,6 +35,7 @@ from engine.ports.queue import (
     QueueNotFound,
 )
 from engine.ports.queue_provisioning import queue_names
+from engine.ports.run_store import TaskLimits
 from protocol.events import TaskStartedEvent, started_event
 from protocol.messages import TaskMessage
 from protocol.queues import poll_queues
@@ -32,7 +43,28 @@ from protocol.queues import poll_queues
 log = logging.getLogger(__name__)
 
 
+#: poll data entries kept to skip repeated writes; past it the memory starts afresh
+_POLLS_REMEMBERED = 10_000
+
+
 class TaskHandout(TaskSupport):
+    def __init__(self, settings: Settings, deps: Deps, taskdefs: TaskDefCache) -> None:
+        super().__init__(settings, deps, taskdefs)
+        self._polls_recorded: dict[tuple[str, str | None, str], int] = {}
+        self._polls_lock = threading.Lock()
+
+    def _record_poll(self, task_type: str, domain: str | None, worker_id: str) -> None:
+        now = self.deps.clock()
+        key = (task_type, domain, worker_id)
+        with self._polls_lock:
+            last = self._polls_recorded.get(key)
+            if last is not None and 0 <= now - last < self.settings.poll_record_interval_ms:
+                return
+            if len(self._polls_recorded) >= _POLLS_REMEMBERED:
+                self._polls_recorded.clear()
+            self._polls_recorded[key] = now
+        self.deps.run_store.record_poll(task_type, domain, worker_id, now)
+
     def poll(
         self,
         task_type: str,
@@ -40,9 +72,19 @@ class TaskHandout(TaskSupport):
         domain: str | None,
         count: int,
         timeout_ms: int,
+        *,
+        holder: str | None = None,
+        receiver_gone: Callable[[], bool] | None = None,
     ) -> list[dict[str, Any]]:
+        """Hand out up to ``count`` tasks, waiting up to ``timeout_ms`` for the first.
+        The lease goes to ``holder`` (the authenticated principal; default
+        ``worker_id``). ``receiver_gone`` is asked before each receive and before each
+        hand-out: once it answers True (the client went away) the poll ends, and a
+        message received meanwhile is made visible again instead of handed out."""
+        holder = holder or worker_id
+        gone = receiver_gone or (lambda: False)
         td = self.taskdefs.effective(task_type)
-        self.deps.run_store.record_poll(task_type, domain, worker_id, self.deps.clock())
+        self._record_poll(task_type, domain, worker_id)
         queues = poll_queues(task_type, domain)
         deadline = time.monotonic() + timeout_ms / 1000
         limit = td.concurrent_exec_limit or 0
@@ -61,6 +103,8 @@ class TaskHandout(TaskSupport):
                 time.sleep(min(0.1, remaining))
                 first = False
                 continue
+            if gone():
+                break
             for i, queue in enumerate(queues):
                 last = i == len(queues) - 1
                 wait = 0.0 if (first or not last) else max(0.0, min(remaining, 0.5))
@@ -85,8 +129,13 @@ class TaskHandout(TaskSupport):
                         retryable=True,
                     ) from None
                 for message in messages:
-                    task = self._hand_out(td, task_type, worker_id, queue, message)
+                    if gone():
+                        self._make_visible(queue, message)
+                        continue
+                    began = time.time_ns()
+                    task = self._hand_out(td, task_type, worker_id, holder, queue, message)
                     if task is not None:
+                        record_handout(self.deps.tracer_provider, task, began)
                         handed.append(task)
                 want = count - len(handed)
                 if want <= 0:
@@ -96,8 +145,39 @@ class TaskHandout(TaskSupport):
                 break
         return handed
 
+    def _make_visible(self, queue: str, message: QueueMessage) -> None:
+        try:
+            self.deps.queue.requeue(queue, message, 0.0)
+        except QueueError as exc:  # its lock expires and it comes back by itself
+            log.warning("could not put %s back on %s: %s", message.message_id, queue, exc)
+
+    def give_back(self, tasks: list[dict[str, Any]], holder: str) -> None:
+        """Undo the hand-out of tasks whose poll response could not be delivered (the
+        client went away): release the lease and the concurrency slot and make the
+        message visible again, so that the next poll hands the task out at once
+        instead of after its response timeout. The row stays IN_PROGRESS; the next
+        hand-out starts it again."""
+        store = self.deps.run_store
+        for task in tasks:
+            task_id, attempt = str(task["taskId"]), int(task["attempt"])
+            lease = store.get_lease(task_id, attempt)
+            row = store.get_task(task_id)
+            if lease is None or row is None or lease.worker_id != holder or lease.released:
+                continue
+            if not store.release_lease(task_id, attempt, holder):
+                continue
+            task_type = str(task["taskType"])
+            log.info("poll of %s went unanswered: task %s goes back", task_type, task_id)
+            self._requeue(row, lease, task_type, 0)
+
     def _hand_out(
-        self, td: TaskDef, task_type: str, worker_id: str, queue: str, message: QueueMessage
+        self,
+        td: TaskDef,
+        task_type: str,
+        worker_id: str,
+        holder: str,
+        queue: str,
+        message: QueueMessage,
     ) -> dict[str, Any] | None:
         store, q = self.deps.run_store, self.deps.queue
         try:
@@ -107,21 +187,9 @@ class TaskHandout(TaskSupport):
             q.dead_letter(queue, message, "MalformedMessage", "not a task message")
             return None
         task_id, attempt = body.task_id, body.attempt
-        row = store.get_task(task_id)
-        if row is None or row.attempt != attempt or row.status.is_terminal:
-            q.complete(queue, message)  # stale: the task no longer waits for this attempt
-            return None
         now = self.deps.clock()
-        if not store.try_acquire_concurrency(task_type, td.concurrent_exec_limit or 0):
-            q.requeue(queue, message, self.settings.limit_requeue_delay_seconds)
-            return None
-        per, freq = td.rate_limit_per_frequency or 0, td.rate_limit_frequency_in_seconds or 0
-        if per > 0 and freq > 0 and not store.try_acquire_rate(task_type, per, freq, now):
-            store.release_concurrency(task_type)
-            q.requeue(queue, message, self.settings.limit_requeue_delay_seconds)
-            return None
         response_timeout = body.response_timeout_seconds or td.response_timeout_seconds
-        started = store.start_task(
+        out = store.hand_out_task(
             task_id,
             attempt,
             worker_id,
@@ -129,9 +197,21 @@ class TaskHandout(TaskSupport):
             now=now,
             sequence_number=message.sequence_number,
             queue_name=queue,
+            holder=holder,
+            limits=TaskLimits(
+                task_type=task_type,
+                concurrency_limit=td.concurrent_exec_limit or 0,
+                rate_per_frequency=td.rate_limit_per_frequency or 0,
+                rate_frequency_seconds=td.rate_limit_frequency_in_seconds or 0,
+            ),
         )
-        if started is None:  # stale after all, or a duplicate of a task handed out already
-            store.release_concurrency(task_type)
+        if out.limited:
+            q.requeue(queue, message, self.settings.limit_requeue_delay_seconds)
+            return None
+        started = out.task
+        if started is None:
+            # stale (the task no longer waits for this attempt), or a duplicate of a task
+            # handed out already
             q.complete(queue, message)
             return None
         self._signal(
@@ -151,6 +231,8 @@ class TaskHandout(TaskSupport):
             correlation_id=body.correlation_id,
             priority=body.priority,
             response_timeout_seconds=response_timeout,
+            task_def=td,
+            traceparent=body.traceparent,
         )
 
     # --- update -----------------------------------------------------------------------

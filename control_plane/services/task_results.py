@@ -1,11 +1,12 @@
 """Task results: a worker (or an operator, for HUMAN tasks) posts the outcome of a task.
 
-Accepted while the current attempt's lease is live, whatever ``workerId`` the result
-names (Conductor's updateTask does not compare it with the poller's), or, for a
-SCHEDULED task, from any worker of the type that never polled it (the Azure Functions
-worker shape). A result without ``workerId`` (optional in Conductor's TaskResult) is
-taken as the lease holder's. A worker whose attempt timed out posts to a finished row
-(each retry is a new task id) and is refused. The row write is the point of
+Accepted only from the holder of the current attempt's lease (or, for a SCHEDULED task,
+from any worker of the type that never polled it: the Azure Functions worker shape). With
+authentication on, the holder is the authenticated principal that polled the attempt and
+``workerId`` is informative; without, it is the polling ``workerId`` (see ``_holder``).
+A result without ``workerId`` (optional in Conductor's TaskResult) is taken as the lease
+holder's; such a worker is then told apart from a later holder of the same task only by
+the ``attempt`` extension or by its lease having expired. The row write is the point of
 acceptance; it is monotonic, so of two identical posts only one raises the result event.
 """
 
@@ -13,8 +14,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
@@ -23,6 +23,7 @@ from control_plane.api.errors import ApiError, bad_request, conflict, forbidden,
 from control_plane.auth import Principal
 from control_plane.services.task_support import WORKER, TaskSupport
 from control_plane.services.wire import task_type_name
+from control_plane.services.wire_types import Int64, NonNegative32, Text
 from engine.ports.payload_store import (
     PayloadError,
     PayloadKind,
@@ -31,14 +32,10 @@ from engine.ports.payload_store import (
     offload_if_large,
     validate_reference,
 )
-from engine.ports.queue import (
-    MessageNotFound,
-    QueueError,
-)
 from engine.ports.run_store import Lease, TaskRecord, TaskStatus, TaskUpdate
 from engine.runtime.settlement import MessageSettlement
 from protocol.events import TaskResultEvent, TaskStartedEvent, result_event, started_event
-from protocol.messages import TaskMessage, callback_message_id
+from protocol.limits import MAX_INT32
 from protocol.payload_keys import OUTPUT_REF, UPLOAD_PREFIX, task_output_key
 
 log = logging.getLogger(__name__)
@@ -52,27 +49,27 @@ class _Wire(BaseModel):
 
 
 class TaskExecLogIn(_Wire):
-    log: str
-    task_id: str | None = None
-    created_time: int | None = None
+    log: Text
+    task_id: Text | None = None
+    created_time: Int64 | None = None
 
 
 class TaskResultIn(_Wire):
     """Conductor's TaskResult (the fields Stepway reads)."""
 
-    workflow_instance_id: str | None = None
-    task_id: str = Field(min_length=1)
+    workflow_instance_id: Text | None = None
+    task_id: Text = Field(min_length=1)
     status: ResultStatus
     output_data: dict[str, Any] | None = None
-    reason_for_incompletion: str | None = None
-    callback_after_seconds: int = Field(default=0, ge=0)
+    reason_for_incompletion: Text | None = None
+    callback_after_seconds: NonNegative32 = 0
     extend_lease: bool = False
-    logs: list[TaskExecLogIn | str] = Field(default_factory=list)
-    external_output_payload_storage_path: str | None = None
-    worker_id: str | None = None
+    logs: list[TaskExecLogIn | Text] = Field(default_factory=list)
+    external_output_payload_storage_path: Text | None = None
+    worker_id: Text | None = None
     #: Stepway extension: the attempt the result is for (from the message body); a
     #: result for another attempt than the task's current one is refused.
-    attempt: int | None = Field(default=None, ge=1)
+    attempt: Annotated[int, Field(ge=1, le=MAX_INT32)] | None = None
 
 
 @dataclass(frozen=True)
@@ -89,7 +86,7 @@ class UpdateOutcome:
 class TaskResults(TaskSupport):
     def update(self, result: TaskResultIn, caller: Principal) -> UpdateOutcome:
         store = self.deps.run_store
-        row = store.get_task(result.task_id)
+        row, lease = store.get_task_with_lease(result.task_id)
         if row is None:
             raise not_found(f"task {result.task_id} not found")
         if result.workflow_instance_id and result.workflow_instance_id != row.workflow_id:
@@ -103,11 +100,12 @@ class TaskResults(TaskSupport):
             return self._complete_non_worker(row, result, caller)
         if not caller.serves(task_type):
             raise forbidden(f"{caller.name} is not a worker of task type {task_type!r}")
-        lease = store.get_lease(row.task_id, row.attempt)
         # workerId is optional in Conductor's TaskResult (the official SDKs leave it out
         # of a TaskResult the worker function builds itself): such a result is the
-        # lease holder's, whoever polled this attempt with whatever workerid.
-        worker_id = result.worker_id or (lease.worker_id if lease is not None else caller.name)
+        # current attempt's, from the worker that polled it.
+        worker_id = result.worker_id or (row.worker_id if lease is not None else None)
+        worker_id = worker_id or caller.name
+        holder = self._holder(row, result, lease, caller)
         now = self.deps.clock()
         outcome = UpdateOutcome(row.task_id, task_type, row.domain, True, worker_id)
         repeated = UpdateOutcome(row.task_id, task_type, row.domain, False, worker_id)
@@ -119,20 +117,23 @@ class TaskResults(TaskSupport):
                 return repeated
             raise conflict(f"task {row.task_id} is already {row.status.value}")
 
-        # a live lease takes the result whatever workerId it names (Conductor's updateTask
-        # does not compare it with the poller's; a worker's threads may name themselves)
-        holds = lease is not None and not lease.released and lease.expires_at > now
+        holds = (
+            lease is not None
+            and lease.worker_id == holder
+            and not lease.released
+            and lease.expires_at > now
+        )
         if not holds:
             if (
                 result.status == "IN_PROGRESS"
                 and row.status == TaskStatus.IN_PROGRESS
                 and lease is not None
                 and lease.released
-                and lease.worker_id == worker_id
+                and lease.worker_id == holder
                 and row.callback_after_seconds == result.callback_after_seconds
             ):
                 return repeated  # the same callback posted again
-            if self._held_earlier_attempt(row, worker_id):
+            if self._held_earlier_attempt(row, holder):
                 raise conflict(
                     f"{worker_id} held an earlier attempt of task {row.task_id}; it is now at "
                     f"attempt {row.attempt}"
@@ -140,11 +141,11 @@ class TaskResults(TaskSupport):
             if row.status == TaskStatus.SCHEDULED and (
                 lease is None or lease.released or lease.expires_at <= now
             ):
-                lease = self._start_unpolled(row, task_type, worker_id, now)
+                lease = self._start_unpolled(row, task_type, worker_id, holder, now)
             else:
                 why = (
                     "its lease expired"
-                    if lease and lease.worker_id == worker_id
+                    if lease and lease.worker_id == holder
                     else ("another worker holds it" if lease else "it was not handed out to it")
                 )
                 raise conflict(
@@ -156,11 +157,12 @@ class TaskResults(TaskSupport):
             store.append_task_log(row.task_id, text, now)
 
         if result.status == "IN_PROGRESS":
-            self._in_progress(row, result, lease, task_type, worker_id, now)
+            self._in_progress(row, result, lease, task_type, worker_id, holder, now)
             return outcome
 
         output, output_ref = self._store_output(row, result, task_type, caller)
-        applied = store.update_task(
+        # the point of acceptance; the lease (and the concurrency slot it holds) goes with it
+        applied = store.finish_task(
             row.task_id,
             row.attempt,
             TaskUpdate(
@@ -172,19 +174,17 @@ class TaskResults(TaskSupport):
                 end_time=now,
             ),
             now,
+            holder=holder,
         )
         if not applied:
             current = store.get_task(row.task_id)
             if current is not None and self._same_result(current, result, worker_id):
                 return repeated
             raise conflict(f"task {row.task_id} attempt {row.attempt} changed meanwhile")
-        if lease.sequence_number is not None:
-            store.release_concurrency(task_type)
         if result.status == "COMPLETED":
             # nothing is left to decide: the message is done (a failed attempt's message
             # is the engine's to complete for a retry or dead-letter)
             MessageSettlement(store, self.deps.queue).settle(lease)
-        store.release_lease(row.task_id, row.attempt, lease.worker_id)
         event = TaskResultEvent(
             attempt=row.attempt,
             status=result.status,
@@ -201,12 +201,34 @@ class TaskResults(TaskSupport):
             )
         return outcome
 
-    def _held_earlier_attempt(self, row: TaskRecord, worker_id: str) -> bool:
+    def _held_earlier_attempt(self, row: TaskRecord, holder: str) -> bool:
         for attempt in range(row.attempt - 1, 0, -1):
             earlier = self.deps.run_store.get_lease(row.task_id, attempt)
-            if earlier is not None and earlier.worker_id == worker_id:
+            if earlier is not None and earlier.worker_id == holder:
                 return True
         return False
+
+    def _holder(
+        self, row: TaskRecord, result: TaskResultIn, lease: Lease | None, caller: Principal
+    ) -> str:
+        """Who posts the result, as a lease holder. With authentication on: the
+        authenticated principal, whatever ``workerId`` says (leases are bound to it).
+        Without: the ``workerId``; a result naming another worker than the current
+        lease holder is the current attempt's (Conductor does not check it) unless
+        that worker held an earlier attempt of the task (a stale result: 409)."""
+        if caller.subject is not None:
+            return caller.subject
+        if lease is None:
+            return result.worker_id or caller.name
+        named = result.worker_id
+        if named is None or named == lease.worker_id:
+            return lease.worker_id
+        if self._held_earlier_attempt(row, named):
+            raise conflict(
+                f"{named} held an earlier attempt of task {row.task_id}; it is now at "
+                f"attempt {row.attempt}"
+            )
+        return lease.worker_id
 
     @staticmethod
     def _same_result(row: TaskRecord, result: TaskResultIn, worker_id: str) -> bool:
@@ -216,12 +238,19 @@ class TaskResults(TaskSupport):
             return True
         return bool((row.output_data or {}) == (result.output_data or {}))
 
-    def _start_unpolled(self, row: TaskRecord, task_type: str, worker_id: str, now: int) -> Lease:
+    def _start_unpolled(
+        self, row: TaskRecord, task_type: str, worker_id: str, holder: str, now: int
+    ) -> Lease:
         """A worker that got the task another way (a Service Bus trigger) posts first."""
         td = self.taskdefs.get(task_type)
         rto = td.response_timeout_seconds if td is not None else 3600
         started = self.deps.run_store.start_task(
-            row.task_id, row.attempt, worker_id, lease_expires_at=now + rto * 1000, now=now
+            row.task_id,
+            row.attempt,
+            worker_id,
+            lease_expires_at=now + rto * 1000,
+            now=now,
+            holder=holder,
         )
         lease = self.deps.run_store.get_lease(row.task_id, row.attempt)
         if started is None or lease is None:
@@ -240,6 +269,7 @@ class TaskResults(TaskSupport):
         lease: Lease,
         task_type: str,
         worker_id: str,
+        holder: str,
         now: int,
     ) -> None:
         store = self.deps.run_store
@@ -249,26 +279,20 @@ class TaskResults(TaskSupport):
         )
         if result.output_data is not None:
             update.output_data = result.output_data
-        if not store.update_task(row.task_id, row.attempt, update, now):
-            raise conflict(f"task {row.task_id} attempt {row.attempt} changed meanwhile")
+        changed = f"task {row.task_id} attempt {row.attempt} changed meanwhile"
         if result.callback_after_seconds > 0:
-            if lease.sequence_number is not None:
-                store.release_concurrency(task_type)
-            store.release_lease(row.task_id, row.attempt, lease.worker_id)
+            # the lease (and its concurrency slot) goes; the message comes back later
+            if not store.finish_task(row.task_id, row.attempt, update, now, holder=holder):
+                raise conflict(changed)
             self._requeue(row, lease, task_type, result.callback_after_seconds)
             return
+        if not store.update_task(row.task_id, row.attempt, update, now):
+            raise conflict(changed)
         if result.extend_lease:
             td = self.taskdefs.get(task_type)
             rto = td.response_timeout_seconds if td is not None else 3600
-            store.release_lease(row.task_id, row.attempt, lease.worker_id)
-            store.acquire_lease(
-                row.task_id,
-                row.attempt,
-                lease.worker_id,
-                expires_at=now + rto * 1000,
-                now=now,
-                sequence_number=lease.sequence_number,
-                queue_name=lease.queue_name,
+            store.extend_lease(
+                row.task_id, row.attempt, holder, expires_at=now + rto * 1000, now=now
             )
             # a new startTime re-arms the run's response timeout
             self._signal(
@@ -278,37 +302,6 @@ class TaskResults(TaskSupport):
                     attempt=row.attempt, worker_id=worker_id, start_time=now
                 ).payload(),
             )
-
-    def _requeue(self, row: TaskRecord, lease: Lease, task_type: str, delay: int) -> None:
-        q = self.deps.queue
-        if lease.sequence_number is not None and lease.queue_name:
-            try:
-                for message in q.receive_deferred(lease.queue_name, [lease.sequence_number]):
-                    q.requeue(lease.queue_name, message, float(delay))
-                return
-            except (MessageNotFound, QueueError):
-                log.info("deferred message of %s is gone; sending a new one", row.task_id)
-        queue = row.queue_name or task_type
-        run = self.deps.run_store.get_run(row.workflow_id)
-        resent = TaskMessage(
-            task_id=row.task_id,
-            workflow_id=row.workflow_id,
-            workflow_type=run.name if run else None,
-            correlation_id=run.correlation_id if run else None,
-            task_ref=row.reference_task_name,
-            task_type=task_type,
-            attempt=row.attempt,
-            priority=run.priority if run else 0,
-            domain=row.domain,
-            input=row.input_data if row.input_ref is None else None,
-            input_ref=row.input_ref,
-        )
-        q.send(
-            queue,
-            resent.body(),
-            message_id=callback_message_id(row.task_id, row.attempt),
-            scheduled_enqueue_time=datetime.now(UTC) + timedelta(seconds=delay),
-        )
 
     def _store_output(
         self, row: TaskRecord, result: TaskResultIn, task_type: str, caller: Principal

@@ -6,13 +6,16 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from control_plane.api.errors import ApiError
 from control_plane.deps import Deps, Settings
 from engine.language.definitions import TaskDef
 from engine.ports.payload_store import PayloadError, PayloadStore, resolve
-from engine.ports.run_store import TaskRecord
+from engine.ports.queue import MessageNotFound, QueueError
+from engine.ports.run_store import Lease, TaskRecord
+from protocol.messages import TaskMessage, callback_message_id
 
 log = logging.getLogger(__name__)
 
@@ -27,6 +30,8 @@ class TaskDefCache:
         self.deps = deps
         self._taskdefs: dict[str, tuple[float, TaskDef | None]] = {}
         self._lock = threading.Lock()
+        #: changes each time a task definition is forgotten (registered, deleted)
+        self.generation = 0
 
     def get(self, task_type: str) -> TaskDef | None:
         now = time.monotonic()
@@ -43,6 +48,7 @@ class TaskDefCache:
     def forget(self, task_type: str) -> None:
         with self._lock:
             self._taskdefs.pop(task_type, None)
+            self.generation += 1
 
     def effective(self, task_type: str) -> TaskDef:
         """The task definition ``task_type`` runs with: the registered one, else
@@ -95,3 +101,36 @@ class TaskSupport:
         except Exception:
             log.exception("could not raise %s on run %s", name, workflow_id)
             return False
+
+    def _requeue(self, row: TaskRecord, lease: Lease, task_type: str, delay: int) -> None:
+        """Put the attempt's deferred message back, visible after ``delay`` seconds
+        (a new message when the deferred one is gone)."""
+        q = self.deps.queue
+        if lease.sequence_number is not None and lease.queue_name:
+            try:
+                for message in q.receive_deferred(lease.queue_name, [lease.sequence_number]):
+                    q.requeue(lease.queue_name, message, float(delay))
+                return
+            except (MessageNotFound, QueueError):
+                log.info("deferred message of %s is gone; sending a new one", row.task_id)
+        queue = row.queue_name or task_type
+        run = self.deps.run_store.get_run(row.workflow_id)
+        resent = TaskMessage(
+            task_id=row.task_id,
+            workflow_id=row.workflow_id,
+            workflow_type=run.name if run else None,
+            correlation_id=run.correlation_id if run else None,
+            task_ref=row.reference_task_name,
+            task_type=task_type,
+            attempt=row.attempt,
+            priority=run.priority if run else 0,
+            domain=row.domain,
+            input=row.input_data if row.input_ref is None else None,
+            input_ref=row.input_ref,
+        )
+        q.send(
+            queue,
+            resent.body(),
+            message_id=callback_message_id(row.task_id, row.attempt),
+            scheduled_enqueue_time=datetime.now(UTC) + timedelta(seconds=delay),
+        )

@@ -61,11 +61,15 @@ def task_json(
     output_data: Any = None,
     workflow_task: dict[str, Any] | None = None,
     task_def: TaskDef | None = None,
+    traceparent: str | None = None,
 ) -> dict[str, Any]:
-    """Conductor Task JSON (times in epoch ms), field for field as Conductor's Task."""
+    """Conductor Task JSON (times in epoch ms), field for field as Conductor's Task. A
+    hand-out adds ``traceparent``, the W3C trace context of the dispatch that queued the
+    attempt: Stepway's SDKs make it the parent of the worker's span; Conductor's clients
+    ignore fields they do not know."""
     output = output_data if output_data is not None else row.output_data
     start_delay = workflow_task.get("startDelay") if workflow_task else 0
-    return {
+    task = {
         "taskId": row.task_id,
         "taskType": task_type,
         "taskDefName": task_def_name(row),
@@ -112,6 +116,9 @@ def task_json(
         "isolationGroupId": None,
         "executionNameSpace": None,
     }
+    if traceparent:
+        task["traceparent"] = traceparent
+    return task
 
 
 def render_task(

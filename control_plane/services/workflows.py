@@ -6,6 +6,11 @@ that fails the row is deleted again, so nothing is left half-started. Pause, res
 terminate, restart and retry signal the orchestration through ``RunSignals``.
 
 Restart, retry and rerun run a finished run again (:mod:`control_plane.services.replays`).
+
+A start (and a restart, retry or rerun) is the root span of the run's trace; its
+``traceparent`` goes into the orchestration input, so every span of the run joins that
+trace (engine/runtime/tracing.py). A caller's own trace context is linked, not joined:
+one trace per run.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 import jsonschema
+from opentelemetry.trace import SpanKind
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
@@ -26,8 +32,10 @@ from control_plane.deps import Deps, Settings
 from control_plane.services.metadata import MetadataService
 from control_plane.services.replays import RerunWorkflowRequest, RunReplays, SkipTaskRequest
 from control_plane.services.signals import ReturnStrategy, RunWaits
+from control_plane.services.start_cache import StartCache
 from control_plane.services.tasks import TaskService
 from control_plane.services.wire import read_offloaded, run_summary, task_def_name, workflow_json
+from control_plane.services.wire_types import Text
 from control_plane.services.worker_queues import ensure_worker_queues
 from engine.language.definitions import WorkflowDef, schema_document
 from engine.ports.payload_store import (
@@ -45,7 +53,9 @@ from engine.ports.run_store import (
     TaskRecord,
 )
 from engine.runtime.snapshots import publish_snapshot_of
+from engine.runtime.tracing import WORKFLOW_ID, link_to, span, traceparent_of, tracer
 from protocol.events import TERMINATE_EVENT, TerminateEvent
+from protocol.limits import MAX_INT32
 from protocol.payload_keys import INPUT_REF, workflow_input_key
 from protocol.runs import RunInput, TaskMock
 
@@ -55,13 +65,13 @@ log = logging.getLogger(__name__)
 class StartWorkflowRequest(BaseModel):
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
 
-    name: str = Field(min_length=1)
-    version: int | None = Field(default=None, ge=1)
+    name: Text = Field(min_length=1)
+    version: int | None = Field(default=None, ge=1, le=MAX_INT32)
     input: dict[str, Any] = Field(default_factory=dict)
-    correlation_id: str | None = None
+    correlation_id: Text | None = None
     priority: int = Field(default=0, ge=0, le=99)
-    task_to_domain: dict[str, str] = Field(default_factory=dict)
-    idempotency_key: str | None = None
+    task_to_domain: dict[Text, Text] = Field(default_factory=dict)
+    idempotency_key: Text | None = None
     #: a definition given in the request instead of a registered one (Conductor runs it
     #: without registering it)
     workflow_def: dict[str, Any] | None = None
@@ -77,13 +87,14 @@ class WorkflowTestRequest(StartWorkflowRequest):
     """Conductor's WorkflowTestRequest: a start whose worker tasks complete with the
     given results (one per attempt, by task reference name) instead of being queued."""
 
-    task_ref_to_mock_output: dict[str, list[TaskMock]] = Field(default_factory=dict)
+    task_ref_to_mock_output: dict[Text, list[TaskMock]] = Field(default_factory=dict)
 
 
 def run_input(
     run: NewRun,
     input_value: dict[str, Any],
     definition_ref: str | None = None,
+    traceparent: str | None = None,
     task_mocks: dict[str, list[TaskMock]] | None = None,
 ) -> dict[str, Any]:
     """The orchestration input of ``run``. An offloaded workflow input travels as
@@ -99,6 +110,7 @@ def run_input(
         parent_workflow_id=run.parent_workflow_id,
         parent_task_id=run.parent_task_id,
         definition_ref=definition_ref,
+        traceparent=traceparent,
         task_mocks=task_mocks or {},
     ).wire()
 
@@ -108,24 +120,30 @@ class WorkflowService:
         self.settings = settings
         self.deps = deps
         self.tasks = tasks
+        self.start_cache = StartCache(settings, deps, tasks.taskdefs)
+        self.tracer = tracer(deps.tracer_provider, "stepway.control_plane")
         self.replays = RunReplays(settings, deps, self.settle)
         self.waits = RunWaits(deps, self.workflow_json, self.tasks.row_json)
 
     def _definition(self, name: str, version: int | None) -> tuple[DefinitionRecord, WorkflowDef]:
-        """The registered definition, read and parsed once (the snapshot a run starts
-        with is built from it)."""
+        """The registered definition, read once (parsed once per registration; the
+        snapshot a run starts with is built from it)."""
         record = self.deps.run_store.get_definition(name, version)
         if record is None:
             raise not_found(
                 f"No such workflow found by name: {name}, version: "
                 f"{version if version is not None else 'null'}"
             )
-        return record, WorkflowDef.model_validate(record.definition)
+        return record, self.start_cache.parsed(record)
 
-    def test(self, request: WorkflowTestRequest) -> dict[str, Any]:
+    def test(
+        self, request: WorkflowTestRequest, *, caller_trace: str | None = None
+    ) -> dict[str, Any]:
         """Conductor's workflow test: a run whose mocked worker tasks complete with their
         mocks; the run as it is once it started."""
-        workflow_id = self.start(request, task_mocks=request.task_ref_to_mock_output)
+        workflow_id = self.start(
+            request, caller_trace=caller_trace, task_mocks=request.task_ref_to_mock_output
+        )
         return self.get(workflow_id, True)
 
     def execute(
@@ -135,11 +153,13 @@ class WorkflowService:
         wait_until_task_ref: str | None,
         wait_for_seconds: int,
         strategy: ReturnStrategy = ReturnStrategy.TARGET_WORKFLOW,
+        *,
+        caller_trace: str | None = None,
     ) -> dict[str, Any] | None:
         """Conductor's synchronous execute: start, then answer once the run ended or
         blocks, or a task of ``wait_until_task_ref`` (comma-separated) ended, at most
         ``wait_for_seconds`` (0: 10) later (:mod:`control_plane.services.signals`)."""
-        workflow_id = self.start(request)
+        workflow_id = self.start(request, caller_trace=caller_trace)
         refs = [r.strip() for r in (wait_until_task_ref or "").split(",") if r.strip()]
         return self.waits.await_response(
             workflow_id, refs, strategy, request_id, wait_for_seconds or 10
@@ -148,7 +168,27 @@ class WorkflowService:
     def start(
         self,
         request: StartWorkflowRequest,
+        *,
+        caller_trace: str | None = None,
         task_mocks: dict[str, list[TaskMock]] | None = None,
+    ) -> str:
+        """Start a run; its id. ``caller_trace``: the caller's W3C traceparent (linked)."""
+        with span(
+            self.tracer,
+            "stepway.workflow.start",
+            root=True,
+            kind=SpanKind.SERVER,
+            links=link_to(caller_trace),
+        ) as current:
+            workflow_id = self._start(request, traceparent_of(current), task_mocks)
+            current.set_attribute(WORKFLOW_ID, workflow_id)
+            return workflow_id
+
+    def _start(
+        self,
+        request: StartWorkflowRequest,
+        traceparent: str | None,
+        task_mocks: dict[str, list[TaskMock]] | None,
     ) -> str:
         if request.workflow_def:
             # validated as a registration would be, but not registered
@@ -182,9 +222,12 @@ class WorkflowService:
         if request.task_to_domain and not request.workflow_def:
             ensure_worker_queues(self.settings, self.deps, wf, request.task_to_domain)
         try:
-            snapshot = publish_snapshot_of(
-                self.deps.run_store, self.deps.payloads, definition_json, wf
-            )
+            if request.workflow_def:
+                snapshot = publish_snapshot_of(
+                    self.deps.run_store, self.deps.payloads, definition_json, wf
+                )
+            else:  # once per registration
+                snapshot = self.start_cache.snapshot(record, wf)
         except Exception as exc:
             raise ApiError(503, f"could not store the definition: {exc}", retryable=True) from exc
         workflow_id = str(uuid.uuid4())
@@ -208,7 +251,7 @@ class WorkflowService:
             return created.workflow_id
         try:
             self.deps.signals.start_run(
-                workflow_id, run_input(run, request.input, snapshot, task_mocks)
+                workflow_id, run_input(run, request.input, snapshot, traceparent, task_mocks)
             )
         except Exception as exc:
             log.exception("could not start run %s", workflow_id)

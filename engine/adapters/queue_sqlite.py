@@ -13,6 +13,8 @@ on the same file:
   A locked message keeps ``state = active`` with ``visible_at = locked_until``, so
   an expired lock makes it receivable again without any sweeper; the redelivery
   then increments ``delivery_count`` (and dead-letters at ``max_delivery_count``).
+* A receive first reads whether a message is due; only then does it take the write
+  lock, so idle receivers do not queue up on it.
 * ``receive(max_wait_seconds=...)`` long-polls: it waits on a condition variable
   that sends in this process notify, waking at the next due time (scheduled
   message, lock expiry) and otherwise after short, growing sleeps (20 ms up to
@@ -361,9 +363,24 @@ class SqliteTaskQueue:
                 self._db.shared.cond.wait(wait)
             poll = min(poll * 2, _POLL_MAX)
 
+    def _next_due(self, queue: str) -> float | None:
+        """When the next message of ``queue`` is receivable (None: no message), read
+        without taking the write lock: an empty receive, the common case of an idle
+        long poll, costs a read."""
+        with self._db.read() as con:
+            load_settings(con, queue)
+            nd = con.execute(
+                "SELECT MIN(visible_at) FROM sbq_messages WHERE queue = ? AND state = ?",
+                (queue, ACTIVE),
+            ).fetchone()[0]
+        return None if nd is None else float(nd)
+
     def _receive_once(
         self, queue: str, max_messages: int, lock_seconds: float | None
     ) -> tuple[list[QueueMessage], float | None]:
+        due = self._next_due(queue)
+        if due is None or due > self._clock():
+            return [], due
         out: list[QueueMessage] = []
         dead_lettered = False
         with self._db.write() as con:

@@ -18,12 +18,18 @@ Concurrency
   allowed changes nothing and the method returns False.
 
 Every public method is one transaction; most are one statement.
+
+Statements
+----------
+The statements of the hot paths (task rows, hand-out, leases, poll data, run rows)
+are built once per store and per shape (``_stmt``) with bind parameters, so a call
+costs the execution, not the building of a statement and its cache key.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Hashable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -44,6 +50,7 @@ from engine.ports.run_store import (
     TASK_SUCCEEDED,
     CreateRunResult,
     DefinitionRecord,
+    HandOut,
     InstructionRecord,
     Lease,
     NewRun,
@@ -53,6 +60,7 @@ from engine.ports.run_store import (
     RunUpdate,
     SearchResult,
     TaskDefRecord,
+    TaskLimits,
     TaskLog,
     TaskRecord,
     TaskUpdate,
@@ -194,6 +202,7 @@ leases = sa.Table(
     sa.Column("sequence_number", sa.BigInteger),
     sa.Column("queue_name", _ID),
     sa.Column("released", sa.Boolean, nullable=False),
+    sa.Column("slot", _ID),
 )
 
 concurrency_counters = sa.Table(
@@ -216,6 +225,17 @@ _NO_DOMAIN = ""
 
 class _Rollback(Exception):
     """Raised inside a transaction to roll it back without an error."""
+
+
+class _Limited(_Rollback):
+    """A limit refused a hand-out: roll back what it wrote."""
+
+
+def _b(name: str) -> Any:
+    return sa.bindparam(name)
+
+
+_LEASE_LABELS = [c.label(f"lease_{c.name}") for c in leases.c]
 
 
 # --- statuses allowed before a write (the monotonic rules) ---------------------
@@ -276,6 +296,16 @@ class SqlRunStore:
             self._insert = pg_insert
         else:
             raise ValueError(f"unsupported run store database: {self.dialect}")
+        # SQLite has one writer at a time: the threads of this process take turns on a
+        # lock instead of in SQLite's busy handler, whose sleeps (1 ms growing to 100 ms)
+        # leave the file idle while writers wait. Other processes still meet the busy
+        # handler. PostgreSQL needs no such lock.
+        self._write_lock: threading.Lock | None = (
+            threading.Lock() if self.dialect == "sqlite" else None
+        )
+        self._stmts: dict[Hashable, Any] = {}
+        # the connection of this thread's batch (see ``batch``)
+        self._batch = threading.local()
         self._closed = threading.Event()
         if migrate:
             upgrade_to_head(self._engine)
@@ -311,16 +341,57 @@ class SqlRunStore:
             conn.exec_driver_sql("BEGIN" if read_only else "BEGIN IMMEDIATE")
 
     @contextmanager
-    def _write(self) -> Iterator[Connection]:
-        with self._engine.begin() as conn:
+    def _begin(self) -> Iterator[Connection]:
+        if self._write_lock is None:
+            with self._engine.begin() as conn:
+                yield conn
+            return
+        with self._write_lock, self._engine.begin() as conn:
             yield conn
 
     @contextmanager
+    def _write(self, *, partial: bool = False) -> Iterator[Connection]:
+        """A write transaction, or this thread's batch (``partial``: a method that may
+        roll back after a write gets a savepoint in a batch)."""
+        batch: Connection | None = getattr(self._batch, "conn", None)
+        if batch is None:
+            with self._begin() as conn:
+                yield conn
+        elif partial:
+            with batch.begin_nested():
+                yield batch
+        else:
+            yield batch
+
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        if getattr(self._batch, "conn", None) is not None:
+            yield  # part of the enclosing batch
+            return
+        with self._begin() as conn:
+            self._batch.conn = conn
+            try:
+                yield
+            finally:
+                self._batch.conn = None
+
+    @contextmanager
     def _read(self) -> Iterator[Connection]:
+        batch: Connection | None = getattr(self._batch, "conn", None)
+        if batch is not None:  # reads see the batch's own writes
+            yield batch
+            return
         with self._engine.connect() as conn:
             conn = conn.execution_options(stepway_read_only=True)
             with conn.begin():
                 yield conn
+
+    def _stmt(self, key: Hashable, build: Callable[[], Any]) -> Any:
+        """The statement ``build`` makes, built once per key (see the module doc)."""
+        stmt = self._stmts.get(key)
+        if stmt is None:
+            stmt = self._stmts[key] = build()
+        return stmt
 
     # --- conversions ----------------------------------------------------------
 
@@ -350,14 +421,12 @@ class SqlRunStore:
         values = run.model_dump()
         values["status"] = run.status.value
         values["update_time"] = run.create_time
-        stmt = (
-            self._insert(runs)
-            .values(**values)
-            .on_conflict_do_nothing()
-            .returning(runs.c.workflow_id)
+        stmt = self._stmt(
+            "create_run",
+            lambda: self._insert(runs).on_conflict_do_nothing().returning(runs.c.workflow_id),
         )
         with self._write() as conn:
-            if conn.execute(stmt).first() is not None:
+            if conn.execute(stmt, values).first() is not None:
                 return CreateRunResult(workflow_id=run.workflow_id, created=True)
             if run.idempotency_key is not None:
                 existing = conn.execute(
@@ -370,8 +439,11 @@ class SqlRunStore:
             return CreateRunResult(workflow_id=run.workflow_id, created=False)
 
     def get_run(self, workflow_id: str) -> RunRecord | None:
+        stmt = self._stmt(
+            "get_run", lambda: sa.select(runs).where(runs.c.workflow_id == _b("b_workflow_id"))
+        )
         with self._read() as conn:
-            row = conn.execute(sa.select(runs).where(runs.c.workflow_id == workflow_id)).first()
+            row = conn.execute(stmt, {"b_workflow_id": workflow_id}).first()
         return None if row is None else self._run(row._mapping)
 
     def update_run(self, workflow_id: str, update: RunUpdate, now: int) -> bool:
@@ -384,13 +456,21 @@ class SqlRunStore:
                 values["end_time"] = now
         elif "status" in values:
             del values["status"]
-        stmt = (
-            sa.update(runs)
-            .where(runs.c.workflow_id == workflow_id, runs.c.status.in_(_values(RUN_ACTIVE)))
-            .values(**values)
+        stmt = self._stmt(
+            ("update_run", tuple(sorted(values))),
+            lambda: (
+                sa.update(runs)
+                .where(
+                    runs.c.workflow_id == _b("b_workflow_id"),
+                    runs.c.status.in_(_values(RUN_ACTIVE)),
+                )
+                .values({k: _b(f"v_{k}") for k in values})
+            ),
         )
+        params = {f"v_{k}": v for k, v in values.items()}
+        params["b_workflow_id"] = workflow_id
         with self._write() as conn:
-            return conn.execute(stmt).rowcount == 1
+            return conn.execute(stmt, params).rowcount == 1
 
     def reopen_run(self, workflow_id: str, now: int) -> bool:
         stmt = (
@@ -465,26 +545,40 @@ class SqlRunStore:
     # --- tasks ----------------------------------------------------------------
 
     def upsert_task(self, task: TaskRecord, now: int) -> bool:
+        with self._write() as conn:
+            return self._upsert_task(conn, task, now)
+
+    def _upsert_task(self, conn: Connection, task: TaskRecord, now: int) -> bool:
         values = task.model_dump()
         values["status"] = task.status.value
         values["update_time"] = now
-        ins = self._insert(tasks).values(**values)
-        ex = ins.excluded
-        same_attempt = sa.and_(
-            tasks.c.attempt == ex.attempt, tasks.c.status.in_(_task_from_statuses(task.status))
-        )
-        newer_attempt = sa.and_(
-            tasks.c.attempt < ex.attempt, tasks.c.status.not_in(_values(TASK_SUCCEEDED))
-        )
-        stmt = ins.on_conflict_do_update(
-            index_elements=[tasks.c.task_id],
-            set_={c.name: ex[c.name] for c in tasks.c if c.name != "task_id"},
-            where=sa.or_(same_attempt, newer_attempt),
-        ).returning(tasks.c.task_id)
-        with self._write() as conn:
-            return conn.execute(stmt).first() is not None
+
+        def build() -> Any:
+            ins = self._insert(tasks)
+            ex = ins.excluded
+            same_attempt = sa.and_(
+                tasks.c.attempt == ex.attempt,
+                tasks.c.status.in_(_task_from_statuses(task.status)),
+            )
+            newer_attempt = sa.and_(
+                tasks.c.attempt < ex.attempt, tasks.c.status.not_in(_values(TASK_SUCCEEDED))
+            )
+            return ins.on_conflict_do_update(
+                index_elements=[tasks.c.task_id],
+                set_={c.name: ex[c.name] for c in tasks.c if c.name != "task_id"},
+                where=sa.or_(same_attempt, newer_attempt),
+            ).returning(tasks.c.task_id)
+
+        stmt = self._stmt(("upsert_task", task.status), build)
+        return conn.execute(stmt, values).first() is not None
 
     def update_task(self, task_id: str, attempt: int, update: TaskUpdate, now: int) -> bool:
+        with self._write() as conn:
+            return self._update_task(conn, task_id, attempt, update, now)
+
+    def _update_task(
+        self, conn: Connection, task_id: str, attempt: int, update: TaskUpdate, now: int
+    ) -> bool:
         values: dict[str, Any] = update.model_dump(exclude_unset=True)
         values["update_time"] = now
         status = update.status if "status" in values else None
@@ -498,15 +592,30 @@ class SqlRunStore:
             allowed = [TaskStatus.SCHEDULED.value, TaskStatus.IN_PROGRESS.value]
         if values.get("callback_after_seconds") is None:
             values.pop("callback_after_seconds", None)
-        stmt = (
-            sa.update(tasks)
-            .where(
-                tasks.c.task_id == task_id, tasks.c.attempt == attempt, tasks.c.status.in_(allowed)
-            )
-            .values(**values)
+        stmt = self._stmt(
+            ("update_task", tuple(sorted(values)), tuple(allowed)),
+            lambda: (
+                sa.update(tasks)
+                .where(
+                    tasks.c.task_id == _b("b_task_id"),
+                    tasks.c.attempt == _b("b_attempt"),
+                    tasks.c.status.in_(allowed),
+                )
+                .values({k: _b(f"v_{k}") for k in values})
+            ),
         )
+        params = {f"v_{k}": v for k, v in values.items()}
+        params["b_task_id"], params["b_attempt"] = task_id, attempt
+        return conn.execute(stmt, params).rowcount == 1
+
+    def finish_task(
+        self, task_id: str, attempt: int, update: TaskUpdate, now: int, *, holder: str
+    ) -> bool:
         with self._write() as conn:
-            return conn.execute(stmt).rowcount == 1
+            applied = self._update_task(conn, task_id, attempt, update, now)
+            if applied:
+                self._release_lease(conn, task_id, attempt, holder)
+            return applied
 
     def start_task(
         self,
@@ -518,54 +627,153 @@ class SqlRunStore:
         now: int,
         sequence_number: int | None = None,
         queue_name: str | None = None,
+        holder: str | None = None,
     ) -> TaskRecord | None:
-        # The task row first: its row lock orders concurrent starts of one task.
-        mark = (
-            sa.update(tasks)
-            .where(
-                tasks.c.task_id == task_id,
-                tasks.c.attempt == attempt,
-                tasks.c.status.in_([TaskStatus.SCHEDULED.value, TaskStatus.IN_PROGRESS.value]),
-            )
-            .values(
-                status=TaskStatus.IN_PROGRESS.value,
-                worker_id=worker_id,
-                start_time=now,
-                poll_count=tasks.c.poll_count + 1,
-                update_time=now,
-            )
-            .returning(*tasks.c)
+        return self.hand_out_task(
+            task_id,
+            attempt,
+            worker_id,
+            lease_expires_at=lease_expires_at,
+            now=now,
+            sequence_number=sequence_number,
+            queue_name=queue_name,
+            holder=holder,
+        ).task
+
+    def hand_out_task(
+        self,
+        task_id: str,
+        attempt: int,
+        worker_id: str,
+        *,
+        lease_expires_at: int,
+        now: int,
+        sequence_number: int | None = None,
+        queue_name: str | None = None,
+        holder: str | None = None,
+        limits: TaskLimits | None = None,
+    ) -> HandOut:
+        # The task row first: its row lock orders concurrent starts of one task. The
+        # counters last: their row is the hottest, held for the least time.
+        mark = self._stmt(
+            "mark_started",
+            lambda: (
+                sa.update(tasks)
+                .where(
+                    tasks.c.task_id == _b("b_task_id"),
+                    tasks.c.attempt == _b("b_attempt"),
+                    tasks.c.status.in_([TaskStatus.SCHEDULED.value, TaskStatus.IN_PROGRESS.value]),
+                )
+                .values(
+                    status=TaskStatus.IN_PROGRESS.value,
+                    worker_id=_b("v_worker_id"),
+                    start_time=_b("v_now"),
+                    poll_count=tasks.c.poll_count + 1,
+                    update_time=_b("v_now"),
+                )
+                .returning(*tasks.c)
+            ),
         )
+        params = {
+            "b_task_id": task_id,
+            "b_attempt": attempt,
+            "v_worker_id": worker_id,
+            "v_now": now,
+        }
+        slot = limits.task_type if limits is not None and limits.concurrency_limit > 0 else None
         try:
-            with self._write() as conn:
-                row = conn.execute(mark).first()
+            with self._write(partial=True) as conn:
+                row = conn.execute(mark, params).first()
                 if row is None:
                     raise _Rollback
                 if not self._acquire_lease(
                     conn,
                     task_id,
                     attempt,
-                    worker_id,
+                    holder or worker_id,
                     lease_expires_at,
                     now,
                     sequence_number,
                     queue_name,
+                    slot,
                 ):
                     raise _Rollback
-                return self._task(row._mapping)
+                if limits is not None:
+                    if slot is not None and not self._take_slot(
+                        conn, slot, limits.concurrency_limit
+                    ):
+                        raise _Limited
+                    if not self._take_rate(
+                        conn,
+                        limits.task_type,
+                        limits.rate_per_frequency,
+                        limits.rate_frequency_seconds,
+                        now,
+                    ):
+                        raise _Limited
+                return HandOut(task=self._task(row._mapping))
+        except _Limited:
+            return HandOut(limited=True)
         except _Rollback:
-            return None
+            return HandOut()
 
     def get_task(self, task_id: str) -> TaskRecord | None:
+        stmt = self._stmt(
+            "get_task", lambda: sa.select(tasks).where(tasks.c.task_id == _b("b_task_id"))
+        )
         with self._read() as conn:
-            row = conn.execute(sa.select(tasks).where(tasks.c.task_id == task_id)).first()
+            row = conn.execute(stmt, {"b_task_id": task_id}).first()
         return None if row is None else self._task(row._mapping)
+
+    def get_task_with_lease(self, task_id: str) -> tuple[TaskRecord | None, Lease | None]:
+        stmt = self._stmt(
+            "get_task_with_lease",
+            lambda: (
+                sa.select(tasks, *_LEASE_LABELS)
+                .select_from(
+                    tasks.outerjoin(
+                        leases,
+                        sa.and_(
+                            leases.c.task_id == tasks.c.task_id, leases.c.attempt == tasks.c.attempt
+                        ),
+                    )
+                )
+                .where(tasks.c.task_id == _b("b_task_id"))
+            ),
+        )
+        with self._read() as conn:
+            row = conn.execute(stmt, {"b_task_id": task_id}).first()
+        if row is None:
+            return None, None
+        data = row._mapping
+        task = self._task({c.name: data[c.name] for c in tasks.c})  # type: ignore[arg-type]
+        if data["lease_task_id"] is None:
+            return task, None
+        lease = self._lease({c.name: data[f"lease_{c.name}"] for c in leases.c})  # type: ignore[arg-type]
+        return task, lease
 
     def list_tasks(self, workflow_id: str) -> list[TaskRecord]:
         stmt = (
             sa.select(tasks)
             .where(tasks.c.workflow_id == workflow_id)
             .order_by(tasks.c.seq, tasks.c.task_id)
+        )
+        with self._read() as conn:
+            return [self._task(r._mapping) for r in conn.execute(stmt)]
+
+    def list_open_tasks(
+        self, task_type: str, *, start: int = 0, size: int = 100
+    ) -> list[TaskRecord]:
+        # ix_tasks_type_status serves the filter; the open rows of one type are few
+        stmt = (
+            sa.select(tasks)
+            .where(
+                tasks.c.task_type == task_type,
+                tasks.c.status.in_([TaskStatus.SCHEDULED.value, TaskStatus.IN_PROGRESS.value]),
+            )
+            .order_by(tasks.c.scheduled_time, tasks.c.task_id)
+            .offset(start)
+            .limit(size)
         )
         with self._read() as conn:
             return [self._task(r._mapping) for r in conn.execute(stmt)]
@@ -668,23 +876,27 @@ class SqlRunStore:
     # --- poll data ------------------------------------------------------------
 
     def record_poll(self, task_type: str, domain: str | None, worker_id: str, now: int) -> None:
-        ins = self._insert(poll_data).values(
-            task_type=task_type,
-            domain=domain or _NO_DOMAIN,
-            worker_id=worker_id,
-            last_poll_time=now,
-        )
-        newer = ins.excluded.last_poll_time
-        stmt = ins.on_conflict_do_update(
-            index_elements=[poll_data.c.task_type, poll_data.c.domain, poll_data.c.worker_id],
-            set_={
-                "last_poll_time": sa.case(
-                    (poll_data.c.last_poll_time < newer, newer), else_=poll_data.c.last_poll_time
-                )
-            },
-        )
+        def build() -> Any:
+            ins = self._insert(poll_data)
+            newer = ins.excluded.last_poll_time
+            return ins.on_conflict_do_update(
+                index_elements=[poll_data.c.task_type, poll_data.c.domain, poll_data.c.worker_id],
+                set_={
+                    "last_poll_time": sa.case(
+                        (poll_data.c.last_poll_time < newer, newer),
+                        else_=poll_data.c.last_poll_time,
+                    )
+                },
+            )
+
+        values = {
+            "task_type": task_type,
+            "domain": domain or _NO_DOMAIN,
+            "worker_id": worker_id,
+            "last_poll_time": now,
+        }
         with self._write() as conn:
-            conn.execute(stmt)
+            conn.execute(self._stmt("record_poll", build), values)
 
     @staticmethod
     def _poll(row: RowMapping) -> PollData:
@@ -720,31 +932,38 @@ class SqlRunStore:
         now: int,
         sequence_number: int | None,
         queue_name: str | None,
+        slot: str | None = None,
     ) -> bool:
-        ins = self._insert(leases).values(
-            task_id=task_id,
-            attempt=attempt,
-            worker_id=worker_id,
-            expires_at=expires_at,
-            acquired_at=now,
-            sequence_number=sequence_number,
-            queue_name=queue_name,
-            released=False,
-        )
-        ex = ins.excluded
-        stmt = ins.on_conflict_do_update(
-            index_elements=[leases.c.task_id, leases.c.attempt],
-            set_={
-                "worker_id": ex.worker_id,
-                "expires_at": ex.expires_at,
-                "acquired_at": ex.acquired_at,
-                "sequence_number": ex.sequence_number,
-                "queue_name": ex.queue_name,
-                "released": ex.released,
-            },
-            where=sa.or_(leases.c.released == sa.true(), leases.c.expires_at <= now),
-        ).returning(leases.c.task_id)
-        return conn.execute(stmt).first() is not None
+        def build() -> Any:
+            ins = self._insert(leases)
+            ex = ins.excluded
+            return ins.on_conflict_do_update(
+                index_elements=[leases.c.task_id, leases.c.attempt],
+                set_={
+                    "worker_id": ex.worker_id,
+                    "expires_at": ex.expires_at,
+                    "acquired_at": ex.acquired_at,
+                    "sequence_number": ex.sequence_number,
+                    "queue_name": ex.queue_name,
+                    "released": ex.released,
+                    "slot": ex.slot,
+                },
+                where=sa.or_(leases.c.released == sa.true(), leases.c.expires_at <= _b("b_now")),
+            ).returning(leases.c.task_id)
+
+        values = {
+            "task_id": task_id,
+            "attempt": attempt,
+            "worker_id": worker_id,
+            "expires_at": expires_at,
+            "acquired_at": now,
+            "sequence_number": sequence_number,
+            "queue_name": queue_name,
+            "released": False,
+            "slot": slot,
+            "b_now": now,
+        }
+        return conn.execute(self._stmt("acquire_lease", build), values).first() is not None
 
     def acquire_lease(
         self,
@@ -764,20 +983,30 @@ class SqlRunStore:
 
     def get_lease(self, task_id: str, attempt: int | None = None) -> Lease | None:
         if attempt is None:
-            stmt = (
-                sa.select(leases)
-                .join(
-                    tasks,
-                    sa.and_(
-                        tasks.c.task_id == leases.c.task_id, tasks.c.attempt == leases.c.attempt
-                    ),
-                )
-                .where(leases.c.task_id == task_id)
+            stmt = self._stmt(
+                "get_current_lease",
+                lambda: (
+                    sa.select(leases)
+                    .join(
+                        tasks,
+                        sa.and_(
+                            tasks.c.task_id == leases.c.task_id, tasks.c.attempt == leases.c.attempt
+                        ),
+                    )
+                    .where(leases.c.task_id == _b("b_task_id"))
+                ),
             )
+            params: dict[str, Any] = {"b_task_id": task_id}
         else:
-            stmt = sa.select(leases).where(leases.c.task_id == task_id, leases.c.attempt == attempt)
+            stmt = self._stmt(
+                "get_lease",
+                lambda: sa.select(leases).where(
+                    leases.c.task_id == _b("b_task_id"), leases.c.attempt == _b("b_attempt")
+                ),
+            )
+            params = {"b_task_id": task_id, "b_attempt": attempt}
         with self._read() as conn:
-            row = conn.execute(stmt).first()
+            row = conn.execute(stmt, params).first()
         return None if row is None else self._lease(row._mapping)
 
     def is_lease_holder(
@@ -804,15 +1033,48 @@ class SqlRunStore:
             return conn.execute(stmt).first() is not None
 
     def release_lease(self, task_id: str, attempt: int, worker_id: str | None = None) -> bool:
-        stmt = sa.update(leases).where(
-            leases.c.task_id == task_id,
-            leases.c.attempt == attempt,
-            leases.c.released == sa.false(),
-        )
-        if worker_id is not None:
-            stmt = stmt.where(leases.c.worker_id == worker_id)
         with self._write() as conn:
-            return conn.execute(stmt.values(released=True)).rowcount == 1
+            return self._release_lease(conn, task_id, attempt, worker_id)
+
+    def _release_lease(
+        self, conn: Connection, task_id: str, attempt: int, worker_id: str | None
+    ) -> bool:
+        def build() -> Any:
+            stmt = sa.update(leases).where(
+                leases.c.task_id == _b("b_task_id"),
+                leases.c.attempt == _b("b_attempt"),
+                leases.c.released == sa.false(),
+            )
+            if worker_id is not None:
+                stmt = stmt.where(leases.c.worker_id == _b("b_worker_id"))
+            return stmt.values(released=True).returning(leases.c.slot)
+
+        stmt = self._stmt(("release_lease", worker_id is not None), build)
+        params = {"b_task_id": task_id, "b_attempt": attempt, "b_worker_id": worker_id}
+        if worker_id is None:
+            del params["b_worker_id"]
+        row = conn.execute(stmt, params).first()
+        if row is None:
+            return False
+        if row.slot is not None:
+            self._release_slot(conn, row.slot)
+        return True
+
+    def extend_lease(
+        self, task_id: str, attempt: int, worker_id: str, *, expires_at: int, now: int
+    ) -> bool:
+        stmt = (
+            sa.update(leases)
+            .where(
+                leases.c.task_id == task_id,
+                leases.c.attempt == attempt,
+                leases.c.worker_id == worker_id,
+                leases.c.released == sa.false(),
+            )
+            .values(expires_at=expires_at, acquired_at=now)
+        )
+        with self._write() as conn:
+            return conn.execute(stmt).rowcount == 1
 
     def expire_lease(self, task_id: str, attempt: int, now: int) -> bool:
         stmt = (
@@ -827,55 +1089,88 @@ class SqlRunStore:
 
     # --- limits ---------------------------------------------------------------
 
+    def _take_slot(self, conn: Connection, task_type: str, limit: int) -> bool:
+        def build() -> Any:
+            ins = self._insert(concurrency_counters)
+            return ins.on_conflict_do_update(
+                index_elements=[concurrency_counters.c.task_type],
+                set_={"in_use": concurrency_counters.c.in_use + 1},
+                where=(concurrency_counters.c.in_use < _b("b_limit")) if limit > 0 else sa.true(),
+            ).returning(concurrency_counters.c.in_use)
+
+        params: dict[str, Any] = {"task_type": task_type, "in_use": 1}
+        if limit > 0:
+            params["b_limit"] = limit
+        return conn.execute(self._stmt(("take_slot", limit > 0), build), params).first() is not None
+
+    def _release_slot(self, conn: Connection, task_type: str) -> None:
+        stmt = self._stmt(
+            "release_slot",
+            lambda: (
+                sa.update(concurrency_counters)
+                .where(
+                    concurrency_counters.c.task_type == _b("b_task_type"),
+                    concurrency_counters.c.in_use > 0,
+                )
+                .values(in_use=concurrency_counters.c.in_use - 1)
+            ),
+        )
+        conn.execute(stmt, {"b_task_type": task_type})
+
     def try_acquire_concurrency(self, task_type: str, limit: int) -> bool:
-        ins = self._insert(concurrency_counters).values(task_type=task_type, in_use=1)
-        stmt = ins.on_conflict_do_update(
-            index_elements=[concurrency_counters.c.task_type],
-            set_={"in_use": concurrency_counters.c.in_use + 1},
-            where=(concurrency_counters.c.in_use < limit) if limit > 0 else sa.true(),
-        ).returning(concurrency_counters.c.in_use)
         with self._write() as conn:
-            return conn.execute(stmt).first() is not None
+            return self._take_slot(conn, task_type, limit)
 
     def release_concurrency(self, task_type: str) -> None:
-        stmt = (
-            sa.update(concurrency_counters)
-            .where(concurrency_counters.c.task_type == task_type, concurrency_counters.c.in_use > 0)
-            .values(in_use=concurrency_counters.c.in_use - 1)
-        )
         with self._write() as conn:
-            conn.execute(stmt)
+            self._release_slot(conn, task_type)
 
     def concurrency_in_use(self, task_type: str) -> int:
-        stmt = sa.select(concurrency_counters.c.in_use).where(
-            concurrency_counters.c.task_type == task_type
+        stmt = self._stmt(
+            "concurrency_in_use",
+            lambda: sa.select(concurrency_counters.c.in_use).where(
+                concurrency_counters.c.task_type == _b("b_task_type")
+            ),
         )
         with self._read() as conn:
-            value = conn.execute(stmt).scalar()
+            value = conn.execute(stmt, {"b_task_type": task_type}).scalar()
         return int(value or 0)
+
+    def _take_rate(
+        self, conn: Connection, task_type: str, per_frequency: int, frequency_seconds: int, now: int
+    ) -> bool:
+        if per_frequency <= 0 or frequency_seconds <= 0:
+            return True
+
+        def build() -> Any:
+            ins = self._insert(rate_windows)
+            ex = ins.excluded
+            newer = rate_windows.c.window_start < ex.window_start
+            return ins.on_conflict_do_update(
+                index_elements=[rate_windows.c.task_type],
+                set_={
+                    "window_start": sa.case(
+                        (newer, ex.window_start), else_=rate_windows.c.window_start
+                    ),
+                    "granted": sa.case((newer, 1), else_=rate_windows.c.granted + 1),
+                },
+                # A caller whose clock lags (older window) counts against the current window.
+                where=sa.or_(newer, rate_windows.c.granted < _b("b_per")),
+            ).returning(rate_windows.c.task_type)
+
+        window_ms = frequency_seconds * 1000
+        params = {
+            "task_type": task_type,
+            "window_start": now - now % window_ms,
+            "granted": 1,
+            "b_per": per_frequency,
+        }
+        return conn.execute(self._stmt("take_rate", build), params).first() is not None
 
     def try_acquire_rate(
         self, task_type: str, per_frequency: int, frequency_seconds: int, now: int
     ) -> bool:
         if per_frequency <= 0 or frequency_seconds <= 0:
             return True
-        window_ms = frequency_seconds * 1000
-        window_start = now - now % window_ms
-        ins = self._insert(rate_windows).values(
-            task_type=task_type, window_start=window_start, granted=1
-        )
-        ex = ins.excluded
-        newer = rate_windows.c.window_start < ex.window_start
-        stmt = ins.on_conflict_do_update(
-            index_elements=[rate_windows.c.task_type],
-            set_={
-                "window_start": sa.case(
-                    (newer, ex.window_start), else_=rate_windows.c.window_start
-                ),
-                "granted": sa.case((newer, 1), else_=rate_windows.c.granted + 1),
-            },
-            # A caller whose clock lags (older window) counts against the current window.
-            where=sa.or_(newer, rate_windows.c.granted < per_frequency),
-        ).returning(rate_windows.c.task_type)
         with self._write() as conn:
-            return conn.execute(stmt).first() is not None
+            return self._take_rate(conn, task_type, per_frequency, frequency_seconds, now)

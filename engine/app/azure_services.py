@@ -27,6 +27,7 @@ from typing import Any, NoReturn, cast
 import sqlalchemy as sa
 from azure.core.credentials import TokenCredential
 from azure.identity import DefaultAzureCredential, ManagedIdentityCredential
+from opentelemetry.trace import NoOpTracerProvider, TracerProvider
 
 from engine.adapters.backend.connect import make_client
 from engine.adapters.payload_blob import BlobPayloadStore
@@ -38,6 +39,7 @@ from engine.app.config import POSTGRES_TOKEN_SCOPE, DataConfig, EngineConfig, Ru
 from engine.ports.payload_store import PayloadStore
 from engine.ports.queue import TaskQueue
 from engine.runtime.builtins import ActivityDeps, token_provider_from_credential
+from engine.runtime.evaluators import EvaluatorPool
 from engine.runtime.services import EngineServices
 
 __all__ = [
@@ -48,6 +50,7 @@ __all__ = [
     "build_run_store",
     "build_services",
     "install_entra_password",
+    "telemetry_credential",
 ]
 
 log = logging.getLogger(__name__)
@@ -60,6 +63,13 @@ def build_credential(data: DataConfig) -> TokenCredential:
             return ManagedIdentityCredential(client_id=data.managed_identity_client_id)
         return ManagedIdentityCredential()
     return DefaultAzureCredential()
+
+
+def telemetry_credential(data: DataConfig, credential: TokenCredential) -> TokenCredential | None:
+    """The credential the Application Insights exporter sends tokens with: the process's
+    managed identity (in Azure, where the component accepts Entra tokens only); None
+    elsewhere (the connection string's key alone, for a component with local auth on)."""
+    return credential if data.credential == "managed_identity" else None
 
 
 def install_entra_password(engine: sa.Engine, credential: TokenCredential) -> None:
@@ -133,10 +143,14 @@ class NoQueue:
 
 
 def build_services(
-    config: EngineConfig, *, credential: TokenCredential | None = None
+    config: EngineConfig,
+    *,
+    credential: TokenCredential | None = None,
+    tracer_provider: TracerProvider | None = None,
 ) -> EngineServices:
     """The engine services of ``config`` (see the module docstring). ``credential``
-    overrides the one the config selects (tests)."""
+    overrides the one the config selects (tests); ``tracer_provider`` receives the
+    activities' spans (engine/app/telemetry.py; None: tracing off)."""
     data = config.data
     if credential is None:
         credential = build_credential(data)
@@ -156,6 +170,7 @@ def build_services(
         document_intelligence_credential=credential
         if config.document_intelligence_endpoint
         else None,
+        evaluators=EvaluatorPool(config.evaluators) if config.role != "orchestrator" else None,
     )
     backend = config.backend
     log.info(
@@ -174,4 +189,6 @@ def build_services(
         client_factory=lambda: make_client(backend),
         activity_deps=deps,
         no_worker_warning_ms=config.no_worker_warning_ms,
+        tracer_provider=tracer_provider or NoOpTracerProvider(),
+        run_limits=config.run_limits,
     )

@@ -40,8 +40,11 @@ from sqlalchemy.exc import ArgumentError
 
 from engine.adapters.backend.config import BackendConfig, CredentialKind
 from engine.adapters.backend.connect import ROLES, Role
+from engine.app.telemetry import TelemetryConfig
 from engine.ports.payload_store import PayloadLimits
 from engine.runtime.builtins.results import OutboundSettings
+from engine.runtime.evaluators import EvaluatorLimits
+from engine.runtime.run_limits import RunLimits
 
 __all__ = [
     "POSTGRES_TOKEN_SCOPE",
@@ -53,6 +56,8 @@ __all__ = [
     "QueueConfig",
     "RunStoreConfig",
     "backend_from_env",
+    "read_engine_limits",
+    "read_payload_limits",
 ]
 
 #: The Entra ID scope of Azure Database for PostgreSQL access tokens.
@@ -299,7 +304,7 @@ class DataConfig(BaseModel):
         payloads = _read_payload_store(
             env, data_dir, required=need_payload_store, port=default_port
         )
-        limits = _read_limits(env)
+        limits = read_payload_limits(env)
 
         client_id = env.text("AZURE_CLIENT_ID")
         credential = cast(
@@ -471,7 +476,8 @@ def _read_payload_store(
     )
 
 
-def _read_limits(env: EnvReader) -> PayloadLimits:
+def read_payload_limits(env: EnvReader) -> PayloadLimits:
+    """``STEPWAY_PAYLOAD_*``: offload thresholds and the hard maximum."""
     defaults = PayloadLimits()
     values: dict[str, int] = {}
     for field_name in PayloadLimits.model_fields:
@@ -534,6 +540,14 @@ _ROLE_ALIASES: dict[str, Role] = {
 }
 
 
+#: the default OpenTelemetry service name of each role (Pulumi sets OTEL_SERVICE_NAME)
+_SERVICE_NAMES = {
+    "orchestrator": "stepway-engine-orchestrator",
+    "activities": "stepway-engine-activity",
+    "all": "stepway-engine",
+}
+
+
 class EngineConfig(BaseModel):
     """Everything an engine process (``stepway engine``) is configured with."""
 
@@ -552,6 +566,12 @@ class EngineConfig(BaseModel):
     no_worker_warning_ms: int = 10_000
     #: per process: concurrent work items of each kind (None = durabletask's default)
     max_concurrent_work_items: int | None = None
+    #: where traces go (engine/app/telemetry.py); default: nowhere
+    telemetry: TelemetryConfig = Field(default_factory=TelemetryConfig)
+    #: limits of script and jq evaluations (engine.runtime.evaluators)
+    evaluators: EvaluatorLimits = Field(default_factory=EvaluatorLimits)
+    #: limits of one run (engine.runtime.run_limits)
+    run_limits: RunLimits = Field(default_factory=RunLimits)
 
     @classmethod
     def from_env(
@@ -577,6 +597,8 @@ class EngineConfig(BaseModel):
         outbound = _read_outbound(env)
         warning_ms = env.integer("STEPWAY_NO_WORKER_WARNING_MS", 10_000)
         concurrency = env.optional_int("STEPWAY_MAX_CONCURRENT_WORK_ITEMS", minimum=1)
+        telemetry = TelemetryConfig.read(env, _SERVICE_NAMES.get(role_value or "", "stepway"))
+        evaluators, run_limits = read_engine_limits(env)
         env.raise_if_errors()
         assert data is not None and backend is not None and role_value is not None
         return cls(
@@ -590,6 +612,9 @@ class EngineConfig(BaseModel):
             outbound=outbound,
             no_worker_warning_ms=warning_ms,
             max_concurrent_work_items=concurrency,
+            telemetry=telemetry,
+            evaluators=evaluators,
+            run_limits=run_limits,
         )
 
 
@@ -619,3 +644,35 @@ def _read_outbound(env: EnvReader) -> OutboundSettings:
         else:
             values[item.name] = env.number(var, float(default), minimum=0.0)
     return OutboundSettings(**values)
+
+
+def read_engine_limits(env: EnvReader) -> tuple[EvaluatorLimits, RunLimits]:
+    """The evaluator and run limits (``STEPWAY_EVALUATOR_*``, ``STEPWAY_MAX_*``); read by
+    ``stepway engine`` and by ``stepway dev``. Bad values are reported on ``env``."""
+    defaults = EvaluatorLimits()
+    evaluators = EvaluatorLimits(
+        processes=env.integer("STEPWAY_EVALUATOR_PROCESSES", defaults.processes, minimum=1),
+        cpu_seconds=env.number("STEPWAY_EVALUATOR_CPU_SECONDS", defaults.cpu_seconds, minimum=0.1),
+        wall_seconds=env.number(
+            "STEPWAY_EVALUATOR_WALL_SECONDS", defaults.wall_seconds, minimum=0.1
+        ),
+        memory_bytes=env.integer(
+            "STEPWAY_EVALUATOR_MEMORY_BYTES", defaults.memory_bytes, minimum=16 * 1024 * 1024
+        ),
+        max_output_bytes=env.integer(
+            "STEPWAY_EVALUATOR_MAX_OUTPUT_BYTES", defaults.max_output_bytes, minimum=1
+        ),
+    )
+    run = RunLimits()
+    run_limits = RunLimits(
+        max_loop_iterations=env.integer(
+            "STEPWAY_MAX_LOOP_ITERATIONS", run.max_loop_iterations, minimum=1
+        ),
+        max_workflow_depth=env.integer(
+            "STEPWAY_MAX_WORKFLOW_DEPTH", run.max_workflow_depth, minimum=0
+        ),
+        max_message_bytes=env.integer(
+            "STEPWAY_MAX_MESSAGE_BYTES", run.max_message_bytes, minimum=64 * 1024
+        ),
+    )
+    return evaluators, run_limits

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from durabletask.client import TaskHubGrpcClient
 from durabletask.worker import ConcurrencyOptions, TaskHubGrpcWorker
+from opentelemetry.trace import NoOpTracerProvider, TracerProvider
 
 from engine.adapters.backend.config import BackendConfig
 from engine.adapters.backend.connect import Role, make_client, make_worker, register
@@ -21,7 +22,9 @@ from engine.adapters.queue_sqlite import SqliteTaskQueue
 from engine.adapters.run_store_sql import SqlRunStore
 from engine.ports.payload_store import PayloadLimits
 from engine.runtime.builtins import ActivityDeps
+from engine.runtime.evaluators import EvaluatorLimits, EvaluatorPool
 from engine.runtime.registry import activities, orchestrators
+from engine.runtime.run_limits import RunLimits
 from engine.runtime.services import EngineServices
 
 
@@ -34,6 +37,8 @@ class LocalSettings:
     payload_secret: str = field(default_factory=lambda: secrets.token_hex(32))
     public_url: str = "http://127.0.0.1:8080"
     limits: PayloadLimits = field(default_factory=PayloadLimits)
+    evaluator_limits: EvaluatorLimits = field(default_factory=EvaluatorLimits)
+    run_limits: RunLimits = field(default_factory=RunLimits)
 
     @property
     def queue_path(self) -> Path:
@@ -44,7 +49,10 @@ class LocalSettings:
 
 
 def build_local_services(
-    settings: LocalSettings, backend: BackendConfig, activity_deps: ActivityDeps | None = None
+    settings: LocalSettings,
+    backend: BackendConfig,
+    activity_deps: ActivityDeps | None = None,
+    tracer_provider: TracerProvider | None = None,
 ) -> EngineServices:
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     store = SqlRunStore(settings.store_url())
@@ -56,7 +64,9 @@ def build_local_services(
         limits=settings.limits,
     )
     deps = activity_deps or ActivityDeps(
-        payload_store=payloads, payload_threshold_bytes=settings.limits.task_output_threshold
+        payload_store=payloads,
+        payload_threshold_bytes=settings.limits.task_output_threshold,
+        evaluators=EvaluatorPool(settings.evaluator_limits),
     )
     return EngineServices(
         run_store=store,
@@ -65,6 +75,8 @@ def build_local_services(
         payload_limits=settings.limits,
         client_factory=lambda: make_client(backend),
         activity_deps=deps,
+        tracer_provider=tracer_provider or NoOpTracerProvider(),
+        run_limits=settings.run_limits,
         provisioner=SqliteQueueProvisioner(settings.queue_path),
     )
 

@@ -3,7 +3,8 @@
 :func:`run_engine` builds the engine services from an :class:`EngineConfig`, starts a
 durabletask worker that hosts (and, through work item filtering, receives) only its
 role's work, and blocks until SIGTERM or SIGINT; then it stops taking work, lets the
-work items in progress finish, and returns.
+work items in progress finish, and returns. Its tracer provider (if the configuration
+names an exporter, engine/app/telemetry.py) is built here and flushed at the end.
 """
 
 from __future__ import annotations
@@ -16,9 +17,10 @@ from types import FrameType
 from durabletask.worker import ConcurrencyOptions
 
 from engine.adapters.backend.connect import start_worker, stop_worker
-from engine.app.azure_services import build_services
+from engine.app.azure_services import build_credential, build_services, telemetry_credential
 from engine.app.config import EngineConfig
 from engine.app.host import make_engine_worker
+from engine.app.telemetry import build_tracer_provider
 
 __all__ = ["run_engine"]
 
@@ -38,7 +40,13 @@ def run_engine(config: EngineConfig, stop: threading.Event | None = None) -> Non
         signal.signal(signal.SIGTERM, _on_signal)
         signal.signal(signal.SIGINT, _on_signal)
 
-    services = build_services(config)
+    credential = build_credential(config.data)
+    tracer_provider = build_tracer_provider(
+        config.telemetry, telemetry_credential(config.data, credential)
+    )
+    services = build_services(config, credential=credential, tracer_provider=tracer_provider)
+    if services.activity_deps.evaluators is not None:
+        services.activity_deps.evaluators.start()
     concurrency = None
     if config.max_concurrent_work_items is not None:
         n = config.max_concurrent_work_items
@@ -58,7 +66,10 @@ def run_engine(config: EngineConfig, stop: threading.Event | None = None) -> Non
     finally:
         log.warning("stepway engine stopping: finishing the work items in progress")
         stop_worker(worker)
+        services.close()
         store_close = getattr(services.run_store, "close", None)
         if callable(store_close):
             store_close()
+        if tracer_provider is not None:
+            tracer_provider.shutdown()  # exports the spans still batched
         log.warning("stepway engine stopped")

@@ -3,10 +3,10 @@
 
 from engine.decider.core import (
     MAX_INLINE_STEPS,
+    MAX_LOOP_ITERATIONS,
     Deadline,
     Decider,
     Decision,
-    JqEvaluator,
     PayloadLoader,
     RunResult,
     RunState,
@@ -14,15 +14,14 @@ from engine.decider.core import (
     TaskChange,
     TaskOutcome,
     TaskState,
-    default_jq,
 )
 
 __all__ = [
     "MAX_INLINE_STEPS",
+    "MAX_LOOP_ITERATIONS",
     "Deadline",
     "Decider",
     "Decision",
-    "JqEvaluator",
     "PayloadLoader",
     "RunResult",
     "RunState",
@@ -30,5 +29,4 @@ __all__ = [
     "TaskChange",
     "TaskOutcome",
     "TaskState",
-    "default_jq",
 ]

@@ -7,7 +7,7 @@ and feeds the outcomes back.
 
 API::
 
-    decider = Decider(definition, task_defs={name: TaskDef}, jq=None)
+    decider = Decider(definition, task_defs={name: TaskDef}, payloads=None)
     state = decider.start(workflow_id=..., input=..., correlation_id=None, now_ms=...,
                           variables=None)
     decision = decider.decide(state, now_ms)          # Decision(state, actions, records,
@@ -45,13 +45,16 @@ spot, so a step costs O(tasks started or finished in it), independent of run len
   payload store (``{"outputRef": ref}``) is read through the injected ``payloads`` loader,
   so expressions see the value while the state and the history keep only the reference.
 * Task types: one handler per type in :mod:`engine.decider.tasks` (SWITCH, FORK_JOIN,
-  JOIN, DO_WHILE, SET_VARIABLE, TERMINATE, INLINE, JSON_JQ_TRANSFORM are decided inline;
-  the others are scheduled). A script/jq/expression error fails the task (no retry).
+  JOIN, DO_WHILE, SET_VARIABLE, TERMINATE are decided inline; the others are scheduled).
+  A script/expression error of an inline type fails the task (no retry).
   A non-optional failure anywhere fails the run at once: the JOINs and DO_WHILEs around
   the failed task become FAILED, everything else pending CANCELED.
-* Scheduled types (WORKER, HTTP, CALL_TOOL, LOGIC_APP, DOCUMENT_INTELLIGENCE, HUMAN, WAIT,
-  SUB_WORKFLOW) become :class:`ScheduleTask` actions, built by one builder for the first
-  attempt and every retry. ``startDelay`` delays attempt 1.
+* Scheduled types (WORKER, HTTP, CALL_TOOL, LOGIC_APP, DOCUMENT_INTELLIGENCE, INLINE,
+  JSON_JQ_TRANSFORM, HUMAN, WAIT, SUB_WORKFLOW) become :class:`ScheduleTask` actions,
+  built by one builder for the first attempt and every retry. ``startDelay`` delays
+  attempt 1. INLINE and JSON_JQ_TRANSFORM are evaluated by an activity in the engine's
+  evaluator processes (``engine.runtime.builtins.evaluate``), so their result is
+  recorded once and a replay never evaluates them again.
 * Retries: attempts = 1 + (workflow task ``retryCount`` if set, else the task
   definition's, else 0). The task definition is the inline ``taskDefinition`` or the
   registered one named like the task. Delays per :mod:`engine.language.retry`; Retry-After wins
@@ -67,18 +70,22 @@ spot, so a step costs O(tasks started or finished in it), independent of run len
   task that finished last when empty.
 * A single decide() starts at most ``max_inline_steps`` (default
   :data:`MAX_INLINE_STEPS`) tasks; beyond that (a DO_WHILE of inline tasks that never
-  ends) the run fails instead of hanging the orchestration.
+  ends) the run fails instead of hanging the orchestration. A DO_WHILE runs at most
+  ``max_loop_iterations`` (default :data:`MAX_LOOP_ITERATIONS`) iterations: when its
+  condition asks for one more, the loop fails, and with it the run (unless optional).
+  While a loop runs, its records carry only ``{"iteration": n}``: its output grows with
+  every iteration and is recorded whole when the loop ends.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import json
 import re
 import uuid
 from collections.abc import Callable, Mapping
-from functools import lru_cache
 from typing import Any
 
 from engine.decider.nodes import Node
@@ -104,19 +111,19 @@ from engine.language.definitions import (
     WorkflowDef,
     WorkflowTask,
 )
-from engine.language.expressions import reference_paths, resolve
+from engine.language.expressions import InterpolationTooLong, reference_paths, resolve
 from engine.language.retry import retry_delay_seconds
-from engine.runtime.payload_refs import dereference, has_pointers, pointer
-from protocol.payload_keys import INPUT_REF, OUTPUT_REF, offloaded
+from engine.runtime.payload_refs import dereference, has_pointers, is_pointer, pointer
+from protocol.payload_keys import INPUT_REF, OUTPUT_REF, POINTER, POINTER_PATH, offloaded
 from protocol.runs import ReplayTask
 from protocol.task_types import row_kind
 
 __all__ = [
     "MAX_INLINE_STEPS",
+    "MAX_LOOP_ITERATIONS",
     "Deadline",
     "Decider",
     "Decision",
-    "JqEvaluator",
     "PayloadLoader",
     "RunResult",
     "RunState",
@@ -124,16 +131,16 @@ __all__ = [
     "TaskChange",
     "TaskOutcome",
     "TaskState",
-    "default_jq",
 ]
 
 #: Upper bound of tasks one decide() evaluates inline before it fails the run.
 MAX_INLINE_STEPS = 10_000
+#: Default upper bound of the iterations of one DO_WHILE (engine.runtime.run_limits.RunLimits).
+MAX_LOOP_ITERATIONS = 10_000
 
 ROOT = "$"
 _NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "https://stepway/task-id")
 
-JqEvaluator = Callable[[str, Any], list[Any]]
 #: Reads an offloaded payload by reference. Payloads are written once under their
 #: reference and never change, so reading one is as deterministic as the Decider.
 PayloadLoader = Callable[[str], Any]
@@ -144,18 +151,23 @@ _KIND_ORDER: dict[str, int] = {"total": 0, "task": 1, "human": 2, "response": 3,
 
 #: ``${ref.output}`` or ``${ref.output.some.path}``: one whole reference to a task output.
 _OUTPUT_REFERENCE = re.compile(r"^\$\{(?P<root>[A-Za-z0-9_\-]+)\.output(?P<path>[.\[][^${}]*)?\}$")
+#: ``${workflow.input.some.path}``: one whole reference into the workflow input.
+_INPUT_REFERENCE = re.compile(r"^\$\{workflow\.input(?P<path>[.\[][^${}]*)\}$")
+#: ``${workflow.variables.name.some.path}``: one whole reference into a variable.
+_VARIABLE_REFERENCE = re.compile(
+    r"^\$\{workflow\.variables\.(?P<name>[A-Za-z0-9_\-]+)(?P<path>[.\[][^${}]*)?\}$"
+)
+#: the first key of a path (``.a.b`` / ``['a']``)
+_FIRST_KEY = re.compile(r"^(?:\.(?P<name>[A-Za-z0-9_\-]+)|\[['\"](?P<quoted>[^'\"]+)['\"]\])")
 
 
-@lru_cache(maxsize=512)
-def _jq_program(query: str) -> Any:
-    import jq
-
-    return jq.compile(query)
-
-
-def default_jq(query: str, value: Any) -> list[Any]:
-    """``jq.compile(query).input_value(value).all()`` (compiled programs are cached)."""
-    return list(_jq_program(query).input_value(value).all())
+def _json_size(value: Any, limit: int) -> int:
+    """The size of ``value`` as compact UTF-8 JSON; short scalars are not serialized."""
+    if value is None or isinstance(value, bool | int | float):
+        return 8
+    if isinstance(value, str) and len(value) * 4 + 2 <= limit:
+        return len(value) + 2
+    return len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8"))
 
 
 def _iteration_of(ts: TaskState) -> int:
@@ -172,15 +184,17 @@ class Decider:
         self,
         definition: WorkflowDef,
         task_defs: Mapping[str, TaskDef] = {},
-        jq: JqEvaluator | None = None,
         max_inline_steps: int = MAX_INLINE_STEPS,
         payloads: PayloadLoader | None = None,
+        max_loop_iterations: int = MAX_LOOP_ITERATIONS,
+        max_value_bytes: int | None = None,
     ) -> None:
         self.definition = definition
         self.payloads = payloads
         self.max_inline_steps = max_inline_steps
+        self.max_loop_iterations = max_loop_iterations
+        self.max_value_bytes = max_value_bytes
         self.task_defs = dict(task_defs)
-        self.jq: JqEvaluator = jq or default_jq
         self.lists: list[list[WorkflowTask]] = []
         self.nodes: dict[str, Node] = {}
         self._index(definition.tasks, None)
@@ -281,7 +295,8 @@ class Decider:
             text = json.dumps(template)
             if re.search(r"\$\{[^}]*\$\{", text):
                 known = False  # a computed root (${${...}.output}) may name any task
-            for _, root in reference_paths(template):
+            # each root once: a template may repeat a reference many times
+            for root in {root for _, root in reference_paths(template)}:
                 latest.add(root)
                 if re.search(r"\b" + re.escape(root) + r"__\d", text):
                     every.add(root)
@@ -763,10 +778,15 @@ class Decider:
         template = td.input_template if td is not None and kind != TaskType.DYNAMIC else {}
         params = {**copy.deepcopy(template), **wt.input_parameters} if template else None
         try:
-            if handler is not None and handler.scheduled:
-                resolved = self._resolve_scheduled_input(state, params or wt.input_parameters, ctx)
-            else:
-                resolved = resolve(params or wt.input_parameters, ctx)
+            resolved = self.resolve_values(
+                state,
+                params or wt.input_parameters,
+                ctx,
+                lambda key: f"input {key!r} of task {ref!r}",
+            )
+        except TaskFailed as failure:
+            self.fail_inline(state, ts, str(failure), now_ms)
+            return
         except Exception as exc:  # resolve() should not raise; a bad template fails the task
             self.fail_inline(state, ts, f"input resolution failed: {exc}", now_ms)
             return
@@ -886,11 +906,14 @@ class Decider:
         # resolves a retry's input anew)
         ctx = self.context(state)
         ctx["CPEWF_TASK_ID"] = ts.task_id
-        try:
-            resolved = self._resolve_scheduled_input(state, node.task.input_parameters, ctx)
-            ts.input = resolved if isinstance(resolved, dict) else ts.input
-        except Exception:  # resolve() should not raise; the first attempt's input stands
-            pass
+        # a value too large, say: the first attempt's input stands
+        with contextlib.suppress(Exception):
+            ts.input = self.resolve_values(
+                state,
+                node.task.input_parameters,
+                ctx,
+                lambda key: f"input {key!r} of task {ts.ref!r}",
+            )
         self.touch(state, ts)
         actions.append(self._action(ts, node, delay, ts.scheduled_time))
 
@@ -1054,7 +1077,14 @@ class Decider:
             ctx = self.context(state)
             ctx.pop("CPEWF_TASK_ID", None)
             try:
-                resolved = resolve(self.definition.output_parameters, ctx)
+                resolved = self.resolve_values(
+                    state,
+                    self.definition.output_parameters,
+                    ctx,
+                    lambda key: f"output {key!r} of the run",
+                )
+            except TaskFailed:
+                raise
             except Exception as exc:
                 raise TaskFailed(f"outputParameters resolution failed: {exc}") from None
             return resolved if isinstance(resolved, dict) else {}
@@ -1141,7 +1171,7 @@ class Decider:
         return {
             "input": self._workflow_input(state),
             "output": state.output,
-            "variables": state.variables,
+            "variables": self.dereferenced(state.variables),
             "workflowId": state.workflow_id,
             "correlationId": state.correlation_id,
             "workflowType": state.workflow_type,
@@ -1150,17 +1180,56 @@ class Decider:
             "startTime": state.start_time,
         }
 
-    def _resolve_scheduled_input(
-        self, state: RunState, params: dict[str, Any], ctx: dict[str, Any]
+    def resolve_values(
+        self,
+        state: RunState,
+        params: dict[str, Any],
+        ctx: dict[str, Any],
+        name: Callable[[str], str],
     ) -> dict[str, Any]:
-        """The input of a task that does I/O: a parameter that is exactly one reference
-        into an offloaded output stays a pointer (:mod:`engine.runtime.payload_refs`), which the
-        task's activity dereferences, so the value stays out of the state and history."""
+        """Resolved ``params`` (a task's input, the run's output), bounded so that no large
+        value enters the run state or the history:
+
+        * a parameter that is exactly one reference into an offloaded value (a task output
+          above the threshold, the offloaded workflow input) stays a pointer
+          (:mod:`engine.runtime.payload_refs`); whoever needs the value (the task's
+          activity, the finish activity, a SWITCH) dereferences it;
+        * any other value computed here (an interpolated string, a copy of inline data)
+          larger than ``max_value_bytes`` fails with :class:`TaskFailed` naming the value
+          (``name(key)``), its size and the limit. An interpolation stops being built as
+          soon as it is too long."""
         out: dict[str, Any] = {}
+        limit = self.max_value_bytes
         for key, template in params.items():
             target = self._offloaded_reference(state, template, ctx)
-            out[key] = target if target is not None else resolve(template, ctx)
+            if target is not None:
+                out[key] = target
+                continue
+            try:
+                value = resolve(template, ctx, max_chars=limit)
+            except InterpolationTooLong:
+                raise TaskFailed(self._too_large(name(key), None)) from None
+            if limit is not None:
+                size = _json_size(value, limit)
+                if size > limit:
+                    raise TaskFailed(self._too_large(name(key), size))
+            out[key] = value
         return out
+
+    def _too_large(self, what: str, size: int | None) -> str:
+        amount = f"{size} bytes" if size is not None else f"more than {self.max_value_bytes} bytes"
+        return (
+            f"{what} is {amount}, above the limit of {self.max_value_bytes} bytes for a value "
+            "computed in the run (the inline threshold); pass a large value whole by "
+            "reference, as one ${...} expression, so that it travels through the payload store"
+        )
+
+    def dereferenced(self, value: Any) -> Any:
+        """``value`` with the pointers :meth:`resolve_values` left in it replaced by what
+        they point at (read through the loader)."""
+        if self.payloads is None or not has_pointers(value):
+            return value
+        return dereference(value, self.payloads)
 
     def _offloaded_reference(
         self, state: RunState, template: Any, ctx: dict[str, Any]
@@ -1169,7 +1238,9 @@ class Decider:
             return None
         match = _OUTPUT_REFERENCE.match(template)
         if match is None:
-            return None
+            return self._input_reference(state, template) or self._variable_reference(
+                state, template
+            )
         entry = ctx.get(match["root"])
         if not isinstance(entry, dict):
             return None
@@ -1178,6 +1249,34 @@ class Decider:
         if ref is None:
             return None
         return pointer(ref, "$" + (match["path"] or ""))
+
+    def _variable_reference(self, state: RunState, template: str) -> dict[str, str] | None:
+        """A pointer for ``${workflow.variables.<name><path>}`` when the variable holds
+        one (SET_VARIABLE kept a large value by reference)."""
+        match = _VARIABLE_REFERENCE.match(template)
+        if match is None:
+            return None
+        held = state.variables.get(match["name"])
+        if not is_pointer(held):
+            return None
+        assert isinstance(held, dict)
+        return pointer(str(held[POINTER]), str(held[POINTER_PATH]) + (match["path"] or ""))
+
+    def _input_reference(self, state: RunState, template: str) -> dict[str, str] | None:
+        """A pointer for ``${workflow.input.<path>}`` into an offloaded workflow input,
+        when the path's first key is in the stored input (not a default of the
+        definition's ``inputTemplate``)."""
+        match = _INPUT_REFERENCE.match(template)
+        ref = offloaded(state.input, INPUT_REF)
+        if match is None or ref is None or self.payloads is None:
+            return None
+        first = _FIRST_KEY.match(match["path"])
+        stored = self.payloads(ref)
+        if first is None or not isinstance(stored, dict):
+            return None
+        if (first["name"] or first["quoted"]) not in stored:
+            return None
+        return pointer(ref, "$" + match["path"])
 
     def _output(self, ts: TaskState) -> dict[str, Any]:
         """A task's output for expressions: an offloaded one (``{"outputRef": ref}``, as the
@@ -1218,6 +1317,10 @@ class Decider:
 
     def _record(self, state: RunState, ts: TaskState) -> TaskChange:
         node = self.nodes[ts.def_ref]
+        output = ts.output
+        if ts.type == TaskType.DO_WHILE and not ts.status.is_terminal:
+            # a running loop's output grows with every iteration: recorded whole at its end
+            output = {"iteration": ts.output.get("iteration")}
         return TaskChange(
             workflow_id=state.workflow_id,
             kind=row_kind(
@@ -1233,7 +1336,7 @@ class Decider:
             status=ts.status,
             attempt=ts.attempt,
             input=ts.input,
-            output=ts.output,
+            output=output,
             reason=ts.reason,
             scheduled_time=ts.scheduled_time,
             start_time=ts.start_time,

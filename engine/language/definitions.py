@@ -28,6 +28,8 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
+from protocol.limits import MAX_INT32
+
 
 class TaskType(StrEnum):
     WORKER = "WORKER"
@@ -57,6 +59,10 @@ class TaskType(StrEnum):
 #: Conductor names accepted on input and stored under Stepway's name.
 TASK_TYPE_ALIASES: dict[str, str] = {"SIMPLE": "WORKER", "DECISION": "SWITCH"}
 
+#: Types evaluated in the engine's evaluator processes (engine.runtime.evaluators),
+#: as an activity whose result is recorded once: replays read it, never re-evaluate.
+SCRIPT_TASK_TYPES = frozenset({TaskType.INLINE, TaskType.LAMBDA, TaskType.JSON_JQ_TRANSFORM})
+
 #: Types that run as durabletask activities inside the engine.
 ACTIVITY_TYPES = frozenset(
     {
@@ -64,11 +70,9 @@ ACTIVITY_TYPES = frozenset(
         TaskType.CALL_TOOL,
         TaskType.LOGIC_APP,
         TaskType.DOCUMENT_INTELLIGENCE,
+        *SCRIPT_TASK_TYPES,
     }
 )
-
-#: Types evaluated deterministically inside the orchestration (no I/O).
-INLINE_TYPES = frozenset({TaskType.INLINE, TaskType.JSON_JQ_TRANSFORM})
 
 TimeoutPolicy = Literal["RETRY", "TIME_OUT_WF", "ALERT_ONLY"]
 WorkflowTimeoutPolicy = Literal["TIME_OUT_WF", "ALERT_ONLY"]
@@ -128,18 +132,18 @@ class TaskDef(_Model):
     name: str
     description: str | None = None
     owner_email: str | None = None
-    retry_count: int = Field(default=3, ge=0)
+    retry_count: int = Field(default=3, ge=0, le=MAX_INT32)
     retry_logic: RetryLogic = "FIXED"
-    retry_delay_seconds: int = Field(default=60, ge=0)
-    backoff_scale_factor: int = Field(default=1, ge=1)
-    timeout_seconds: int = Field(default=0, ge=0)
-    response_timeout_seconds: int = Field(default=3600, ge=1)
-    poll_timeout_seconds: int | None = Field(default=None, ge=0)
-    total_timeout_seconds: int = Field(default=0, ge=0)
+    retry_delay_seconds: int = Field(default=60, ge=0, le=MAX_INT32)
+    backoff_scale_factor: int = Field(default=1, ge=1, le=MAX_INT32)
+    timeout_seconds: int = Field(default=0, ge=0, le=MAX_INT32)
+    response_timeout_seconds: int = Field(default=3600, ge=1, le=MAX_INT32)
+    poll_timeout_seconds: int | None = Field(default=None, ge=0, le=MAX_INT32)
+    total_timeout_seconds: int = Field(default=0, ge=0, le=MAX_INT32)
     timeout_policy: TimeoutPolicy = "TIME_OUT_WF"
-    concurrent_exec_limit: int | None = Field(default=None, ge=0)
-    rate_limit_per_frequency: int | None = Field(default=None, ge=0)
-    rate_limit_frequency_in_seconds: int | None = Field(default=None, ge=0)
+    concurrent_exec_limit: int | None = Field(default=None, ge=0, le=MAX_INT32)
+    rate_limit_per_frequency: int | None = Field(default=None, ge=0, le=MAX_INT32)
+    rate_limit_frequency_in_seconds: int | None = Field(default=None, ge=0, le=MAX_INT32)
     input_keys: list[str] = Field(default_factory=list)
     output_keys: list[str] = Field(default_factory=list)
     input_template: dict[str, Any] = Field(default_factory=dict)
@@ -149,7 +153,7 @@ class TaskDef(_Model):
 
 class SubWorkflowParams(_Model):
     name: str
-    version: int | None = None
+    version: int | None = Field(default=None, le=MAX_INT32)
     task_to_domain: dict[str, str] = Field(default_factory=dict)
     #: the child's definition itself (Conductor runs it without registering it)
     workflow_definition: Any = None
@@ -194,9 +198,9 @@ class WorkflowTask(_Model):
     description: str | None = None
     input_parameters: dict[str, Any] = Field(default_factory=dict)
     optional: bool = False
-    start_delay: int = Field(default=0, ge=0)
+    start_delay: int = Field(default=0, ge=0, le=MAX_INT32)
     async_complete: bool = False
-    retry_count: int | None = Field(default=None, ge=0)
+    retry_count: int | None = Field(default=None, ge=0, le=MAX_INT32)
     # SWITCH / DECISION
     evaluator_type: str | None = None
     expression: str | None = None
@@ -267,17 +271,17 @@ class WorkflowDef(_Model):
 
     name: str
     description: str | None = None
-    version: int = Field(default=1, ge=1)
+    version: int = Field(default=1, ge=1, le=MAX_INT32)
     tasks: list[WorkflowTask] = Field(default_factory=list)
     input_parameters: list[str] = Field(default_factory=list)
     output_parameters: dict[str, Any] = Field(default_factory=dict)
     failure_workflow: str | None = None
-    schema_version: int = 2
+    schema_version: int = Field(default=2, le=MAX_INT32)
     restartable: bool = True
     workflow_status_listener_enabled: bool = False
     owner_email: str | None = None
     timeout_policy: WorkflowTimeoutPolicy = "ALERT_ONLY"
-    timeout_seconds: int = Field(default=0, ge=0)
+    timeout_seconds: int = Field(default=0, ge=0, le=MAX_INT32)
     variables: dict[str, Any] = Field(default_factory=dict)
     input_template: dict[str, Any] = Field(default_factory=dict)
     input_schema: dict[str, Any] | None = None

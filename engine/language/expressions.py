@@ -58,6 +58,7 @@ import jsonpath
 
 __all__ = [
     "ExpressionError",
+    "InterpolationTooLong",
     "check",
     "expression_errors",
     "reference_paths",
@@ -325,44 +326,62 @@ def _query(text: str) -> _Query:
 # --------------------------------------------------------------------------- resolving
 
 
-def resolve(template: Any, context: Mapping[str, Any]) -> Any:
+class InterpolationTooLong(ValueError):
+    """An interpolated string would be longer than the ``max_chars`` given to
+    :func:`resolve` (it is not built)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        super().__init__(f"an interpolated string would be longer than {limit} characters")
+
+
+def resolve(template: Any, context: Mapping[str, Any], *, max_chars: int | None = None) -> Any:
     """A new value: ``template`` with every ``${...}`` replaced from ``context``.
 
     Dicts (values only, keys are kept), lists and strings are walked; other values are
     returned as they are. Never raises on missing data and never mutates its arguments.
+    With ``max_chars``, an interpolated string that would be longer raises
+    :class:`InterpolationTooLong` as soon as that is known (a template repeating a large
+    value cannot exhaust memory).
     """
     if isinstance(template, str):
-        return _resolve_string(template, context)
+        return _resolve_string(template, context, max_chars)
     if isinstance(template, Mapping):
-        return {key: resolve(value, context) for key, value in template.items()}
+        return {
+            key: resolve(value, context, max_chars=max_chars) for key, value in template.items()
+        }
     if isinstance(template, list | tuple):
-        return [resolve(value, context) for value in template]
+        return [resolve(value, context, max_chars=max_chars) for value in template]
     return template
 
 
-def _resolve_string(text: str, context: Mapping[str, Any]) -> Any:
+def _resolve_string(text: str, context: Mapping[str, Any], max_chars: int | None = None) -> Any:
     if "$" not in text:
         return text
     parsed = _parse(text)
     single = parsed.single
     if single is not None:
-        return _copy(_evaluate(single, context))
-    return _interpolate(parsed.parts, context)
+        return _copy(_evaluate(single, context, max_chars))
+    return _interpolate(parsed.parts, context, max_chars)
 
 
-def _evaluate(expr: _Expr, context: Mapping[str, Any]) -> Any:
+def _evaluate(expr: _Expr, context: Mapping[str, Any], max_chars: int | None = None) -> Any:
     static = expr.static_text
-    text = static if static is not None else _interpolate(expr.parts, context)
+    text = static if static is not None else _interpolate(expr.parts, context, max_chars)
     return _query(text).evaluate(context)
 
 
-def _interpolate(parts: tuple[str | _Expr, ...], context: Mapping[str, Any]) -> str:
+def _interpolate(
+    parts: tuple[str | _Expr, ...], context: Mapping[str, Any], max_chars: int | None = None
+) -> str:
     out: list[str] = []
+    length = 0
     for part in parts:
-        if isinstance(part, str):
-            out.append(part)
-        else:
-            out.append(_as_text(_evaluate(part, context)))
+        text = part if isinstance(part, str) else _as_text(_evaluate(part, context, max_chars))
+        length += len(text)
+        if max_chars is not None and length > max_chars:
+            raise InterpolationTooLong(max_chars)
+        out.append(text)
     return "".join(out)
 
 

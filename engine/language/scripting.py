@@ -16,6 +16,15 @@ every replay:
   same scripts on the same data and gets the answer from the cache.
 * A time limit and a memory limit bound each evaluation; exceeding one raises
   :class:`ScriptError` saying which.
+* Results are converted to JSON without recursion (QuickJS's own ``JSON.stringify`` is
+  recursive in C and overflows the stack on a value nested 100,000 deep): a result
+  nested deeper than ``max_depth`` (default :data:`protocol.limits.MAX_JSON_DEPTH`)
+  raises :class:`ScriptError` with reason ``"depth_limit"``. The converter and the
+  built-ins it uses are captured before the script runs, so a script cannot replace them.
+
+These limits hold inside QuickJS only. INLINE tasks are evaluated by
+:mod:`engine.runtime.evaluators` in a separate process with process limits as well; SWITCH and
+DO_WHILE conditions run here, in the orchestration.
 
 The script is a bare expression (``$.a > 1 ? 'x' : 'y'``), statements whose completion
 value is the result (``if ($.i < 3) { true; } else { false; }``), or an IIFE
@@ -41,12 +50,15 @@ from typing import Any
 
 import quickjs
 
+from protocol.limits import MAX_JSON_DEPTH, JsonTooDeep, loads_limited
+
 __all__ = [
     "DEFAULT_MEMORY_LIMIT_BYTES",
     "DEFAULT_TIME_LIMIT_S",
     "ScriptError",
     "evaluate",
     "evaluate_condition",
+    "evaluate_to_json",
 ]
 
 DEFAULT_TIME_LIMIT_S = 0.5
@@ -57,8 +69,9 @@ class ScriptError(Exception):
     """A script that could not be evaluated; ``str()`` is the message for the task.
 
     ``reason`` is ``"error"`` (syntax or runtime error raised by the script, message as
-    the script gave it), ``"time_limit"``, ``"memory_limit"`` or ``"bindings"`` (a binding
-    that is not JSON or not a valid name).
+    the script gave it), ``"time_limit"``, ``"memory_limit"``, ``"depth_limit"`` (the
+    result nests deeper than the limit) or ``"bindings"`` (a binding that is not JSON or
+    not a valid name).
     """
 
     def __init__(self, message: str, reason: str = "error") -> None:
@@ -69,6 +82,8 @@ class ScriptError(Exception):
 
 _IDENTIFIER = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*")
 _BINDINGS_GLOBAL = "__stepway_bindings"
+_TO_JSON_GLOBAL = "__stepway_to_json"
+_DEPTH_MARKER = "__stepway_depth_limit"
 
 # Runs in every fresh context before the script: removes the clock and randomness,
 # defines the bindings as globals, and leaves nothing else behind.
@@ -103,6 +118,85 @@ _PRELUDE = r"""
   var bindings = parse(g.__stepway_bindings);
   delete g.__stepway_bindings;
   for (var name in bindings) g[name] = bindings[name];
+
+  // JSON text of a result without recursion: a plain copy is built with an explicit
+  // stack (JSON.stringify's rules: toJSON, boxed primitives, undefined/functions omitted
+  // in objects and null in arrays, non-finite numbers null), refusing containers nested
+  // deeper than maxDepth; only then is the copy, now shallow enough, stringified. Every
+  // built-in used is captured here, before the script can replace it, and every write
+  // defines an own property, so setters a script puts on prototypes are never called.
+  var isArray = Array.isArray, objectKeys = Object.keys, stringify = JSON.stringify;
+  var createObject = Object.create, defineProperty = Object.defineProperty;
+  var apply = Reflect.apply, isFiniteNumber = Number.isFinite;
+  var NumberBox = Number, StringBox = String, BooleanBox = Boolean;
+  var RangeErr = RangeError, TypeErr = TypeError;
+  function put(target, slot, value) {
+    defineProperty(target, slot,
+      { value: value, writable: true, enumerable: true, configurable: true });
+  }
+  function toJSONText(root, maxDepth) {
+    var box = createObject(null);
+    var stack = [], open = [], exit = {};
+    put(stack, 0, [root, box, "v", "", 0, false]);
+    var n = 1, opened = 0, i;
+    while (n > 0) {
+      n -= 1;
+      var item = stack[n];
+      if (item[0] === exit) {  // every child of an open container is done
+        opened -= 1;
+        continue;
+      }
+      var value = item[0], target = item[1], slot = item[2], depth = item[4];
+      if (value !== null && (typeof value === "object" || typeof value === "bigint")) {
+        var toJSON = value.toJSON;
+        if (typeof toJSON === "function") value = apply(toJSON, value, [item[3]]);
+      }
+      if (typeof value === "object" && value !== null) {
+        if (value instanceof NumberBox) value = +value;
+        else if (value instanceof StringBox) value = "" + value;
+        else if (value instanceof BooleanBox) value = value.valueOf() === true;
+      }
+      var kind = typeof value;
+      if (value === null || kind === "string" || kind === "boolean") {
+        put(target, slot, value);
+      } else if (kind === "number") {
+        put(target, slot, isFiniteNumber(value) ? value : null);
+      } else if (kind === "bigint") {
+        throw new TypeErr("a BigInt value cannot be converted to JSON");
+      } else if (kind !== "object") {
+        if (item[5]) put(target, slot, null);  // undefined, a function, a symbol
+      } else {
+        if (depth + 1 > maxDepth) throw new RangeErr("__stepway_depth_limit");
+        for (i = 0; i < opened; i += 1) {
+          if (open[i] === value) throw new TypeErr("circular reference");
+        }
+        put(open, opened, value);
+        opened += 1;
+        put(stack, n, [exit]);
+        n += 1;
+        var out;
+        if (isArray(value)) {
+          out = [];
+          put(target, slot, out);
+          for (i = value.length - 1; i >= 0; i -= 1) {
+            put(stack, n, [value[i], out, i, "" + i, depth + 1, true]);
+            n += 1;
+          }
+        } else {
+          out = createObject(null);
+          put(target, slot, out);
+          var keys = objectKeys(value);
+          for (i = keys.length - 1; i >= 0; i -= 1) {
+            put(stack, n, [value[keys[i]], out, keys[i], keys[i], depth + 1, false]);
+            n += 1;
+          }
+        }
+      }
+    }
+    var text = stringify(box.v);
+    return text === undefined ? "null" : text;
+  }
+  g.__stepway_to_json = toJSONText;
 })(globalThis);
 """
 
@@ -130,8 +224,32 @@ def evaluate(
     """
     kind, value = _run(expression, bindings, time_limit_s, memory_limit_bytes)
     if kind == "json":
-        return None if value is None else json.loads(value)
+        return _parse_result(value)
     return value
+
+
+def evaluate_to_json(
+    expression: str,
+    bindings_json: str,
+    *,
+    time_limit_s: float = DEFAULT_TIME_LIMIT_S,
+    memory_limit_bytes: int = DEFAULT_MEMORY_LIMIT_BYTES,
+    max_depth: int = MAX_JSON_DEPTH,
+) -> str:
+    """The JSON text of the result of ``expression`` with the bindings given as a JSON
+    object text (what :mod:`engine.runtime.evaluators` runs in its worker processes; nothing is
+    memoised). Raises :class:`ScriptError` like :func:`evaluate`."""
+    kind, value = _run_fresh(expression, bindings_json, time_limit_s, memory_limit_bytes, max_depth)
+    if kind == "json":
+        return str(value)
+    return json.dumps(value, ensure_ascii=False, allow_nan=False)
+
+
+def _parse_result(text: str) -> Any:
+    try:
+        return loads_limited(text, what="the script's result")
+    except JsonTooDeep as exc:  # the converter refuses deeper results already
+        raise ScriptError(str(exc), "depth_limit") from None
 
 
 def evaluate_condition(
@@ -212,7 +330,11 @@ def _remember(key: bytes, entry: tuple[str, Any]) -> None:
 
 
 def _run_fresh(
-    expression: str, bindings_json: str, time_limit_s: float, memory_limit_bytes: int
+    expression: str,
+    bindings_json: str,
+    time_limit_s: float,
+    memory_limit_bytes: int,
+    max_depth: int = MAX_JSON_DEPTH,
 ) -> tuple[str, Any]:
     # A QuickJS runtime must only ever be used from one thread; this context lives and
     # dies inside this call.
@@ -220,6 +342,8 @@ def _run_fresh(
     context.set(_BINDINGS_GLOBAL, bindings_json)
     try:
         context.eval(_PRELUDE)
+        to_json = context.get(_TO_JSON_GLOBAL)
+        context.eval(f"delete globalThis.{_TO_JSON_GLOBAL};")
     except quickjs.JSException as exc:
         raise ScriptError(f"cannot prepare script context: {_message(exc)}", "bindings") from exc
     context.set_memory_limit(memory_limit_bytes)
@@ -227,8 +351,15 @@ def _run_fresh(
     try:
         result = context.eval(expression)
         if isinstance(result, quickjs.Object):
-            return "json", result.json()
+            text = to_json(result, max_depth)
+            return "json", text if isinstance(text, str) else "null"
     except quickjs.JSException as exc:
+        if _DEPTH_MARKER in str(exc):
+            raise ScriptError(
+                f"the script's result is nested more than {max_depth} levels deep; the "
+                f"limit is {max_depth}",
+                "depth_limit",
+            ) from None
         raise _script_error(exc, time_limit_s, memory_limit_bytes) from None
     except MemoryError:
         raise _memory_error(memory_limit_bytes) from None

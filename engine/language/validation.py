@@ -11,6 +11,8 @@ semantic rules below, in definition order.
 
 Semantic rules for a workflow definition:
 
+* the name can travel in a URL path and a database key (``protocol.limits.name_problem``:
+  1-255 characters, no control characters, ``/`` or ``:``).
 * ``taskReferenceName`` is unique across the whole nesting; a duplicate is reported at
   its second occurrence, naming the first.
 * every ``${ref.…}`` reference names a task of the workflow that may have run before the
@@ -54,6 +56,7 @@ from engine.language.definitions import (
     schema_document,
 )
 from engine.language.expressions import expression_errors, reference_paths
+from protocol.limits import name_problem
 from protocol.queues import (
     HIGH_PRIORITY_SUFFIX,
     MAX_DOMAIN_LENGTH,
@@ -386,8 +389,9 @@ class _WorkflowChecker:
         self.issues.append(ValidationIssue(path, message))
 
     def run(self) -> list[ValidationIssue]:
-        if not self.wf.name.strip():
-            self.add("$.name", "the workflow name must not be empty")
+        problem = name_problem(self.wf.name, "the workflow name")
+        if problem is not None:
+            self.add("$.name", problem)
         self._index(self.wf.tasks, "$.tasks", ())
         self._check_list(self.wf.tasks, "$.tasks", frozenset(), ())
         self._check_template(

@@ -2,9 +2,10 @@
 
 Each WORKER task type has queues ``<type>``, ``<type>-high`` and ``<domain>-<type>``
 (:mod:`protocol.queues`). The dispatch activity sends the task message
-(:mod:`protocol.messages`) with message id ``<taskId>:<attempt>``; the Task API receives with a peek-lock, defers the message
-at once (so no lock has to outlive the call), and later fetches it by sequence
-number - from any replica - to complete or dead-letter it.
+(:mod:`protocol.messages`) with message id ``<taskId>:<attempt>``; the Task API
+receives with a peek-lock, defers the message at once (so no lock has to outlive
+the call), and later fetches it by sequence number - from any replica - to
+complete or dead-letter it.
 
 Semantics every adapter implements (the contract suite in
 ``tests/contract/test_queue_contract.py`` checks them):

@@ -3,7 +3,8 @@
 The run store is the durable record of everything the control plane and the
 interpreter's activities need outside the orchestration history. The API is
 synchronous: it is called from durabletask activities and from FastAPI handlers
-running in threads. Every method is one transaction, and most are one statement.
+running in threads. Every method is one transaction, and most are one statement;
+``batch`` makes several calls one transaction.
 
 Conventions
 -----------
@@ -33,6 +34,7 @@ duplicate write never moves a row backwards:
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager
 from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -235,12 +237,34 @@ class PollData(_Record):
 class Lease(_Record):
     task_id: str
     attempt: int
+    #: the lease holder: the authenticated principal that polled the attempt, or its
+    #: ``workerId`` when authentication is off
     worker_id: str
     expires_at: int
     acquired_at: int
     sequence_number: int | None = None
     queue_name: str | None = None
     released: bool = False
+    #: the task type whose concurrency slot the attempt holds (freed with the lease);
+    #: None when it holds none (the type has no ``concurrentExecLimit``)
+    slot: str | None = None
+
+
+class TaskLimits(_Record):
+    """The limits a hand-out of ``task_type`` is subject to (0: none)."""
+
+    task_type: str
+    concurrency_limit: int = 0
+    rate_per_frequency: int = 0
+    rate_frequency_seconds: int = 0
+
+
+class HandOut(_Record):
+    """What :meth:`RunStore.hand_out_task` did: the row it moved to IN_PROGRESS, or
+    nothing, with ``limited`` when a concurrency or rate limit refused it."""
+
+    task: TaskRecord | None = None
+    limited: bool = False
 
 
 @runtime_checkable
@@ -248,6 +272,13 @@ class RunStore(Protocol):
     """The run store port. Adapters: ``engine.adapters.run_store_sql.SqlRunStore``."""
 
     def close(self) -> None: ...
+
+    def batch(self) -> AbstractContextManager[None]:
+        """A block in which the calls of this thread are one transaction: committed at
+        its end, rolled back when it raises; reads inside it see its writes. A batch
+        inside a batch is part of it. Other threads' calls wait for (SQLite) or do not
+        see (PostgreSQL) its writes until it ends."""
+        ...
 
     # --- runs ---------------------------------------------------------------
     def create_run(self, run: NewRun) -> CreateRunResult:
@@ -310,18 +341,59 @@ class RunStore(Protocol):
         now: int,
         sequence_number: int | None = None,
         queue_name: str | None = None,
+        holder: str | None = None,
     ) -> TaskRecord | None:
         """The poll's bookkeeping in one transaction: acquire the lease of
-        (task_id, attempt) for ``worker_id`` and move the row to IN_PROGRESS
+        (task_id, attempt) for ``holder`` (default ``worker_id``; the control plane
+        passes the authenticated principal) and move the row to IN_PROGRESS
         (worker_id, start_time, poll_count + 1). Returns the updated row, or None
         (nothing written) when the task is stale (row missing, at another attempt,
         or terminal) or another worker holds a live lease."""
         ...
 
+    def hand_out_task(
+        self,
+        task_id: str,
+        attempt: int,
+        worker_id: str,
+        *,
+        lease_expires_at: int,
+        now: int,
+        sequence_number: int | None = None,
+        queue_name: str | None = None,
+        holder: str | None = None,
+        limits: TaskLimits | None = None,
+    ) -> HandOut:
+        """A poll's hand-out in one transaction: what ``start_task`` does, and, under
+        ``limits``, a concurrency slot (only with a ``concurrency_limit``: the lease
+        then names it in ``slot``) and a rate token. All or nothing: a stale task
+        writes nothing (``task`` None), and neither does one a limit refuses
+        (``limited``)."""
+        ...
+
     def get_task(self, task_id: str) -> TaskRecord | None: ...
+
+    def get_task_with_lease(self, task_id: str) -> tuple[TaskRecord | None, Lease | None]:
+        """The task row and the lease of its current attempt, read together."""
+        ...
+
+    def finish_task(
+        self, task_id: str, attempt: int, update: TaskUpdate, now: int, *, holder: str
+    ) -> bool:
+        """``update_task``, and when it applied, ``release_lease`` of ``holder``'s lease
+        of that attempt, in one transaction. Returns whether the update applied."""
+        ...
 
     def list_tasks(self, workflow_id: str) -> list[TaskRecord]:
         """Task rows of a run ordered by seq, then task_id."""
+        ...
+
+    def list_open_tasks(
+        self, task_type: str, *, start: int = 0, size: int = 100
+    ) -> list[TaskRecord]:
+        """Rows of ``task_type`` (the stored type: ``HUMAN``, ``WAIT`` ...) that are not
+        terminal, across all runs, oldest first (scheduled_time, then task_id): the HUMAN
+        inbox of the console. Paged with start/size."""
         ...
 
     def append_task_log(self, task_id: str, log: str, now: int) -> None: ...
@@ -400,7 +472,16 @@ class RunStore(Protocol):
         ...
 
     def release_lease(self, task_id: str, attempt: int, worker_id: str | None = None) -> bool:
-        """Mark the lease released (only if held by ``worker_id`` when given)."""
+        """Mark the lease released (only if held by ``worker_id`` when given) and free
+        the concurrency slot it holds (``Lease.slot``), once."""
+        ...
+
+    def extend_lease(
+        self, task_id: str, attempt: int, worker_id: str, *, expires_at: int, now: int
+    ) -> bool:
+        """Move the expiry of ``worker_id``'s unreleased lease of the attempt to
+        ``expires_at`` (``acquired_at`` to ``now``); it keeps its slot. Returns whether
+        the lease was extended."""
         ...
 
     def expire_lease(self, task_id: str, attempt: int, now: int) -> bool:
@@ -413,7 +494,8 @@ class RunStore(Protocol):
         ``limit`` and return True, else False. ``limit <= 0`` means unlimited (still
         counted). Atomic across processes. The caller must call
         ``release_concurrency`` exactly once per successful acquire (tie it to a
-        status write that returned True, which happens once)."""
+        status write that returned True, which happens once). The Task API takes its
+        slots with ``hand_out_task``, and they are freed with the lease."""
         ...
 
     def release_concurrency(self, task_type: str) -> None:

@@ -13,6 +13,9 @@ change of a WORKER row to the status the Task API wrote already (IN_PROGRESS at
 hand-out, the result a worker posted) is not written again. The worker message (queue,
 id, body) is :mod:`protocol.messages`; the row is written SCHEDULED with ``queueName``
 before the message is sent.
+
+Each activity is a span in its run's trace (:mod:`engine.runtime.tracing`); the
+dispatch span's context goes into the task message, so the worker's span is its child.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from durabletask import task as dt
+from opentelemetry.trace import SpanKind
 
 from engine.decider.state import ScheduleTask, TaskChange
 from engine.language.definitions import RunStatus, TaskStatus, TaskType, WorkflowDef
@@ -32,6 +36,12 @@ from engine.ports.queue import QueueError, QueueNotFound
 from engine.ports.queue_provisioning import ensure_queues_exist
 from engine.ports.run_store import DefinitionRecord, NewRun, RunUpdate, TaskRecord, TaskUpdate
 from engine.runtime.activity_io import (
+    ACTIVITY_BUILTIN,
+    ACTIVITY_DISPATCH,
+    ACTIVITY_FINISH,
+    ACTIVITY_POLL,
+    ACTIVITY_RECORD,
+    ACTIVITY_RESOLVE_CHILD,
     BuiltinInput,
     ChildResolution,
     DispatchInput,
@@ -46,13 +56,14 @@ from engine.runtime.activity_io import (
 from engine.runtime.builtins import ActivityDeps, ActivityResult, run_activity, run_poll
 from engine.runtime.payload_refs import dereference
 from engine.runtime.services import EngineServices
-from engine.runtime.settlement import MessageSettlement
+from engine.runtime.settlement import MessageSettlement, release_slot
 from engine.runtime.snapshots import (
     SnapshotError,
     publish_snapshot,
     publish_snapshot_of,
     read_definition,
 )
+from engine.runtime.tracing import STATUS, attributes, span, traceparent_of, tracer
 from protocol.events import TERMINATE_EVENT, TerminateEvent
 from protocol.messages import TaskMessage, message_id
 from protocol.payload_keys import (
@@ -128,68 +139,147 @@ class RunActivities:
         self.services = services
         self.store = services.run_store
         self.settlement = MessageSettlement(services.run_store, services.queue)
+        self.tracer = tracer(services.tracer_provider, "stepway.engine")
+        #: task type -> the latest poll time read from the store (see _polled_since)
+        self._last_polls: dict[str, int] = {}
 
     # -- the activities ------------------------------------------------------------------
 
     def record(self, ctx: dt.ActivityContext, raw: dict[str, Any]) -> dict[str, Any]:
         """Record task rows and run warnings (a step with no other I/O)."""
         data = RecordInput.model_validate(raw)
-        now = _now_ms()
-        self._write_changes(data.workflow_id, data.records, now)
-        self._write_warnings(data.workflow_id, data.warnings, now)
-        return {}
+        with span(
+            self.tracer,
+            ACTIVITY_RECORD,
+            parent=data.traceparent,
+            attrs=attributes(workflow_id=data.workflow_id),
+        ):
+            now = _now_ms()
+            with self.store.batch():
+                self._write_changes(data.workflow_id, data.records, now)
+                self._write_warnings(data.workflow_id, data.warnings, now)
+            return {}
 
     def dispatch(self, ctx: dt.ActivityContext, raw: dict[str, Any]) -> dict[str, Any]:
         """Queue one attempt of a WORKER task."""
-        return self._dispatch(DispatchInput.model_validate(raw)).wire()
+        data = DispatchInput.model_validate(raw)
+        task = data.task
+        with span(
+            self.tracer,
+            ACTIVITY_DISPATCH,
+            parent=data.traceparent,
+            kind=SpanKind.PRODUCER,
+            attrs=attributes(
+                workflow_id=data.workflow_id,
+                task_id=task.task_id,
+                task_type=task.name,
+                attempt=task.attempt,
+            ),
+        ) as current:
+            result = self._dispatch(data, traceparent_of(current))
+            current.set_attribute(STATUS, "FAILED" if result.error else "SCHEDULED")
+            return result.wire()
 
     def resolve_child(self, ctx: dt.ActivityContext, raw: dict[str, Any]) -> dict[str, Any]:
         """Resolve a SUB_WORKFLOW's definition version and write the child's run row."""
-        return self._resolve_child(ResolveChildInput.model_validate(raw)).wire()
+        data = ResolveChildInput.model_validate(raw)
+        task = data.task
+        with span(
+            self.tracer,
+            ACTIVITY_RESOLVE_CHILD,
+            parent=data.run.traceparent,
+            attrs=attributes(
+                workflow_id=data.workflow_id,
+                task_id=task.task_id,
+                task_type=task.type,
+                attempt=task.attempt,
+            ),
+        ) as current:
+            resolution = self._resolve_child(data)
+            resolution.traceparent = traceparent_of(current)
+            return resolution.wire()
 
     def finish(self, ctx: dt.ActivityContext, raw: dict[str, Any]) -> dict[str, Any]:
         """Record the run's end, cancel children, start the failure workflow."""
-        return self._finish(FinishInput.model_validate(raw)).wire()
+        data = FinishInput.model_validate(raw)
+        with span(
+            self.tracer,
+            ACTIVITY_FINISH,
+            parent=data.run.traceparent,
+            attrs=attributes(workflow_id=data.workflow_id),
+        ) as current:
+            summary = self._finish(data, traceparent_of(current))
+            current.set_attribute(STATUS, summary.status)
+            return summary.wire()
 
     def builtin(self, ctx: dt.ActivityContext, raw: dict[str, Any]) -> dict[str, Any]:
         """Run one attempt of a built-in activity type (HTTP, CALL_TOOL, ...)."""
         data = BuiltinInput.model_validate(raw)
-        self._write_changes(data.workflow_id, data.records, _now_ms())
         task = data.task
-        if task.type == TaskType.START_WORKFLOW:
-            return self._start_workflow(data)
-        task_input = dict(dereference(task.input, self.services.payload_cache.read))
-        task_input.setdefault(ACTIVITY_PREFIX_KEY, activity_prefix(data.workflow_id, task.task_id))
-        result = run_activity(self._inline_deps(), task.type, task_input)
-        where = PolledTask(
-            workflow_id=data.workflow_id, task_id=task.task_id, attempt=task.attempt, ref=task.ref
-        )
-        return self._task_output(where, result)
+        with span(
+            self.tracer,
+            ACTIVITY_BUILTIN,
+            parent=data.traceparent,
+            kind=SpanKind.CLIENT,
+            attrs=attributes(
+                workflow_id=data.workflow_id,
+                task_id=task.task_id,
+                task_type=task.type,
+                attempt=task.attempt,
+            ),
+        ) as current:
+            with self.store.batch():
+                self._write_changes(data.workflow_id, data.records, _now_ms())
+            if task.type == TaskType.START_WORKFLOW:
+                output = self._start_workflow(data, traceparent_of(current))
+                current.set_attribute(STATUS, str(output.get("status")))
+                return output
+            task_input = dict(dereference(task.input, self.services.payload_cache.read))
+            task_input.setdefault(
+                ACTIVITY_PREFIX_KEY, activity_prefix(data.workflow_id, task.task_id)
+            )
+            result = run_activity(self._inline_deps(), task.type, task_input)
+            where = PolledTask(
+                workflow_id=data.workflow_id,
+                task_id=task.task_id,
+                attempt=task.attempt,
+                ref=task.ref,
+            )
+            output = self._task_output(where, result)
+            current.set_attribute(STATUS, str(output.get("status")))
+            return output
 
     def poll(self, ctx: dt.ActivityContext, raw: dict[str, Any]) -> dict[str, Any]:
         """Poll a long-running built-in activity (asynchronous Logic Apps, Document
         Intelligence) once; the interpreter waits between polls on a durable timer."""
         data = PollInput.model_validate(raw)
-        result = run_poll(self._inline_deps(), data.type, dict(data.input))
-        if data.task is None:
-            return result.to_dict()
-        return self._task_output(data.task, result)
+        where = data.task
+        with span(
+            self.tracer,
+            ACTIVITY_POLL,
+            parent=data.traceparent,
+            kind=SpanKind.CLIENT,
+            attrs=attributes(
+                workflow_id=where.workflow_id if where else None,
+                task_id=where.task_id if where else None,
+                task_type=data.type,
+                attempt=where.attempt if where else None,
+            ),
+        ) as current:
+            result = run_poll(self._inline_deps(), data.type, dict(data.input))
+            output = result.to_dict() if where is None else self._task_output(where, result)
+            current.set_attribute(STATUS, str(output.get("status")))
+            return output
 
     # -- dispatch ------------------------------------------------------------------------
 
-    def _dispatch(self, data: DispatchInput) -> DispatchResult:
+    def _dispatch(self, data: DispatchInput, traceparent: str | None = None) -> DispatchResult:
         svc = self.services
         now = _now_ms()
         task = data.task
         task_id, attempt = task.task_id, task.attempt
         task_type = task.name
         previous = task.retried_task_id
-        # the row of this attempt is written once, below, with its queue
-        others = [c for c in data.records if (c.task_id, c.attempt) != (task_id, attempt)]
-        self._write_changes(data.workflow_id, others, now)
-        if previous:
-            # the attempt this one retries is over (its final row is written by now)
-            self._close_attempt(task_type, previous, attempt - 1, now)
         queue, domain = queue_for(task_type, data.priority, data.task_to_domain)
         scheduled = now + int(task.delay_seconds * 1000)
 
@@ -219,11 +309,8 @@ class RunActivities:
             ),
             input=inline if ref is None else None,
             input_ref=ref,
+            traceparent=traceparent,
         )
-
-        if previous:
-            # the previous attempt failed or timed out: its message (if handed out) is done
-            self.settlement.settle_attempt(previous, attempt - 1)
 
         row = TaskRecord(
             task_id=task_id,
@@ -243,14 +330,23 @@ class RunActivities:
             queue_name=queue,
             iteration=_iteration(task.ref, task.def_ref or task.ref),
         )
-        self.store.upsert_task(row, now)
+        with self.store.batch():  # the rows of this step: one transaction
+            # the row of this attempt is written once, below, with its queue
+            others = [c for c in data.records if (c.task_id, c.attempt) != (task_id, attempt)]
+            self._write_changes(data.workflow_id, others, now)
+            if previous:
+                # the attempt this one retries is over (its final row is written by now)
+                self._close_attempt(task_type, previous, attempt - 1, now)
+            self.store.upsert_task(row, now)
+        if previous:
+            # the previous attempt failed or timed out: its message (if handed out) is done
+            self.settlement.settle_attempt(previous, attempt - 1)
         try:
             self._send(queue, message, domain, task, task.delay_seconds)
         except QueueError as exc:
             return DispatchResult(error=f"cannot queue task {task.ref!r} on {queue!r}: {exc}")
 
-        polls = self.store.get_poll_data(task_type)
-        if not any(p.last_poll_time >= now - svc.no_worker_warning_ms for p in polls):
+        if not self._polled_since(task_type, now - svc.no_worker_warning_ms):
             warning = (
                 f"no worker polled task type {task_type!r} in the last "
                 f"{svc.no_worker_warning_ms // 1000} s; task queued on {queue!r}"
@@ -259,6 +355,17 @@ class RunActivities:
             log.warning("%s: %s", data.workflow_id, warning)
             return DispatchResult(queue=queue, scheduled_time=scheduled, warning=warning)
         return DispatchResult(queue=queue, scheduled_time=scheduled)
+
+    def _polled_since(self, task_type: str, since: int) -> bool:
+        """Whether a worker polled ``task_type`` at ``since`` or later. The latest poll
+        time read is remembered, so while workers poll the store is read about once per
+        warning window, not once per dispatch."""
+        if self._last_polls.get(task_type, -1) >= since:
+            return True
+        polls = self.store.get_poll_data(task_type)
+        latest = max((p.last_poll_time for p in polls), default=-1)
+        self._last_polls[task_type] = latest
+        return latest >= since
 
     def _send(
         self,
@@ -288,10 +395,12 @@ class RunActivities:
 
     # -- runs started by a run ------------------------------------------------------------
 
-    def _start_workflow(self, data: BuiltinInput) -> dict[str, Any]:
+    def _start_workflow(self, data: BuiltinInput, traceparent: str | None) -> dict[str, Any]:
         """START_WORKFLOW: start the run its ``startWorkflow`` input asks for (Conductor's
         StartWorkflow): the starter's correlation id and task domains unless given. The
-        run's id comes from the task attempt, so a repeated activity starts it once."""
+        run's id comes from the task attempt, so a repeated activity starts it once. The
+        run nests one deeper than its starter (at most ``max_workflow_depth``) and joins
+        the starter's trace under ``traceparent``."""
         svc, now, task = self.services, _now_ms(), data.task
         task_input = dereference(task.input, svc.payload_cache.read)
         request = task_input.get("startWorkflow") if isinstance(task_input, dict) else None
@@ -327,6 +436,16 @@ class RunActivities:
         except (SnapshotError, ValueError, TypeError) as exc:
             return {"status": "FAILED", "output": {}, "reason": f"Error starting workflow: {exc}"}
         starter = data.run
+        depth = (starter.depth if starter else 0) + 1
+        limit = svc.definitions.limits.max_workflow_depth
+        if depth > limit:
+            # before anything is created: a chain of runs that starts itself stops here
+            return {
+                "status": "FAILED_WITH_TERMINAL_ERROR",
+                "output": {},
+                "reason": f"starting workflow {definition.name!r} would nest runs {depth} "
+                f"deep, above the limit of {limit} (STEPWAY_MAX_WORKFLOW_DEPTH)",
+            }
         workflow_id = str(uuid.uuid5(_STARTED_RUNS, f"{task.task_id}/{task.attempt}"))
         run = NewRun(
             workflow_id=workflow_id,
@@ -353,7 +472,9 @@ class RunActivities:
                     correlation_id=run.correlation_id,
                     priority=run.priority,
                     task_to_domain=run.task_to_domain,
+                    depth=depth,
                     definition_ref=definition_ref,
+                    traceparent=traceparent,
                 ).wire(),
                 instance_id=workflow_id,
             )
@@ -364,10 +485,20 @@ class RunActivities:
     def _resolve_child(self, data: ResolveChildInput) -> ChildResolution:
         svc = self.services
         now = _now_ms()
-        self._write_changes(data.workflow_id, data.records, now)
+        with self.store.batch():
+            self._write_changes(data.workflow_id, data.records, now)
         task = data.task
         child = task.sub_workflow
         name = child.name if child is not None else ""
+        depth = data.run.depth + 1
+        limit = svc.definitions.limits.max_workflow_depth
+        if depth > limit:
+            # before anything is created: a chain of runs that starts itself stops here
+            return ChildResolution(
+                error=f"starting workflow {name!r} would nest runs {depth} deep, above the "
+                f"limit of {limit} (STEPWAY_MAX_WORKFLOW_DEPTH)",
+                terminal=True,
+            )
         inline = child.workflow_definition if child is not None else None
         try:
             if isinstance(inline, dict) and inline:
@@ -411,46 +542,50 @@ class RunActivities:
 
     # -- the run's end -------------------------------------------------------------------
 
-    def _finish(self, data: FinishInput) -> RunSummary:
+    def _finish(self, data: FinishInput, traceparent: str | None = None) -> RunSummary:
         svc = self.services
         now = _now_ms()
         workflow_id, run, result = data.workflow_id, data.run, data.result
-        self._ensure_run_row(workflow_id, run, now)
-        self._write_changes(workflow_id, data.records, now)
-        self._write_warnings(workflow_id, data.warnings, now)
         status = result.status
         reason = result.reason
+        # values the run passed by reference (engine.runtime.payload_refs) are read here
+        output = dereference(result.output, svc.payload_cache.read)
+        variables = dereference(data.variables, svc.payload_cache.read)
         output_ref = None
         try:
             inline, output_ref = self._offload(
-                PayloadKind.WORKFLOW_OUTPUT, workflow_output_key(workflow_id), result.output
+                PayloadKind.WORKFLOW_OUTPUT, workflow_output_key(workflow_id), output
             )
         except PayloadTooLarge as exc:
             status, inline, reason = RunStatus.FAILED, {}, str(exc)
-        failed_refs = list(result.failed_reference_task_names)
-        if status == RunStatus.COMPLETED:
-            # Conductor's completeWorkflow: the tasks that failed on the way (a retried
-            # attempt, an optional task)
-            failed_refs = list(
-                dict.fromkeys(
-                    row.reference_task_name
-                    for row in self.store.list_tasks(workflow_id)
-                    if row.status in (TaskStatus.FAILED, TaskStatus.FAILED_WITH_TERMINAL_ERROR)
+        with self.store.batch():  # the run's end and its last rows: one transaction
+            self._ensure_run_row(workflow_id, run, now)
+            self._write_changes(workflow_id, data.records, now)
+            self._write_warnings(workflow_id, data.warnings, now)
+            failed_refs = list(result.failed_reference_task_names)
+            if status == RunStatus.COMPLETED:
+                # Conductor's completeWorkflow: the tasks that failed on the way (a retried
+                # attempt, an optional task)
+                failed_refs = list(
+                    dict.fromkeys(
+                        row.reference_task_name
+                        for row in self.store.list_tasks(workflow_id)
+                        if row.status in (TaskStatus.FAILED, TaskStatus.FAILED_WITH_TERMINAL_ERROR)
+                    )
                 )
+            self.store.update_run(
+                workflow_id,
+                RunUpdate(
+                    status=status,
+                    output=inline if output_ref is None else None,
+                    output_ref=output_ref,
+                    variables=variables,
+                    reason_for_incompletion=reason,
+                    failed_reference_task_names=failed_refs,
+                    end_time=now,
+                ),
+                now,
             )
-        self.store.update_run(
-            workflow_id,
-            RunUpdate(
-                status=status,
-                output=inline if output_ref is None else None,
-                output_ref=output_ref,
-                variables=data.variables,
-                reason_for_incompletion=reason,
-                failed_reference_task_names=failed_refs,
-                end_time=now,
-            ),
-            now,
-        )
         client = svc.client()
         for child_id in data.cancel_children:
             try:
@@ -471,7 +606,7 @@ class RunActivities:
                 failure_name = None
             if failure_name:
                 failure_workflow_id = self._start_failure_workflow(
-                    client, failure_name, data, status, reason, now
+                    client, failure_name, data, status, reason, now, traceparent
                 )
         return RunSummary(
             status=status.value,
@@ -506,6 +641,7 @@ class RunActivities:
         status: RunStatus,
         reason: str | None,
         now: int,
+        traceparent: str | None = None,
     ) -> str | None:
         workflow_id, run = data.workflow_id, data.run
         try:
@@ -549,6 +685,8 @@ class RunActivities:
                     input=failure_input,
                     correlation_id=run.correlation_id,
                     definition_ref=publish_snapshot(self.store, self.services.payloads, record),
+                    # the failure workflow is in the trace of the run that failed
+                    traceparent=traceparent,
                 ).wire(),
                 instance_id=failure_id,
             )
@@ -587,7 +725,7 @@ class RunActivities:
                         and existing.status == TaskStatus.IN_PROGRESS
                     ):
                         # the engine ended an attempt a worker holds (timeout, cancel)
-                        self._release_slot(change.name, row.task_id, row.attempt)
+                        self._release_lease(row.task_id, row.attempt)
             else:
                 self.store.upsert_task(row, now)
             if change.retried and existing is not None:
@@ -626,17 +764,10 @@ class RunActivities:
             return row
         return row.model_copy(update={"input_data": {**row.input_data, "instructionsText": text}})
 
-    def _release_slot(self, task_type: str, task_id: str, attempt: int) -> None:
-        """Free the concurrency slot of an attempt a worker polled (its lease carries the
-        message's sequence number) when the engine, not the worker, ends it. Call only
-        after a status write of this attempt applied: that write happens once, so the slot
-        the Task API took at hand-out is given back once, by whoever ended the attempt."""
-        lease = self.store.get_lease(task_id, attempt)
-        if lease is None or lease.sequence_number is None or lease.released:
-            return
-        self.store.release_lease(task_id, attempt)
-        if task_type:
-            self.store.release_concurrency(task_type)
+    def _release_lease(self, task_id: str, attempt: int) -> None:
+        """Release the lease (and the concurrency slot) of an attempt the engine ended
+        (:func:`engine.runtime.settlement.release_slot`)."""
+        release_slot(self.store, task_id, attempt)
 
     def _close_attempt(self, task_type: str, task_id: str, attempt: int, now: int) -> None:
         """End an attempt that is being replaced by the next one (it timed out while a
@@ -656,7 +787,7 @@ class RunActivities:
             now,
         )
         if applied and held:
-            self._release_slot(task_type, task_id, attempt)
+            self._release_lease(task_id, attempt)
 
     # -- payloads ------------------------------------------------------------------------
 

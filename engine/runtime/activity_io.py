@@ -3,6 +3,9 @@
 The orchestration (:mod:`engine.runtime.interpreter`) builds them, the activities
 (:mod:`engine.runtime.activities`) read them; on the wire (the durable history) they are
 camelCase JSON. Activity names are here too, so both sides spell them once.
+
+``traceparent`` is the run's trace context (``RunInput.traceparent``), handed to the
+activities so that their spans are in the run's trace (engine/runtime/tracing.py).
 """
 
 from __future__ import annotations
@@ -47,7 +50,10 @@ class _Io(BaseModel):
 
     def wire(self) -> dict[str, Any]:
         """The JSON form handed to (or returned by) an activity."""
-        return self.model_dump(mode="json", by_alias=True)
+        data = self.model_dump(mode="json", by_alias=True)
+        if "traceparent" in data and data["traceparent"] is None:
+            del data["traceparent"]  # tracing is off: nothing in the history
+        return data
 
 
 class RecordInput(_Io):
@@ -56,6 +62,7 @@ class RecordInput(_Io):
     workflow_id: str
     records: list[TaskChange] = Field(default_factory=list)
     warnings: list[str] = Field(default_factory=list)
+    traceparent: str | None = None
 
 
 class DispatchInput(_Io):
@@ -70,6 +77,7 @@ class DispatchInput(_Io):
     records: list[TaskChange] = Field(default_factory=list)
     #: orchestration time of the step (the row's scheduling order)
     now_ms: int | None = None
+    traceparent: str | None = None
 
 
 class DispatchResult(_Io):
@@ -102,6 +110,10 @@ class ChildResolution(_Io):
     definition_ref: str | None = None
     #: the child cannot start (its definition does not exist); the task fails
     error: str | None = None
+    #: the resolving span's trace context: the child run's spans are in the parent's trace
+    traceparent: str | None = None
+    #: the error is terminal: another attempt would meet it again (the nesting limit)
+    terminal: bool = False
 
 
 class BuiltinInput(_Io):
@@ -110,6 +122,7 @@ class BuiltinInput(_Io):
     workflow_id: str
     task: ScheduleTask
     records: list[TaskChange] = Field(default_factory=list)
+    traceparent: str | None = None
     #: START_WORKFLOW: the starting run's input (its correlation id and task domains are
     #: the defaults of the run it starts)
     run: RunInput | None = None
@@ -130,6 +143,7 @@ class PollInput(_Io):
     type: str
     input: dict[str, Any] = Field(default_factory=dict)
     task: PolledTask | None = None
+    traceparent: str | None = None
 
 
 class FinishInput(_Io):

@@ -17,6 +17,7 @@ from engine.language.definitions import TaskDef, WorkflowDef
 from engine.ports.payload_store import PayloadError
 from engine.ports.run_store import RunStore
 from engine.runtime.payload_cache import PayloadCache
+from engine.runtime.run_limits import RunLimits
 from engine.runtime.snapshots import SnapshotError, read_snapshot
 
 __all__ = ["DefinitionCache", "DefinitionNotFound"]
@@ -39,6 +40,10 @@ class DefinitionCache:
     store: RunStore
     #: where snapshots and offloaded task outputs (read by expressions) come from
     payloads: PayloadCache
+    #: limits the Deciders apply (the DO_WHILE iteration limit)
+    limits: RunLimits = field(default_factory=RunLimits)
+    #: the largest value computed in a run (the inline threshold); None: no limit
+    max_value_bytes: int | None = None
     _deciders: dict[tuple[str, int], Decider] = field(default_factory=dict)
     _by_snapshot: dict[str, Decider] = field(default_factory=dict)
     _instructions: dict[str, str] = field(default_factory=dict)
@@ -83,7 +88,14 @@ class DefinitionCache:
             name: TaskDef.model_validate(data)
             for name, data in (snapshot.get("taskDefs") or {}).items()
         }
-        return Decider(definition, task_defs, payloads=self.payloads.read)
+        return Decider(
+            definition,
+            task_defs,
+            payloads=self.payloads.read,
+            max_loop_iterations=self.limits.max_loop_iterations,
+            # values computed in a run are bounded by the inline threshold
+            max_value_bytes=self.max_value_bytes,
+        )
 
     def instruction(self, name: str) -> str | None:
         text = self._instructions.get(name)

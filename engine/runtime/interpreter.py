@@ -25,6 +25,7 @@ activity, timer or child is outstanding, the run carries the Decider's state int
 
 from __future__ import annotations
 
+import json
 from collections.abc import Generator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -62,6 +63,7 @@ from engine.runtime.activity_io import (
 )
 from engine.runtime.builtins import ActivityResult
 from engine.runtime.definition_cache import DefinitionCache
+from engine.runtime.run_limits import RunLimits
 from protocol.events import (
     SKIP_EVENT,
     TERMINATE_EVENT,
@@ -72,6 +74,7 @@ from protocol.events import (
     result_event,
     started_event,
 )
+from protocol.limits import json_depth_problem
 from protocol.runs import ORCHESTRATOR_NAME, RunInput
 
 #: The interpreter's own bookkeeping activities (record, dispatch, finish, resolve a
@@ -84,7 +87,24 @@ BOOKKEEPING_RETRY = dt.RetryPolicy(
     max_retry_interval=timedelta(seconds=60),
 )
 #: outcomes handled per orchestration execution before carrying state into a new one
-STEPS_PER_EXECUTION = 25
+STEPS_PER_EXECUTION = 10
+
+
+class MessageTooLarge(Exception):
+    """The run's next orchestration message would exceed the limit."""
+
+    def __init__(self, what: str, size: int, limit: int) -> None:
+        super().__init__(
+            f"{what} would be an orchestration message of {size} bytes, above the limit of "
+            f"{limit} bytes (STEPWAY_MAX_MESSAGE_BYTES): the run carries too much data"
+        )
+
+
+def check_message(what: str, payload: Any, limit: int) -> None:
+    """Raise :class:`MessageTooLarge` if ``payload`` as JSON is larger than ``limit``."""
+    size = len(json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode())
+    if size > limit:
+        raise MessageTooLarge(what, size, limit)
 
 
 def _ms(moment: datetime) -> int:
@@ -113,7 +133,14 @@ class _Pending:
 
 
 class _Run:
-    def __init__(self, ctx: dt.OrchestrationContext, run: RunInput, decider: Decider) -> None:
+    def __init__(
+        self,
+        ctx: dt.OrchestrationContext,
+        run: RunInput,
+        decider: Decider,
+        max_message_bytes: int = RunLimits().max_message_bytes,
+    ) -> None:
+        self.max_message_bytes = max_message_bytes
         self.ctx = ctx
         self.run = run
         self.decider = decider
@@ -127,6 +154,13 @@ class _Run:
         self.warned = 0
 
     # -- helpers ---------------------------------------------------------------------------
+
+    def _bounded(self, what: str, payload: dict[str, Any]) -> dict[str, Any]:
+        """``payload``, if it fits one orchestration message (RunLimits.max_message_bytes);
+        else :class:`MessageTooLarge`, which ends the run FAILED with that reason instead
+        of a message the backend refuses or hands out forever."""
+        check_message(what, payload, self.max_message_bytes)
+        return payload
 
     def now(self) -> int:
         return _ms(self.ctx.current_utc_datetime)
@@ -186,16 +220,20 @@ class _Run:
             dispatch: dt.Task[Any] = self.ctx.call_activity(
                 ACTIVITY_DISPATCH,
                 retry_policy=BOOKKEEPING_RETRY,
-                input=DispatchInput(
-                    workflow_id=self.ctx.instance_id,
-                    workflow_type=self.run.name,
-                    correlation_id=self.run.correlation_id,
-                    priority=self.run.priority,
-                    task_to_domain=self.run.task_to_domain,
-                    task=action,
-                    records=self._take_records(task_id),
-                    now_ms=self.now(),
-                ).wire(),
+                input=self._bounded(
+                    "the dispatch of a task",
+                    DispatchInput(
+                        workflow_id=self.ctx.instance_id,
+                        workflow_type=self.run.name,
+                        correlation_id=self.run.correlation_id,
+                        priority=self.run.priority,
+                        task_to_domain=self.run.task_to_domain,
+                        task=action,
+                        records=self._take_records(task_id),
+                        now_ms=self.now(),
+                        traceparent=self.run.traceparent,
+                    ).wire(),
+                ),
             )
             self._track(task_id, "dispatch", dispatch)
             self._track(task_id, "result", self._wait_event(result_event(task_id)))
@@ -227,13 +265,16 @@ class _Run:
                 self.ctx.call_activity(
                     ACTIVITY_RESOLVE_CHILD,
                     retry_policy=BOOKKEEPING_RETRY,
-                    input=ResolveChildInput(
-                        workflow_id=self.ctx.instance_id,
-                        child_id=f"{task_id}-{action.attempt}",
-                        run=self._run_without_state(),
-                        task=action,
-                        records=self._take_records(task_id),
-                    ).wire(),
+                    input=self._bounded(
+                        "the start of a child run",
+                        ResolveChildInput(
+                            workflow_id=self.ctx.instance_id,
+                            child_id=f"{task_id}-{action.attempt}",
+                            run=self._run_without_state(),
+                            task=action,
+                            records=self._take_records(task_id),
+                        ).wire(),
+                    ),
                 ),
             )
             return
@@ -242,16 +283,20 @@ class _Run:
             "activity",
             self.ctx.call_activity(
                 ACTIVITY_BUILTIN,
-                input=BuiltinInput(
-                    workflow_id=self.ctx.instance_id,
-                    task=action,
-                    records=self._take_records(task_id),
-                    run=(
-                        self._run_without_state()
-                        if action.type == TaskType.START_WORKFLOW
-                        else None
-                    ),
-                ).wire(),
+                input=self._bounded(
+                    "the input of a built-in task",
+                    BuiltinInput(
+                        workflow_id=self.ctx.instance_id,
+                        task=action,
+                        records=self._take_records(task_id),
+                        traceparent=self.run.traceparent,
+                        run=(
+                            self._run_without_state()
+                            if action.type == TaskType.START_WORKFLOW
+                            else None
+                        ),
+                    ).wire(),
+                ),
             ),
         )
 
@@ -315,16 +360,20 @@ class _Run:
                     "activity",
                     self.ctx.call_activity(
                         ACTIVITY_POLL,
-                        input=PollInput(
-                            type=action.type,
-                            input=entry.poll_input,
-                            task=PolledTask(
-                                workflow_id=self.ctx.instance_id,
-                                task_id=task_id,
-                                attempt=action.attempt,
-                                ref=action.ref,
-                            ),
-                        ).wire(),
+                        input=self._bounded(
+                            "the poll of a built-in task",
+                            PollInput(
+                                type=action.type,
+                                input=entry.poll_input,
+                                task=PolledTask(
+                                    workflow_id=self.ctx.instance_id,
+                                    task_id=task_id,
+                                    attempt=action.attempt,
+                                    ref=action.ref,
+                                ),
+                                traceparent=self.run.traceparent,
+                            ).wire(),
+                        ),
                     ),
                 )
                 return None
@@ -365,12 +414,20 @@ class _Run:
             if result.attempt is not None and result.attempt != action.attempt:
                 self._track(task_id, "result", self._wait_event(result_event(task_id)))
                 return None
-            return outcome(TaskStatus(result.status), result.output or {}, result.reason)
+            output = result.output or {}
+            too_deep = json_depth_problem(output, what=f"the output of task {action.ref!r}")
+            if too_deep is not None:
+                # the Task API refuses such bodies; a result raised some other way is too
+                return outcome(TaskStatus.FAILED_WITH_TERMINAL_ERROR, reason=too_deep)
+            return outcome(TaskStatus(result.status), output, result.reason)
 
         if role == "resolve":
             child = ChildResolution.model_validate(value or {})
             if child.error:
-                return outcome(TaskStatus.FAILED, reason=child.error)
+                refused = (
+                    TaskStatus.FAILED_WITH_TERMINAL_ERROR if child.terminal else TaskStatus.FAILED
+                )
+                return outcome(refused, reason=child.error)
             self.state = self.decider.on_child_started(
                 self.state, task_id, action.attempt, f"{task_id}-{action.attempt}", self.now()
             )
@@ -383,7 +440,9 @@ class _Run:
                 task_to_domain=child.task_to_domain or self.run.task_to_domain,
                 parent_workflow_id=self.ctx.instance_id,
                 parent_task_id=task_id,
+                depth=self.run.depth + 1,
                 definition_ref=child.definition_ref,
+                traceparent=child.traceparent or self.run.traceparent,
             )
             entry.phase = "child"
             self._track(
@@ -391,7 +450,7 @@ class _Run:
                 "child",
                 self.ctx.call_sub_orchestrator(
                     ORCHESTRATOR_NAME,
-                    input=child_input.wire(),
+                    input=self._bounded("the input of a child run", child_input.wire()),
                     instance_id=f"{task_id}-{action.attempt}",
                 ),
             )
@@ -534,7 +593,11 @@ class _Run:
                     }
                 )
                 ctx.continue_as_new(
-                    carried.model_dump(mode="json", by_alias=True), save_events=True
+                    self._bounded(
+                        "the run's state (carried into a new execution)",
+                        carried.model_dump(mode="json", by_alias=True),
+                    ),
+                    save_events=True,
                 )
                 return {}
             decision = self.decider.decide(self.state, now)
@@ -551,9 +614,15 @@ class _Run:
             yield self.ctx.call_activity(
                 ACTIVITY_RECORD,
                 retry_policy=BOOKKEEPING_RETRY,
-                input=RecordInput(
-                    workflow_id=self.ctx.instance_id, records=records, warnings=warnings
-                ).wire(),
+                input=self._bounded(
+                    "the task records of a step",
+                    RecordInput(
+                        workflow_id=self.ctx.instance_id,
+                        records=records,
+                        warnings=warnings,
+                        traceparent=self.run.traceparent,
+                    ).wire(),
+                ),
             )
 
     def finish(self, result: RunResult) -> Generator[dt.Task[Any], Any, dict[str, Any]]:
@@ -568,6 +637,7 @@ class _Run:
                 warnings=self._take_warnings(),
                 cancel_children=self.cancel_children,
                 variables=self.state.variables,
+                max_message_bytes=self.max_message_bytes,
             )
         )
 
@@ -584,23 +654,24 @@ def finish_run(
     warnings: list[str] | None = None,
     cancel_children: list[str] | None = None,
     variables: dict[str, Any] | None = None,
+    max_message_bytes: int | None = None,
 ) -> Generator[dt.Task[Any], Any, dict[str, Any]]:
     """End the run: the finish activity records it and returns the run's summary (the
-    orchestration's output)."""
-    summary = yield ctx.call_activity(
-        ACTIVITY_FINISH,
-        retry_policy=BOOKKEEPING_RETRY,
-        input=FinishInput(
-            workflow_id=ctx.instance_id,
-            run=run.model_copy(update={"state": None}),
-            result=result,
-            records=records or [],
-            warnings=warnings or [],
-            cancel_children=cancel_children or [],
-            variables=variables or {},
-            now_ms=_ms(ctx.current_utc_datetime),
-        ).wire(),
-    )
+    orchestration's output). With ``max_message_bytes``, a finish too large for one
+    message raises :class:`MessageTooLarge`."""
+    finish = FinishInput(
+        workflow_id=ctx.instance_id,
+        run=run.model_copy(update={"state": None}),
+        result=result,
+        records=records or [],
+        warnings=warnings or [],
+        cancel_children=cancel_children or [],
+        variables=variables or {},
+        now_ms=_ms(ctx.current_utc_datetime),
+    ).wire()
+    if max_message_bytes is not None:
+        check_message("the end of the run", finish, max_message_bytes)
+    summary = yield ctx.call_activity(ACTIVITY_FINISH, retry_policy=BOOKKEEPING_RETRY, input=finish)
     return summary if isinstance(summary, dict) else result.model_dump(mode="json", by_alias=True)
 
 
@@ -617,7 +688,7 @@ def make_workflow_interpreter(definitions: DefinitionCache) -> dt.Orchestrator[A
             decider = definitions.decider_for(run.name, run.version, run.definition_ref)
         except LookupError as exc:
             return (yield from _fail(ctx, run, str(exc)))
-        runner = _Run(ctx, run, decider)
+        runner = _Run(ctx, run, decider, definitions.limits.max_message_bytes)
         if run.state is not None:
             state = RunState.model_validate(run.state)
             runner.warned = len(state.warnings)  # recorded before the state was carried over
@@ -640,6 +711,8 @@ def make_workflow_interpreter(definitions: DefinitionCache) -> dt.Orchestrator[A
             return (yield from runner.interpret(state))
         except dt.TaskFailedError:
             raise  # the bookkeeping failed after its retries: nothing left to record with
+        except MessageTooLarge as exc:
+            return (yield from _fail(ctx, run, str(exc)))
         except Exception as exc:  # a defect or bad data: end the run FAILED, never RUNNING
             reason = f"interpreter error: {type(exc).__name__}: {exc}"
             return (yield from _fail(ctx, run, reason))
@@ -657,6 +730,8 @@ def _fail(
 __all__ = [
     "BOOKKEEPING_RETRY",
     "STEPS_PER_EXECUTION",
+    "MessageTooLarge",
+    "check_message",
     "finish_run",
     "make_workflow_interpreter",
 ]

@@ -7,11 +7,11 @@ reading through this cache is as deterministic as the orchestration must be.
 
 from __future__ import annotations
 
-import json
 import threading
 from typing import Any
 
 from engine.ports.payload_store import PayloadStore
+from protocol.limits import loads_limited
 
 __all__ = ["PAYLOAD_CACHE_ENTRIES", "PayloadCache"]
 
@@ -33,7 +33,8 @@ class PayloadCache:
                 return self._values[reference]
         if self.store is None:
             raise RuntimeError(f"payload {reference!r} is offloaded but no payload store is set")
-        value = json.loads(self.store.get(reference))
+        # a payload is JSON a worker or an outside service may have written: bounded depth
+        value = loads_limited(self.store.get(reference), what=f"payload {reference!r}")
         with self._lock:
             self._values[reference] = value
             while len(self._values) > self.entries:

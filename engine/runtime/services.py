@@ -15,6 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from opentelemetry.trace import NoOpTracerProvider, TracerProvider
+
 from engine.ports.payload_store import PayloadLimits, PayloadStore
 from engine.ports.queue import TaskQueue
 from engine.ports.queue_provisioning import QueueProvisioner
@@ -22,6 +24,7 @@ from engine.ports.run_store import RunStore
 from engine.runtime.builtins import ActivityDeps
 from engine.runtime.definition_cache import DefinitionCache
 from engine.runtime.payload_cache import PayloadCache
+from engine.runtime.run_limits import RunLimits
 
 __all__ = ["EngineServices"]
 
@@ -38,6 +41,10 @@ class EngineServices:
     activity_deps: ActivityDeps = field(default_factory=ActivityDeps)
     #: a type with no poll in this many ms gets a warning when work is queued for it
     no_worker_warning_ms: int = 10_000
+    #: where the activities' spans go (engine.app.telemetry); the default records none
+    tracer_provider: TracerProvider = field(default_factory=NoOpTracerProvider)
+    #: limits of one run (the Deciders' and the interpreter's)
+    run_limits: RunLimits = field(default_factory=RunLimits)
     #: creates a task type's queues on first use (a type without a registered task
     #: definition, or a domain only a start request names); None: queues must exist
     provisioner: QueueProvisioner | None = None
@@ -48,10 +55,23 @@ class EngineServices:
 
     def __post_init__(self) -> None:
         self.payload_cache = PayloadCache(self.payloads)
-        self.definitions = DefinitionCache(self.run_store, self.payload_cache)
+        self.definitions = DefinitionCache(
+            self.run_store,
+            self.payload_cache,
+            limits=self.run_limits,
+            # values computed in a run are bounded by the inline threshold
+            max_value_bytes=self.payload_limits.task_input_threshold
+            if self.payloads is not None
+            else None,
+        )
 
     def client(self) -> Any:
         """The durable client of this process (built on first use)."""
         if self._client is None:
             self._client = self.client_factory()
         return self._client
+
+    def close(self) -> None:
+        """End what these services started: the evaluator processes."""
+        if self.activity_deps.evaluators is not None:
+            self.activity_deps.evaluators.close()

@@ -21,7 +21,7 @@ import logging
 from engine.ports.queue import MessageNotFound, QueueError, TaskQueue
 from engine.ports.run_store import Lease, RunStore
 
-__all__ = ["DEAD_LETTER_REASON", "MessageSettlement"]
+__all__ = ["DEAD_LETTER_REASON", "MessageSettlement", "release_slot"]
 
 log = logging.getLogger(__name__)
 
@@ -58,3 +58,12 @@ class MessageSettlement:
                 )
             else:
                 self.queue.complete(lease.queue_name, message)
+
+
+def release_slot(run_store: RunStore, task_id: str, attempt: int) -> None:
+    """Release the lease of an attempt a worker holds, and with it the concurrency slot it
+    holds (``Lease.slot``), when the engine, not the worker, ends it. Call only after a
+    status write of this attempt applied: that write happens once, and a lease is released
+    once, so the slot the Task API took at hand-out is given back once, by whoever ended
+    the attempt."""
+    run_store.release_lease(task_id, attempt)

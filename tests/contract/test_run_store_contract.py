@@ -27,11 +27,13 @@ from sqlalchemy.engine import make_url
 
 from engine.adapters.run_store_sql import MIGRATIONS_DIR, SqlRunStore, metadata
 from engine.ports.run_store import (
+    HandOut,
     NewRun,
     RunQuery,
     RunStatus,
     RunStore,
     RunUpdate,
+    TaskLimits,
     TaskRecord,
     TaskStatus,
     TaskUpdate,
@@ -156,6 +158,47 @@ def test_upgrade_gives_worker_rows_their_task_type_from_the_queue(store_url: str
         for task_id in ("t1", "t2", "t3"):
             row = upgraded.get_task(task_id)
             assert row is not None and row.task_def_name == "parse_pdf"
+    finally:
+        upgraded.close()
+
+
+def test_upgrade_gives_open_leases_of_polled_attempts_their_slot(store_url: str) -> None:
+    """Revision 0004 adds ``leases.slot``: before it every polled attempt held a slot of
+    its type's counter, so an unreleased lease with a sequence number gets its type and
+    releasing it frees that slot once."""
+    engine = sa.create_engine(store_url)
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
+    with engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, "0003")
+        for task_id, seq, released in [("t1", 7, False), ("t2", None, False), ("t3", 8, True)]:
+            conn.execute(
+                sa.text(
+                    "INSERT INTO tasks (task_id, workflow_id, reference_task_name, task_type, "
+                    "task_def_name, status, attempt, retry_count, seq, poll_count, "
+                    "callback_after_seconds, iteration) VALUES (:id, 'w1', :id, 'WORKER', "
+                    "'parse_pdf', 'IN_PROGRESS', 1, 0, 0, 1, 0, 0)"
+                ),
+                {"id": task_id},
+            )
+            conn.execute(
+                sa.text(
+                    "INSERT INTO leases (task_id, attempt, worker_id, expires_at, acquired_at, "
+                    "sequence_number, released) VALUES (:id, 1, 'wk', 1, 0, :seq, :released)"
+                ),
+                {"id": task_id, "seq": seq, "released": released},
+            )
+        conn.execute(
+            sa.text("INSERT INTO concurrency_counters (task_type, in_use) VALUES ('parse_pdf', 2)")
+        )
+    engine.dispose()
+    upgraded = SqlRunStore(store_url)
+    try:
+        slots = {t: getattr(upgraded.get_lease(t, 1), "slot", "-") for t in ("t1", "t2", "t3")}
+        assert slots == {"t1": "parse_pdf", "t2": None, "t3": None}
+        assert upgraded.release_lease("t1", 1)
+        assert upgraded.concurrency_in_use("parse_pdf") == 1
     finally:
         upgraded.close()
 
@@ -442,6 +485,22 @@ def test_task_roundtrip_and_listing(store: SqlRunStore) -> None:
     assert store.get_task("missing") is None
 
 
+def test_open_tasks_of_a_type_oldest_first(store: SqlRunStore) -> None:
+    """The console's HUMAN inbox: every waiting task of a type across runs."""
+    store.upsert_task(task("late", workflow_id="w2", task_type="HUMAN", scheduled_time=T0 + 5), T0)
+    store.upsert_task(task("early", workflow_id="w1", task_type="HUMAN", scheduled_time=T0), T0)
+    store.upsert_task(task("worker", task_type="WORKER", scheduled_time=T0 - 9), T0)
+    store.upsert_task(
+        task("started", workflow_id="w3", task_type="HUMAN", scheduled_time=T0 + 7), T0
+    )
+    store.update_task("started", 1, TaskUpdate(status=TaskStatus.IN_PROGRESS), T0)
+    store.upsert_task(task("done", workflow_id="w4", task_type="HUMAN", scheduled_time=T0 - 1), T0)
+    store.update_task("done", 1, TaskUpdate(status=TaskStatus.COMPLETED), T0)
+    assert [t.task_id for t in store.list_open_tasks("HUMAN")] == ["early", "late", "started"]
+    assert [t.task_id for t in store.list_open_tasks("HUMAN", start=1, size=1)] == ["late"]
+    assert store.list_open_tasks("WAIT") == []
+
+
 def test_task_status_is_monotonic_within_an_attempt(store: SqlRunStore) -> None:
     assert store.upsert_task(task("t1"), T0)
     assert store.upsert_task(task("t1"), T0 + 1)  # repeated SCHEDULED write (activity retry)
@@ -567,8 +626,13 @@ def test_start_task_is_the_poll_bookkeeping(store: SqlRunStore) -> None:
     assert got is not None and got.worker_id == "wk1" and got.poll_count == 1
     # callbackAfterSeconds: the lease is released, the message comes back, anyone may take it
     assert store.release_lease("t1", 1, "wk1")
-    again = store.start_task("t1", 1, "wk2", lease_expires_at=T0 + 90_000, now=T0 + 30)
+    again = store.start_task(
+        "t1", 1, "wk2", lease_expires_at=T0 + 90_000, now=T0 + 30, holder="token:team-a"
+    )
     assert again is not None and again.worker_id == "wk2" and again.poll_count == 2
+    # the lease belongs to the holder (the authenticated principal), the row names the worker
+    held = store.get_lease("t1")
+    assert held is not None and held.worker_id == "token:team-a" and not held.released
     # stale: wrong attempt, missing task, terminal task
     assert store.start_task("t1", 2, "wk3", lease_expires_at=T0 + 1, now=T0) is None
     assert store.start_task("nope", 1, "wk3", lease_expires_at=T0 + 1, now=T0) is None
@@ -591,6 +655,161 @@ def test_start_task_under_concurrency_hands_out_once(store: SqlRunStore) -> None
         assert len(winners) == 1
         got = store.get_task(f"t{n}")
         assert got is not None and got.worker_id == winners[0].worker_id and got.poll_count == 1
+
+
+def test_hand_out_takes_a_slot_only_under_a_concurrency_limit(store: SqlRunStore) -> None:
+    for n in range(4):
+        store.upsert_task(task(f"t{n}", task_def_name="pdf"), T0)
+    # no limit: handed out, no slot counted, the lease names none
+    free = store.hand_out_task(
+        "t0", 1, "wk", lease_expires_at=T0 + 60_000, now=T0, limits=TaskLimits(task_type="pdf")
+    )
+    assert free.task is not None and free.task.status == TaskStatus.IN_PROGRESS
+    lease = store.get_lease("t0", 1)
+    assert lease is not None and lease.slot is None
+    assert store.concurrency_in_use("pdf") == 0
+    # a limit of 2: two slots, then refused with nothing written
+    limits = TaskLimits(task_type="pdf", concurrency_limit=2)
+    for n in (1, 2):
+        out = store.hand_out_task(
+            f"t{n}", 1, "wk", lease_expires_at=T0 + 60_000, now=T0, sequence_number=n, limits=limits
+        )
+        assert out.task is not None and not out.limited
+    assert store.concurrency_in_use("pdf") == 2
+    refused = store.hand_out_task(
+        "t3", 1, "wk", lease_expires_at=T0 + 60_000, now=T0, limits=limits
+    )
+    assert refused == HandOut(limited=True)
+    row = store.get_task("t3")
+    assert row is not None and row.status == TaskStatus.SCHEDULED and row.poll_count == 0
+    assert store.get_lease("t3", 1) is None
+    # a stale task is not limited: it is stale (the caller drops its message)
+    assert store.hand_out_task("t9", 1, "wk", lease_expires_at=T0, now=T0, limits=limits) == (
+        HandOut()
+    )
+    # releasing a lease frees the slot it holds, once
+    lease = store.get_lease("t1", 1)
+    assert lease is not None and lease.slot == "pdf"
+    assert store.release_lease("t1", 1, "wk")
+    assert not store.release_lease("t1", 1, "wk")
+    assert store.concurrency_in_use("pdf") == 1
+    assert store.release_lease("t0", 1)  # held no slot
+    assert store.concurrency_in_use("pdf") == 1
+
+
+def test_hand_out_takes_a_rate_token_or_nothing(store: SqlRunStore) -> None:
+    for n in range(3):
+        store.upsert_task(task(f"t{n}", task_def_name="pdf"), T0)
+    limits = TaskLimits(
+        task_type="pdf", concurrency_limit=5, rate_per_frequency=2, rate_frequency_seconds=60
+    )
+    for n in (0, 1):
+        assert store.hand_out_task(
+            f"t{n}", 1, "wk", lease_expires_at=T0 + 1000, now=T0, limits=limits
+        ).task
+    # the third is refused by the rate; the slot it would have taken is not kept
+    assert store.hand_out_task(
+        "t2", 1, "wk", lease_expires_at=T0 + 1000, now=T0, limits=limits
+    ).limited
+    assert store.concurrency_in_use("pdf") == 2
+    assert store.hand_out_task(
+        "t2", 1, "wk", lease_expires_at=T0 + 61_000, now=T0 + 60_000, limits=limits
+    ).task
+
+
+def test_hand_out_under_threads_never_exceeds_the_limit(store: SqlRunStore) -> None:
+    for n in range(THREADS):
+        store.upsert_task(task(f"t{n}", task_def_name="pdf"), T0)
+    limits = TaskLimits(task_type="pdf", concurrency_limit=3)
+    results = race(
+        THREADS,
+        lambda i: store.hand_out_task(
+            f"t{i}", 1, f"wk{i}", lease_expires_at=T0 + 60_000, now=T0, limits=limits
+        ),
+    )
+    assert sum(r.task is not None for r in results) == 3
+    assert sum(r.limited for r in results) == THREADS - 3
+    assert store.concurrency_in_use("pdf") == 3
+
+
+def test_task_with_lease_is_the_current_attempts(store: SqlRunStore) -> None:
+    assert store.get_task_with_lease("t1") == (None, None)
+    store.upsert_task(task("t1"), T0)
+    row, lease = store.get_task_with_lease("t1")
+    assert row is not None and row.status == TaskStatus.SCHEDULED and lease is None
+    store.start_task("t1", 1, "wk1", lease_expires_at=T0 + 100, now=T0, sequence_number=3)
+    row, lease = store.get_task_with_lease("t1")
+    assert row is not None and row.status == TaskStatus.IN_PROGRESS and row.worker_id == "wk1"
+    assert lease == store.get_lease("t1", 1) and lease is not None and lease.sequence_number == 3
+    store.upsert_task(task("t1", attempt=2), T0 + 1)
+    row, lease = store.get_task_with_lease("t1")
+    assert row is not None and row.attempt == 2 and lease is None
+
+
+def test_finish_task_writes_the_result_and_releases_the_lease(store: SqlRunStore) -> None:
+    store.upsert_task(task("t1", task_def_name="pdf"), T0)
+    limits = TaskLimits(task_type="pdf", concurrency_limit=1)
+    assert store.hand_out_task("t1", 1, "wk1", lease_expires_at=T0 + 100, now=T0, limits=limits)
+    done = TaskUpdate(status=TaskStatus.COMPLETED, output_data={"a": 1}, worker_id="wk1")
+    # another holder's name: the result applies, the lease of wk1 stays
+    assert store.finish_task("t1", 1, done, T0 + 5, holder="wk2")
+    lease = store.get_lease("t1", 1)
+    assert lease is not None and not lease.released
+    assert store.concurrency_in_use("pdf") == 1
+    store.upsert_task(task("t2", task_def_name="pdf"), T0)
+    store.release_lease("t1", 1)
+    assert store.hand_out_task("t2", 1, "wk1", lease_expires_at=T0 + 100, now=T0, limits=limits)
+    assert store.finish_task("t2", 1, done, T0 + 6, holder="wk1")
+    lease = store.get_lease("t2", 1)
+    assert lease is not None and lease.released
+    assert store.concurrency_in_use("pdf") == 0
+    row = store.get_task("t2")
+    assert row is not None and row.status == TaskStatus.COMPLETED and row.output_data == {"a": 1}
+    # a write that does not apply releases nothing
+    store.upsert_task(task("t3"), T0)
+    store.start_task("t3", 1, "wk1", lease_expires_at=T0 + 100, now=T0)
+    assert not store.finish_task("t3", 2, done, T0 + 7, holder="wk1")
+    lease = store.get_lease("t3", 1)
+    assert lease is not None and not lease.released
+
+
+def test_extend_lease_keeps_its_slot(store: SqlRunStore) -> None:
+    store.upsert_task(task("t1", task_def_name="pdf"), T0)
+    limits = TaskLimits(task_type="pdf", concurrency_limit=1)
+    assert store.hand_out_task("t1", 1, "wk1", lease_expires_at=T0 + 100, now=T0, limits=limits)
+    assert not store.extend_lease("t1", 1, "wk2", expires_at=T0 + 500, now=T0 + 50)
+    assert store.extend_lease("t1", 1, "wk1", expires_at=T0 + 500, now=T0 + 50)
+    lease = store.get_lease("t1", 1)
+    assert lease is not None and (lease.expires_at, lease.acquired_at) == (T0 + 500, T0 + 50)
+    assert lease.slot == "pdf" and store.concurrency_in_use("pdf") == 1
+    assert store.release_lease("t1", 1, "wk1")
+    assert not store.extend_lease("t1", 1, "wk1", expires_at=T0 + 900, now=T0 + 60)
+    assert store.concurrency_in_use("pdf") == 0
+
+
+def test_a_batch_is_one_transaction(store: SqlRunStore, store_url: str) -> None:
+    other = SqlRunStore(store_url, migrate=False)
+    try:
+        with store.batch():
+            store.upsert_task(task("t1"), T0)
+            with store.batch():  # joins the enclosing batch
+                store.update_task("t1", 1, TaskUpdate(status=TaskStatus.IN_PROGRESS), T0 + 1)
+            row = store.get_task("t1")  # the batch reads its own writes
+            assert row is not None and row.status == TaskStatus.IN_PROGRESS
+            # a hand-out that finds the task stale inside a batch writes nothing
+            assert store.hand_out_task("t1", 2, "wk", lease_expires_at=T0, now=T0).task is None
+            # another store sees nothing of it yet (PostgreSQL; SQLite readers see the
+            # last commit)
+            assert other.get_task("t1") is None
+        row = other.get_task("t1")
+        assert row is not None and row.status == TaskStatus.IN_PROGRESS and row.poll_count == 0
+        # a batch that raises writes nothing
+        with pytest.raises(RuntimeError), store.batch():
+            store.upsert_task(task("t2"), T0)
+            raise RuntimeError("boom")
+        assert store.get_task("t2") is None and other.get_task("t2") is None
+    finally:
+        other.close()
 
 
 # --- definitions ---------------------------------------------------------------

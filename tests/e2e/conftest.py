@@ -28,6 +28,7 @@ from engine.app.host import (
     make_engine_worker,
 )
 from engine.language.definitions import TaskDef, TaskStatus, WorkflowDef
+from engine.ports.payload_store import PayloadKind, offload_if_large
 from engine.ports.queue_provisioning import queue_names, queue_settings_for_taskdef
 from engine.ports.run_store import NewRun, RunRecord, TaskRecord, TaskUpdate
 from engine.runtime.services import EngineServices
@@ -40,6 +41,7 @@ from protocol.events import (
     result_event,
     started_event,
 )
+from protocol.payload_keys import INPUT_REF, workflow_input_key
 from protocol.runs import ORCHESTRATOR_NAME, RunInput
 
 
@@ -80,12 +82,21 @@ class Platform:
         task_to_domain: dict[str, str] | None = None,
     ) -> str:
         workflow_id = workflow_id or f"wf-{time.time_ns()}"
+        # an input above the threshold is offloaded and travels by reference, as the
+        # workflow API does it
+        inline, input_ref = offload_if_large(
+            self.services.payloads,
+            PayloadKind.WORKFLOW_INPUT,
+            workflow_input_key(workflow_id),
+            input or {},
+        )
         self.services.run_store.create_run(
             NewRun(
                 workflow_id=workflow_id,
                 name=name,
                 version=version,
-                input=input or {},
+                input=inline if input_ref is None else None,
+                input_ref=input_ref,
                 priority=priority,
                 task_to_domain=task_to_domain or {},
                 create_time=now_ms(),
@@ -94,7 +105,7 @@ class Platform:
         run_input = RunInput(
             name=name,
             version=version,
-            input=input or {},
+            input={INPUT_REF: input_ref} if input_ref else (input or {}),
             priority=priority,
             task_to_domain=task_to_domain or {},
         )
@@ -232,3 +243,4 @@ def platform(backend: EmbeddedBackend, tmp_path: Path) -> Iterator[Platform]:
         yield Platform(services, client, SqliteQueueProvisioner(tmp_path / "queues.db"))
     finally:
         stop_worker(worker)
+        services.close()

@@ -115,8 +115,10 @@ def builtin_platform(
     """The e2e ``platform`` whose built-in activities get our own ActivityDeps: the local
     action service, a fake token provider, the fake Document Intelligence endpoint, the
     platform's payload store (documentRef inputs), short polls. Outputs are offloaded by
-    the engine at the platform's task-output threshold (10 KB), not by the activities."""
+    the engine at the platform's task-output threshold (10 KB), not by the activities.
+    INLINE and JSON_JQ_TRANSFORM keep the platform's evaluator processes."""
     platform.services.activity_deps = ActivityDeps(
+        evaluators=platform.services.activity_deps.evaluators,
         payload_store=platform.services.payloads,
         action_service_url=action_service.url,
         action_service_scope=ACTION_SCOPE,
@@ -545,9 +547,9 @@ def test_logic_app_asynchronous_is_polled_on_durable_timers(
         assert request.method == "GET"
         assert request.header("Authorization") == f"Bearer token-for:{LOGIC_SCOPE}"
     # polling happens in the orchestration: one start activity, one poll activity per
-    # poll, each after its own durable timer
+    # poll, each after its own durable timer (the second built-in activity is the INLINE)
     events = history_events(platform, workflow_id)
-    assert scheduled_activities(events, "stepway.builtin") == 1
+    assert scheduled_activities(events, "stepway.builtin") == 2
     assert scheduled_activities(events, "stepway.poll") == polls
     assert timers_created(events) >= polls
     row = platform.tasks(workflow_id)["flow"]
@@ -726,9 +728,10 @@ def test_inline_and_jq_transform(builtin_platform: Any) -> None:
     rows = platform.tasks(workflow_id)
     assert rows["bad_jq"].status == TaskStatus.COMPLETED_WITH_ERRORS
     assert "jq" in (rows["bad_jq"].reason_for_incompletion or "")
-    # evaluated inside the orchestration: no activity ran for them
+    # each was evaluated once, by an activity whose result the history records (a replay
+    # reads it and never evaluates again)
     events = history_events(platform, workflow_id)
-    assert scheduled_activities(events, "stepway.builtin") == 0
+    assert scheduled_activities(events, "stepway.builtin") == 3
 
 
 def test_mixed_builtin_and_worker_tasks(

@@ -17,12 +17,27 @@ from typing import Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-__all__ = ["DEFAULT_EMBEDDED_ADDRESS", "BackendConfig", "BackendKind", "CredentialKind"]
+__all__ = [
+    "DEFAULT_EMBEDDED_ADDRESS",
+    "GRPC_MAX_MESSAGE_BYTES",
+    "BackendConfig",
+    "BackendKind",
+    "CredentialKind",
+]
 
 BackendKind = Literal["embedded", "azure"]
 CredentialKind = Literal["default", "managed_identity"]
 
 DEFAULT_EMBEDDED_ADDRESS = "127.0.0.1:4001"
+
+#: The largest gRPC message between the engine and the durable backend, both ways. The
+#: embedded backend's server and every embedded client and worker use the same value (a
+#: message one side may send, the other may receive); with the Durable Task Scheduler it
+#: is the receive limit of Stepway's clients, and the scheduler keeps its own limits
+#: (docs/configuration.md). Stepway keeps its own messages far smaller
+#: (engine.runtime.run_limits.RunLimits.max_message_bytes); this bounds a whole work item, an
+#: orchestration's history included.
+GRPC_MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 
 _ENV_PREFIX = "STEPWAY_BACKEND_"
 

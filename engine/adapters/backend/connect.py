@@ -20,13 +20,15 @@ from durabletask import task
 from durabletask.azuremanaged.client import DurableTaskSchedulerClient
 from durabletask.azuremanaged.worker import DurableTaskSchedulerWorker
 from durabletask.client import TaskHubGrpcClient
+from durabletask.grpc_options import GrpcChannelOptions
 from durabletask.worker import ConcurrencyOptions, TaskHubGrpcWorker
 
-from engine.adapters.backend.config import BackendConfig
+from engine.adapters.backend.config import GRPC_MAX_MESSAGE_BYTES, BackendConfig
 
 __all__ = [
     "ROLES",
     "Role",
+    "channel_options",
     "make_client",
     "make_credential",
     "make_worker",
@@ -51,6 +53,18 @@ def make_credential(config: BackendConfig) -> TokenCredential:
     return DefaultAzureCredential()
 
 
+def channel_options(config: BackendConfig) -> GrpcChannelOptions:
+    """gRPC limits of Stepway's clients and workers: with the embedded backend the same
+    send and receive limit as its server; with the Durable Task Scheduler the receive
+    limit only (the scheduler enforces what it accepts)."""
+    if config.kind == "embedded":
+        return GrpcChannelOptions(
+            max_receive_message_length=GRPC_MAX_MESSAGE_BYTES,
+            max_send_message_length=GRPC_MAX_MESSAGE_BYTES,
+        )
+    return GrpcChannelOptions(max_receive_message_length=GRPC_MAX_MESSAGE_BYTES)
+
+
 def _azure_target(config: BackendConfig) -> tuple[str, str]:
     assert config.endpoint is not None and config.task_hub is not None  # validated
     return config.endpoint, config.task_hub
@@ -71,6 +85,7 @@ def make_worker(
             secure_channel=False,
             concurrency_options=concurrency_options,
             logger=logger,
+            channel_options=channel_options(config),
         )
     endpoint, task_hub = _azure_target(config)
     return DurableTaskSchedulerWorker(
@@ -79,6 +94,7 @@ def make_worker(
         token_credential=credential if credential is not None else make_credential(config),
         concurrency_options=concurrency_options,
         logger=logger,
+        channel_options=channel_options(config),
     )
 
 
@@ -91,13 +107,19 @@ def make_client(
     """A client for the configured backend. ``credential`` overrides the one the config
     selects (Azure only)."""
     if config.kind == "embedded":
-        return TaskHubGrpcClient(host_address=config.address, secure_channel=False, logger=logger)
+        return TaskHubGrpcClient(
+            host_address=config.address,
+            secure_channel=False,
+            logger=logger,
+            channel_options=channel_options(config),
+        )
     endpoint, task_hub = _azure_target(config)
     return DurableTaskSchedulerClient(
         host_address=endpoint,
         taskhub=task_hub,
         token_credential=credential if credential is not None else make_credential(config),
         logger=logger,
+        channel_options=channel_options(config),
     )
 
 

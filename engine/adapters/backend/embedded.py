@@ -32,9 +32,26 @@ below fixes one of them, and ``tests/backend`` proves each fix:
   requeues. Activities are delivered at least once: the first result for an activity
   wins and later ones are dropped; a late result for a requeued orchestration work
   item is stale (its completion token was renewed) and is dropped.
+* **Lost wake-ups.** Upstream signals new work only when an instance is newly queued.
+  An event that arrives while the instance's work item is in flight (usually a worker
+  task's ``.started`` event) leaves the instance in the queue, so the re-enqueue when
+  that work item completes signals nothing and the stream sleeps out its 0.1 s idle
+  wait. :meth:`_enqueue_orchestration` and :meth:`_enqueue_entity` here signal on every
+  enqueue.
 * **Idle streams.** The Python worker drops and reopens a stream that has been silent
   for 120 s, which would requeue the work it is still running; the stream here sends a
   health ping every ``health_ping_seconds`` while idle.
+* **Oversized work items.** Upstream hands out whatever it builds; a work item larger
+  than the worker can receive breaks the worker's stream (every work item leased to it
+  is requeued, every other run stalls) and comes back forever. Here a work item larger
+  than ``max_message_bytes`` (:data:`~engine.adapters.backend.config.GRPC_MAX_MESSAGE_BYTES`, the
+  limit the server and every Stepway client share) is never sent: an orchestration is
+  failed with a ``MessageSizeLimitExceeded`` failure naming the size and the limit, an
+  activity fails (its orchestration sees a failed activity).
+* **Poison work items.** A work item handed out ``max_deliveries`` times without a
+  completion (each hand-out ended in a crash, a dropped stream or an expired lease) is
+  not handed out again: the orchestration is failed (``PoisonWorkItem``), or the activity
+  fails, with a reason that says so. Nothing is redelivered forever.
 
 Not fixed: there is no persistence. Runs in flight do not survive a restart of the
 backend process; they are gone, not paused.
@@ -70,12 +87,17 @@ from durabletask.testing.in_memory_backend import (
     StateWaiter,
 )
 
+from engine.adapters.backend.config import GRPC_MAX_MESSAGE_BYTES
+
 __all__ = [
     "DEFAULT_HEALTH_PING_SECONDS",
+    "DEFAULT_MAX_DELIVERIES",
     "DEFAULT_MAX_HISTORY_EVENTS",
     "DEFAULT_MAX_WORKERS",
     "DEFAULT_WORK_ITEM_LEASE_SECONDS",
     "HISTORY_LIMIT_ERROR_TYPE",
+    "MESSAGE_LIMIT_ERROR_TYPE",
+    "POISON_ERROR_TYPE",
     "EmbeddedBackend",
     "StepwayInMemoryBackend",
     "main",
@@ -96,7 +118,12 @@ stream that received it still looks open (half-open connection)."""
 
 DEFAULT_HEALTH_PING_SECONDS = 10.0
 
+DEFAULT_MAX_DELIVERIES = 5
+"""Hand-outs of one work item without a completion before it is failed instead."""
+
 HISTORY_LIMIT_ERROR_TYPE = "HistorySizeLimitExceeded"
+MESSAGE_LIMIT_ERROR_TYPE = "MessageSizeLimitExceeded"
+POISON_ERROR_TYPE = "PoisonWorkItem"
 
 _WAIT_SLICE_SECONDS = 1.0
 _LEASE_SWEEP_SECONDS = 1.0
@@ -131,6 +158,7 @@ class _ActivityTicket:
     item: ActivityWorkItem
     tokens: set[str] = field(default_factory=set)
     queued: bool = True
+    deliveries: int = 0
 
 
 def _activity_key(item: ActivityWorkItem) -> tuple[str, int, int]:
@@ -150,11 +178,17 @@ class StepwayInMemoryBackend(InMemoryOrchestrationBackend):
         max_history_events: int = DEFAULT_MAX_HISTORY_EVENTS,
         work_item_lease_seconds: float = DEFAULT_WORK_ITEM_LEASE_SECONDS,
         health_ping_seconds: float = DEFAULT_HEALTH_PING_SECONDS,
+        max_message_bytes: int = GRPC_MAX_MESSAGE_BYTES,
+        max_deliveries: int = DEFAULT_MAX_DELIVERIES,
     ) -> None:
         # Upstream's own history check aborts the RPC and strands the instance; disable
         # it and enforce our limit in CompleteOrchestratorTask instead.
         super().__init__(max_history_size=sys.maxsize, port=0)
         self.max_history_events = max_history_events
+        self.max_message_bytes = max_message_bytes
+        self.max_deliveries = max_deliveries
+        #: hand-outs of an orchestration's current work item not yet completed
+        self._orchestration_deliveries: dict[str, int] = {}
         self.work_item_lease_seconds = work_item_lease_seconds
         self.health_ping_seconds = health_ping_seconds
         self._stream_ids = itertools.count(1)
@@ -218,6 +252,8 @@ class StepwayInMemoryBackend(InMemoryOrchestrationBackend):
                         if stream.closed:
                             self._requeue_unleased(item)
                             break
+                        if self._refuse(item):
+                            continue
                         self._lease(stream, item)
                     out.put(item)
             finally:
@@ -240,6 +276,82 @@ class StepwayInMemoryBackend(InMemoryOrchestrationBackend):
                 yield next_item
         finally:
             self._close_stream(stream)
+
+    def _refuse(self, item: pb.WorkItem) -> bool:
+        """Fails, instead of handing out, a work item that is too large to send or that
+        was handed out ``max_deliveries`` times without a completion (caller holds the
+        lock). True when the item was refused."""
+        kind = item.WhichOneof("request")
+        size = item.ByteSize()
+        if kind == "orchestratorRequest":
+            instance_id = item.orchestratorRequest.instanceId
+            instance = self._instances.get(instance_id)
+            if instance is None:
+                return False
+            count = self._orchestration_deliveries.get(instance_id, 0) + 1
+            self._orchestration_deliveries[instance_id] = count
+            if size > self.max_message_bytes:
+                message = (
+                    f"Orchestration '{instance_id}' needs a work item of {size} bytes, more "
+                    f"than the message limit of {self.max_message_bytes} bytes; it was failed "
+                    "rather than handed out."
+                )
+                self._fail_instance(instance, MESSAGE_LIMIT_ERROR_TYPE, message)
+                return True
+            if count > self.max_deliveries:
+                message = (
+                    f"Orchestration '{instance_id}': its work item was handed out "
+                    f"{count - 1} times without a completion (a crash, a dropped stream or "
+                    "an expired lease each time); it was failed rather than handed out again."
+                )
+                self._fail_instance(instance, POISON_ERROR_TYPE, message)
+                return True
+            return False
+        if kind != "activityRequest":
+            return False
+        req = item.activityRequest
+        key = (req.orchestrationInstance.instanceId, req.taskId, int(item.completionToken))
+        ticket = self._activity_tickets.get(key)
+        deliveries = 1
+        if ticket is not None:
+            ticket.deliveries += 1
+            deliveries = ticket.deliveries
+        if size > self.max_message_bytes:
+            reason = (
+                f"activity {req.name!r} needs a work item of {size} bytes, more than the "
+                f"message limit of {self.max_message_bytes} bytes"
+            )
+            self._fail_activity(key, req, MESSAGE_LIMIT_ERROR_TYPE, reason)
+            return True
+        if deliveries > self.max_deliveries:
+            reason = (
+                f"activity {req.name!r} was handed out {deliveries - 1} times without a completion"
+            )
+            self._fail_activity(key, req, POISON_ERROR_TYPE, reason)
+            return True
+        return False
+
+    def _fail_activity(
+        self, key: tuple[str, int, int], req: pb.ActivityRequest, error_type: str, reason: str
+    ) -> None:
+        """Completes a refused activity as failed (caller holds the lock)."""
+        _log.error("%s of orchestration %r: failed rather than handed out", reason, key[0])
+        ticket = self._activity_tickets.pop(key, None)
+        if ticket is not None:
+            for token in ticket.tokens:
+                self._activity_ticket_by_token.pop(token, None)
+                self._release(token)
+        instance = self._instances.get(key[0])
+        if instance is None or self._is_terminal_status(instance.status):
+            return
+        details = pb.TaskFailureDetails(
+            errorType=error_type, errorMessage=reason, isNonRetriable=True
+        )
+        InMemoryOrchestrationBackend.CompleteActivityTask(
+            self,
+            pb.ActivityResponse(instanceId=key[0], taskId=key[1], failureDetails=details),
+            cast(grpc.ServicerContext, None),
+        )
 
     def _lease(self, stream: _Stream, item: pb.WorkItem) -> None:
         """Records that ``stream`` holds ``item`` (caller holds the lock). Activity work
@@ -369,6 +481,16 @@ class StepwayInMemoryBackend(InMemoryOrchestrationBackend):
         self._entity_in_flight.discard(entity_id)
         self._enqueue_entity(entity_id)
 
+    def _enqueue_orchestration(self, instance_id: str) -> None:
+        # Upstream signals only when the instance was not queued yet; it may be queued
+        # and skipped while its work item is in flight, then re-enqueued on completion.
+        super()._enqueue_orchestration(instance_id)
+        self._work_available.set()
+
+    def _enqueue_entity(self, entity_id: str) -> None:
+        super()._enqueue_entity(entity_id)
+        self._work_available.set()
+
     def _process_schedule_task_action(
         self, instance: OrchestrationInstance, action: pb.OrchestratorAction
     ) -> None:
@@ -395,28 +517,32 @@ class StepwayInMemoryBackend(InMemoryOrchestrationBackend):
             projected = (
                 len(instance.history) + len(instance.dispatched_events) + len(request.actions) + 2
             )
+            self._orchestration_deliveries.pop(request.instanceId, None)
             if projected > self.max_history_events and not ends_execution:
-                self._fail_history_exceeded(instance, projected)
+                self._fail_instance(
+                    instance,
+                    HISTORY_LIMIT_ERROR_TYPE,
+                    f"Orchestration '{instance.instance_id}' would grow to {projected} history "
+                    f"events, more than the embedded backend's limit of "
+                    f"{self.max_history_events}; it was failed rather than left running. "
+                    "Bound the history with continue_as_new or sub-orchestrations.",
+                )
                 return pb.CompleteTaskResponse()
             return super().CompleteOrchestratorTask(request, context)
 
-    def _fail_history_exceeded(self, instance: OrchestrationInstance, projected: int) -> None:
-        """Ends ``instance`` FAILED because its history outgrew the limit (caller holds
-        the lock). The step's actions are not applied."""
+    def _fail_instance(
+        self, instance: OrchestrationInstance, error_type: str, message: str
+    ) -> None:
+        """Ends ``instance`` FAILED with ``message`` (caller holds the lock). The events
+        dispatched to it are kept in its history; the step's actions are not applied."""
         now = datetime.now(UTC)
+        self._orchestration_deliveries.pop(instance.instance_id, None)
         instance.history.extend(instance.dispatched_events)
         instance.dispatched_events.clear()
         instance.pending_events.clear()
         instance.status = pb.ORCHESTRATION_STATUS_FAILED
         instance.failure_details = pb.TaskFailureDetails(
-            errorType=HISTORY_LIMIT_ERROR_TYPE,
-            errorMessage=(
-                f"Orchestration '{instance.instance_id}' would grow to {projected} history "
-                f"events, more than the embedded backend's limit of {self.max_history_events}; "
-                "it was failed rather than left running. Bound the history with "
-                "continue_as_new or sub-orchestrations."
-            ),
-            isNonRetriable=True,
+            errorType=error_type, errorMessage=message, isNonRetriable=True
         )
         instance.completed_at = now
         instance.last_updated_at = now
@@ -587,8 +713,9 @@ _SERVER_OPTIONS: list[tuple[str, Any]] = [
     ("grpc.keepalive_permit_without_calls", 1),
     ("grpc.http2.min_ping_interval_without_data_ms", 5_000),
     ("grpc.http2.max_ping_strikes", 0),
-    ("grpc.max_receive_message_length", 64 * 1024 * 1024),
-    ("grpc.max_send_message_length", 64 * 1024 * 1024),
+    # the same limits as every Stepway client and worker (engine.adapters.backend.connect)
+    ("grpc.max_receive_message_length", GRPC_MAX_MESSAGE_BYTES),
+    ("grpc.max_send_message_length", GRPC_MAX_MESSAGE_BYTES),
 ]
 
 
@@ -608,6 +735,8 @@ class EmbeddedBackend:
         max_history_events: int = DEFAULT_MAX_HISTORY_EVENTS,
         work_item_lease_seconds: float = DEFAULT_WORK_ITEM_LEASE_SECONDS,
         health_ping_seconds: float = DEFAULT_HEALTH_PING_SECONDS,
+        max_message_bytes: int = GRPC_MAX_MESSAGE_BYTES,
+        max_deliveries: int = DEFAULT_MAX_DELIVERIES,
     ) -> None:
         if max_workers < 16:
             raise ValueError("max_workers must be at least 16")
@@ -618,6 +747,8 @@ class EmbeddedBackend:
             max_history_events=max_history_events,
             work_item_lease_seconds=work_item_lease_seconds,
             health_ping_seconds=health_ping_seconds,
+            max_message_bytes=max_message_bytes,
+            max_deliveries=max_deliveries,
         )
         self._server: grpc.Server | None = None
         self._bound_port: int | None = None

@@ -1,4 +1,5 @@
-"""The built-in activity types (HTTP, CALL_TOOL, LOGIC_APP, DOCUMENT_INTELLIGENCE): an
+"""The built-in activity types (HTTP, CALL_TOOL, LOGIC_APP, DOCUMENT_INTELLIGENCE; INLINE and
+JSON_JQ_TRANSFORM have modules of their own but are scheduled the same way): an
 activity inside the engine (``engine.runtime.builtins``) whose result envelope is the
 outcome; retries are the Decider's, so Retry-After and terminal errors are honoured."""
 

@@ -7,12 +7,12 @@ instance ``x__n``."""
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any
 
 from engine.decider.state import Frame, RunState, TaskState
-from engine.decider.tasks.base import TaskHandler, TaskStart
+from engine.decider.tasks.base import TaskFailed, TaskHandler, TaskStart
 from engine.language.definitions import TaskStatus
-from engine.language.expressions import resolve
 from engine.language.scripting import ScriptError, evaluate_condition
 
 if TYPE_CHECKING:
@@ -63,17 +63,41 @@ class DoWhileTask(TaskHandler):
         if wt.loop_condition and wt.loop_condition.strip():
             ctx = decider.context(state)
             ctx["CPEWF_TASK_ID"] = loop.task_id
-            inputs = resolve(wt.input_parameters, ctx)
-            bindings: dict[str, Any] = dict(inputs) if isinstance(inputs, dict) else {}
+            try:
+                inputs = decider.resolve_values(
+                    state,
+                    wt.input_parameters,
+                    ctx,
+                    lambda key: f"input {key!r} of task {loop.ref!r}",
+                )
+            except TaskFailed as failure:
+                decider.fail_inline(state, loop, str(failure), now_ms)
+                return
+            bindings: dict[str, Any] = dict(decider.dereferenced(inputs))
             # as Conductor: the loop's whole output (every iteration so far), then each
-            # body task's latest output under its reference name
-            bindings[loop.def_ref] = output
+            # body task's latest output under its reference name. A condition that reads
+            # only the loop's iteration count gets just that and the latest iteration:
+            # binding the whole (growing) output would make each iteration cost
+            # O(iterations)
+            if _reads_only_iteration(wt.loop_condition, loop.def_ref):
+                bindings[loop.def_ref] = {"iteration": n, str(n): latest}
+            else:
+                bindings[loop.def_ref] = output
             bindings.update(latest)
             try:
                 again = evaluate_condition(wt.loop_condition, {"$": bindings})
             except ScriptError as exc:
                 decider.fail_inline(state, loop, f"loopCondition: {exc}", now_ms)
                 return
+        if again and n >= decider.max_loop_iterations:
+            decider.fail_inline(
+                state,
+                loop,
+                f"DO_WHILE {loop.ref!r} reached the limit of {decider.max_loop_iterations} "
+                "iterations",
+                now_ms,
+            )
+            return
         if again:
             state.loops[loop.ref] = n + 1
             output["iteration"] = n + 1
@@ -90,3 +114,13 @@ class DoWhileTask(TaskHandler):
         else:
             state.loops.pop(loop.ref, None)
             decider.complete_inline(state, loop, output, now_ms)
+
+
+def _reads_only_iteration(condition: str, loop_ref: str) -> bool:
+    """Whether every mention of ``loop_ref`` in ``condition`` is followed by
+    ``.iteration`` (or ``['iteration']``), so that the loop's other output cannot be read."""
+    mentions = [m.end() for m in re.finditer(re.escape(loop_ref), condition)]
+    return all(_ITERATION.match(condition, end) is not None for end in mentions)
+
+
+_ITERATION = re.compile(r"""\s*(?:\.\s*iteration\b|\[\s*(['"])iteration\1\s*\])""")

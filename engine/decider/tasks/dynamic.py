@@ -17,7 +17,7 @@ class DynamicTask(ScheduledTask):
     def start(self, decider: Decider, start: TaskStart) -> None:
         task, wt = start.task, start.definition
         param = wt.dynamic_task_name_param or ""
-        name = task.input.get(param)
+        name = decider.dereferenced(task.input.get(param))
         if not isinstance(name, str) or not name:
             raise TaskFailed(
                 "Cannot map a dynamic task based on the parameter and input. "

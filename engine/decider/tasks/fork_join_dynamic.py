@@ -120,7 +120,7 @@ def _legacy_form(wt: WorkflowTask, inputs: dict[str, Any]) -> list[dict[str, Any
 class ForkJoinDynamicTask(TaskHandler):
     def start(self, decider: Decider, start: TaskStart) -> None:
         state, frame, ts, wt = start.state, start.frame, start.task, start.definition
-        inputs = ts.input
+        inputs = decider.dereferenced(ts.input)
         specs = _simple_form(decider, start, inputs)
         if specs is None:
             specs = (
@@ -145,7 +145,7 @@ class ForkJoinDynamicTask(TaskHandler):
         refs = [task.task_reference_name for task in parsed]
         state.dynamic_forks[ts.ref] = {"defRef": wt.task_reference_name, "tasks": specs}
         branches = decider.extend_fork(ts.ref, wt.task_reference_name, parsed)
-        ts.input = {**inputs, "forkedTasks": refs, "forkedTaskDefs": specs}
+        ts.input = {**ts.input, "forkedTasks": refs, "forkedTaskDefs": specs}
         decider.complete_inline(state, ts, {}, start.now_ms)
         opened = [
             decider.open_frame(state, frame, ts.ref, list_id, f"dyn:{i}", frame.suffix, False)

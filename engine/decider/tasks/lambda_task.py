@@ -1,31 +1,16 @@
 """LAMBDA: ``inputParameters.scriptExpression`` is the body of a javascript function,
-run with ``$`` = the resolved inputs by the evaluator INLINE uses, into
-``{"result": value}`` (Conductor's Lambda). An empty script or an error fails the task
-(no retry), with the error in the output."""
+run with ``$`` = the resolved inputs into ``{"result": value}`` (Conductor's Lambda). An
+empty script or an error fails the task, with the error in the output.
+
+Scheduled, as INLINE: the evaluation runs in an activity, in the engine's evaluator
+processes under their limits (``engine.runtime.builtins.evaluate``), so its result is
+recorded once and a replay reads it instead of evaluating again.
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from engine.decider.tasks.base import TaskFailed, TaskHandler, TaskStart
-from engine.language.scripting import ScriptError, evaluate
-
-if TYPE_CHECKING:
-    from engine.decider.core import Decider
+from engine.decider.tasks.base import ScheduledTask
 
 
-class LambdaTask(TaskHandler):
-    def start(self, decider: Decider, start: TaskStart) -> None:
-        task = start.task
-        script = task.input.get("scriptExpression")
-        if not isinstance(script, str) or not script.strip():
-            raise TaskFailed(
-                "Empty 'scriptExpression' in Lambda task's input parameters. A non-empty "
-                "String value must be provided."
-            )
-        try:
-            result = evaluate(f"function scriptFun(){{{script}}} scriptFun();", {"$": task.input})
-        except ScriptError as exc:
-            task.output = {"error": str(exc)}
-            raise TaskFailed(str(exc)) from None
-        decider.complete_inline(start.state, task, {"result": result}, start.now_ms)
+class LambdaTask(ScheduledTask):
+    pass

@@ -32,7 +32,7 @@ def case_key(value: Any) -> str:
 class SwitchTask(TaskHandler):
     def start(self, decider: Decider, start: TaskStart) -> None:
         state, frame, ts, wt = start.state, start.frame, start.task, start.definition
-        inputs = ts.input
+        inputs = decider.dereferenced(ts.input)
         evaluator = (wt.evaluator_type or "").lower()
         try:
             if evaluator in ("javascript", "graaljs"):
@@ -57,7 +57,8 @@ class SwitchTask(TaskHandler):
             ts.input = {"case": key}
             output: dict[str, Any] = {"caseOutput": [key]}
         else:
-            ts.input = {**inputs, "case": key}
+            # the input as resolved (a large value stays a pointer), plus the case
+            ts.input = {**ts.input, "case": key}
             output = {"evaluationResult": [key], "selectedCase": key}
         if has_children:
             ts.input["hasChildren"] = "true"

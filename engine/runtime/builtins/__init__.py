@@ -13,6 +13,10 @@ input and output shapes.
 * ``DOCUMENT_INTELLIGENCE`` ->
   :func:`~engine.runtime.builtins.document_intelligence.document_intelligence_activity`, polled
   with :func:`~engine.runtime.builtins.document_intelligence.document_intelligence_poll`
+* ``INLINE`` -> :func:`~engine.runtime.builtins.evaluate.inline_activity`,
+  ``LAMBDA`` -> :func:`~engine.runtime.builtins.evaluate.lambda_activity`,
+  ``JSON_JQ_TRANSFORM`` -> :func:`~engine.runtime.builtins.evaluate.jq_activity` (in
+  ``ActivityDeps.evaluators``)
 
 A result with status ``PENDING`` carries ``pending``: wait ``pending.retry_after_seconds``
 on a durable timer, then call ``POLL_ACTIVITIES[task_type](deps, pending.poll_input())``;
@@ -28,6 +32,7 @@ from engine.runtime.builtins.document_intelligence import (
     document_intelligence_activity,
     document_intelligence_poll,
 )
+from engine.runtime.builtins.evaluate import inline_activity, jq_activity, lambda_activity
 from engine.runtime.builtins.http import http_activity
 from engine.runtime.builtins.logic_app import logic_app_activity, logic_app_poll
 from engine.runtime.builtins.results import (
@@ -48,6 +53,9 @@ ACTIVITIES: dict[str, Activity] = {
     "CALL_TOOL": call_tool_activity,
     "LOGIC_APP": logic_app_activity,
     "DOCUMENT_INTELLIGENCE": document_intelligence_activity,
+    "INLINE": inline_activity,
+    "JSON_JQ_TRANSFORM": jq_activity,
+    "LAMBDA": lambda_activity,
 }
 
 #: Task type -> the function that polls a PENDING result of it.
@@ -88,6 +96,8 @@ __all__ = [
     "document_intelligence_activity",
     "document_intelligence_poll",
     "http_activity",
+    "inline_activity",
+    "jq_activity",
     "logic_app_activity",
     "logic_app_poll",
     "run_activity",

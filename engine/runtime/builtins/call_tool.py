@@ -41,6 +41,7 @@ from engine.runtime.builtins.results import (
     never_raises,
     offload,
 )
+from protocol.limits import JsonTooDeep, loads_limited
 
 _TOOL_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
 
@@ -68,6 +69,7 @@ def call_tool_activity(deps: ActivityDeps, task_input: dict[str, Any]) -> Activi
             headers={"Content-Type": "application/json", "Accept": "application/json"},
             content=json.dumps(tool_input, separators=(",", ":")).encode("utf-8"),
             authorization=authorization,
+            clients=deps.http_clients,
         )
     except InputError as exc:
         return ActivityResult.terminal(f"invalid CALL_TOOL input: {exc}")
@@ -78,7 +80,11 @@ def call_tool_activity(deps: ActivityDeps, task_input: dict[str, Any]) -> Activi
         body, _ = decode_body(response)
         return result_for_response(response, "POST", {"tool": tool, "error": body})
     try:
-        result = json.loads(response.content) if response.content else {}
+        result = (
+            loads_limited(response.content, what="the tool's answer") if response.content else {}
+        )
+    except JsonTooDeep:
+        raise
     except ValueError:
         return ActivityResult.terminal(
             f"tool {tool!r} answered HTTP {response.status_code} with a body that is not JSON "

@@ -82,6 +82,7 @@ from engine.runtime.builtins.results import (
     never_raises,
     offload,
 )
+from protocol.limits import JsonTooDeep, loads_limited
 
 #: The scope of Azure AI services tokens (what the SDK asks for by default).
 COGNITIVE_SERVICES_SCOPE = "https://cognitiveservices.azure.com/.default"
@@ -303,7 +304,9 @@ def document_intelligence_poll(deps: ActivityDeps, task_input: dict[str, Any]) -
             return ActivityResult.failed(reason, retry_after_seconds=retry_after)
         return ActivityResult.terminal(reason)
     try:
-        body = json.loads(content)
+        body = loads_limited(content, what=f"{what}: the answer")
+    except JsonTooDeep:
+        raise
     except ValueError:
         return ActivityResult.failed(f"{what}: answer is not JSON")
     if not isinstance(body, dict):

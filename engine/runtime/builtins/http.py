@@ -60,6 +60,7 @@ from engine.runtime.builtins.results import (
     never_raises,
     offload,
 )
+from protocol.limits import JsonTooDeep, loads_limited
 
 METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 _HTTP_KEYS = (
@@ -176,7 +177,9 @@ def decode_body(response: OutboundResponse) -> tuple[Any, str | None]:
             text = data.decode("utf-8", errors="replace")
         if is_json_type(ctype) or not ctype:
             try:
-                return json.loads(text), None
+                return loads_limited(text, what="the response body"), None
+            except JsonTooDeep:
+                raise  # refused (engine.runtime.builtins.run_activity), not read as text
             except ValueError:
                 return text, None
         return text, None
@@ -284,6 +287,7 @@ def http_activity(deps: ActivityDeps, task_input: dict[str, Any]) -> ActivityRes
             authorization=authorization,
             connect_timeout_seconds=connect_timeout,
             read_timeout_seconds=read_timeout,
+            clients=deps.http_clients,
         )
         output = {"response": response_output(deps, task_input, response)}
     except InputError as exc:

@@ -124,6 +124,7 @@ def logic_app_activity(deps: ActivityDeps, task_input: dict[str, Any]) -> Activi
             headers=headers,
             content=content,
             authorization=bearer_token(deps, auth),
+            clients=deps.http_clients,
         )
         return _outcome(deps, task_input, response, method, auth)
     except InputError as exc:
@@ -146,6 +147,7 @@ def logic_app_poll(deps: ActivityDeps, task_input: dict[str, Any]) -> ActivityRe
             location,
             headers={"Accept": "application/json"},
             authorization=bearer_token(deps, auth),
+            clients=deps.http_clients,
         )
         return _outcome(deps, task_input, response, "GET", auth, polled_location=location)
     except InputError as exc:

@@ -20,8 +20,12 @@ import logging
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, cast, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, cast, runtime_checkable
 
+if TYPE_CHECKING:
+    from engine.runtime.evaluators import EvaluatorPool
+
+from protocol.limits import JsonTooDeep
 from protocol.payload_keys import ACTIVITY_PREFIX_KEY, unowned_activity_prefix
 
 log = logging.getLogger(__name__)
@@ -209,6 +213,10 @@ class ActivityDeps:
       ``AzureKeyCredential`` accepted too).
     * ``logic_app_default_poll_seconds``: poll interval of the asynchronous pattern when
       the service sends no ``Retry-After``.
+    * ``evaluators``: the processes that evaluate INLINE scripts and jq programs
+      (:class:`engine.runtime.evaluators.EvaluatorPool`); without them those tasks fail.
+    * ``http_clients``: the outbound HTTP clients, reused across calls (https connections
+      kept alive); copies of these deps share them.
     """
 
     payload_store: PayloadStoreLike | None = None
@@ -224,6 +232,16 @@ class ActivityDeps:
     document_intelligence_api_version: str | None = None
     logic_app_default_poll_seconds: float = 5.0
     document_intelligence_default_poll_seconds: float = 2.0
+    evaluators: EvaluatorPool | None = None
+    #: the reusable outbound HTTP clients of the engine process
+    #: (``engine.runtime.builtins.outbound.OutboundClients``)
+    http_clients: Any = field(default_factory=lambda: _outbound_clients())
+
+
+def _outbound_clients() -> Any:
+    from engine.runtime.builtins.outbound import OutboundClients  # it imports this module
+
+    return OutboundClients()
 
 
 #: The signature of every built-in activity and poll function.
@@ -322,6 +340,8 @@ def never_raises(fn: Activity) -> Activity:
     def wrapper(deps: ActivityDeps, task_input: dict[str, Any]) -> ActivityResult:
         try:
             return fn(deps, task_input)
+        except JsonTooDeep as exc:  # an answer nested too deep: the same every time
+            return ActivityResult.terminal(str(exc))
         except Exception as exc:
             log.exception("activity %s raised", getattr(fn, "__name__", fn))
             return ActivityResult.failed(

@@ -21,7 +21,12 @@ from engine.adapters.backend.connect import (
     start_worker,
     stop_worker,
 )
-from engine.adapters.backend.embedded import HISTORY_LIMIT_ERROR_TYPE, EmbeddedBackend
+from engine.adapters.backend.embedded import (
+    HISTORY_LIMIT_ERROR_TYPE,
+    MESSAGE_LIMIT_ERROR_TYPE,
+    POISON_ERROR_TYPE,
+    EmbeddedBackend,
+)
 
 
 def wait_event(ctx: task.OrchestrationContext, _: Any) -> Any:
@@ -216,3 +221,89 @@ def test_idle_stream_gets_health_pings() -> None:
         first = next(iter(stream))
         assert first.HasField("healthPing")
         stream.cancel()
+
+
+def echo(ctx: task.ActivityContext, value: Any) -> Any:
+    return value
+
+
+def echo_once(ctx: task.OrchestrationContext, value: Any) -> Any:
+    result = yield ctx.call_activity("echo", input=value)
+    return len(result) if isinstance(result, str) else result
+
+
+def test_an_oversized_orchestration_work_item_fails_the_instance_instead_of_looping() -> None:
+    """A work item larger than the message limit would break the worker's stream and
+    come back forever; it is never sent and the instance fails with a reason."""
+    limit = 200_000
+    with EmbeddedBackend(max_message_bytes=limit) as backend:
+        cfg = BackendConfig.embedded(backend.address)
+        worker = make_worker(cfg)
+        register(worker, "all", {"echo_once": echo_once}, {"echo": echo})
+        start_worker(worker)
+        client = make_client(cfg)
+        try:
+            small = client.schedule_new_orchestration("echo_once", input="x" * 1000)
+            big = client.schedule_new_orchestration("echo_once", input="x" * (limit + 1))
+            state = client.wait_for_orchestration_completion(big, timeout=20)
+            assert state is not None and state.runtime_status == OrchestrationStatus.FAILED
+            assert state.failure_details is not None
+            assert state.failure_details.error_type == MESSAGE_LIMIT_ERROR_TYPE
+            assert f"more than the message limit of {limit} bytes" in state.failure_details.message
+            done = client.wait_for_orchestration_completion(small, timeout=20)
+            assert done is not None and done.runtime_status == OrchestrationStatus.COMPLETED
+            assert done.serialized_output == "1000"
+            assert backend.servicer.leased_work_items() == {}
+        finally:
+            stop_worker(worker)
+            client.close()
+
+
+def test_a_work_item_that_never_completes_is_failed_after_the_delivery_limit() -> None:
+    """A work item whose every hand-out ends without a completion (here: the stream that
+    received it closes each time, as when the engine process crashes on it) is handed out
+    max_deliveries times, then the instance fails instead of looping forever."""
+    import durabletask.internal.orchestrator_service_pb2 as pb
+    import durabletask.internal.orchestrator_service_pb2_grpc as stubs
+    import grpc
+
+    with (
+        EmbeddedBackend(max_deliveries=3) as backend,
+        grpc.insecure_channel(backend.address) as channel,
+    ):
+        client = make_client(BackendConfig.embedded(backend.address))
+        iid = client.schedule_new_orchestration("never_completed", input=1)
+        stub = stubs.TaskHubSidecarServiceStub(channel)  # type: ignore[no-untyped-call]
+        handed_out = 0
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            state = client.get_orchestration_state(iid)
+            if state is not None and state.runtime_status == OrchestrationStatus.FAILED:
+                break
+            stream = stub.GetWorkItems(pb.GetWorkItemsRequest(), timeout=2)
+            try:
+                for item in stream:
+                    if item.HasField("orchestratorRequest"):
+                        handed_out += 1
+                        break
+            except grpc.RpcError:
+                pass
+            stream.cancel()  # the holder goes away without completing it
+        state = client.get_orchestration_state(iid)
+        assert state is not None and state.runtime_status == OrchestrationStatus.FAILED
+        assert state.failure_details is not None
+        assert state.failure_details.error_type == POISON_ERROR_TYPE
+        assert "handed out 3 times without a completion" in state.failure_details.message
+        assert handed_out == 3
+        client.close()
+
+
+def test_clients_workers_and_server_share_one_message_limit() -> None:
+    from engine.adapters.backend.config import GRPC_MAX_MESSAGE_BYTES
+    from engine.adapters.backend.connect import channel_options
+    from engine.adapters.backend.embedded import _SERVER_OPTIONS
+
+    server = dict(_SERVER_OPTIONS)
+    client = dict(channel_options(BackendConfig.embedded("127.0.0.1:1")).to_grpc_options())
+    for name in ("grpc.max_receive_message_length", "grpc.max_send_message_length"):
+        assert server[name] == client[name] == GRPC_MAX_MESSAGE_BYTES

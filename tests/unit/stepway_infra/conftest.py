@@ -42,3 +42,19 @@ def prod_stack(prod_config: StackConfig, repo_catalog: list[WorkerCatalogEntry])
 @pytest.fixture
 def stack_runner() -> Callable[..., StackResult]:
     return run_stack
+
+
+@pytest.fixture(scope="session")
+def dev_preview(dev_config: StackConfig, repo_catalog: list[WorkerCatalogEntry]) -> StackResult:
+    """The dev stack's first preview: a mock that fakes no computed value."""
+    return run_stack(dev_config, repo_catalog, "dev", plain=True)
+
+
+@pytest.fixture(scope="session")
+def prod_preview(prod_config: StackConfig, repo_catalog: list[WorkerCatalogEntry]) -> StackResult:
+    return run_stack(prod_config, repo_catalog, "prod", plain=True)
+
+
+@pytest.fixture
+def stack_pair(dev_stack: StackResult, prod_stack: StackResult) -> tuple[StackResult, StackResult]:
+    return dev_stack, prod_stack

@@ -42,6 +42,8 @@ def test_orchestrator_app_env_is_a_valid_engine_config(stack: StackResult) -> No
         config.max_concurrent_work_items
         == stack.config.engine.orchestrator.max_concurrent_work_items
     )
+    assert config.telemetry.service_name == "stepway-engine-orchestrator"
+    assert (config.telemetry.connection_string or "").startswith("InstrumentationKey=")
 
 
 def test_activity_app_env_is_a_valid_engine_config(stack: StackResult) -> None:
@@ -55,6 +57,8 @@ def test_activity_app_env_is_a_valid_engine_config(stack: StackResult) -> None:
     assert data.queue.namespace == "sb-stepway-dev.servicebus.windows.net"
     assert data.payload_store is not None and data.payload_store.kind == "blob"
     assert data.payload_store.container == stack.config.storage.payload_container
+    assert config.telemetry.service_name == "stepway-engine-activity"
+    assert config.telemetry.enabled
 
 
 def test_control_plane_app_env_is_a_valid_serve_config(stack: StackResult) -> None:
@@ -67,6 +71,8 @@ def test_control_plane_app_env_is_a_valid_serve_config(stack: StackResult) -> No
     assert config.service_bus is not None and config.service_bus.namespace == "sb-stepway-dev"
     worker_ids = set(settings.entra_worker_task_types)
     assert worker_ids and all(i.startswith("client-id-worker-") for i in worker_ids)
+    assert config.telemetry.service_name == "stepway-control-plane"
+    assert config.telemetry.enabled
 
 
 def test_worker_app_env_is_read_by_the_worker_sdk(stack: StackResult) -> None:

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from stepway_infra import roles
-from stepway_infra.mocks import SUBSCRIPTION, StackResult, run_stack
+from stepway_infra.mocks import ENV_DOMAIN, SUBSCRIPTION, StackResult, run_stack
 from stepway_infra.program import WORKER_IDENTITIES_ENV, assignment_name
 from workers.catalog import entry_queues, load_catalog
 
@@ -46,13 +46,22 @@ def identity_of(stack: StackResult, key: str) -> Any:
 
 
 def grants(stack: StackResult, key: str) -> set[tuple[str, str]]:
-    """(role definition guid, scope) of every role assignment of an identity."""
+    """(role name, scope) of every role assignment of an identity: the name of the
+    built-in role in the snapshot, or the GUID of a custom role."""
     principal = f"principal-id-{key}"
-    return {
-        (ra.inputs["roleDefinitionId"].rsplit("/", 1)[-1], ra.inputs["scope"])
-        for ra in stack.of_type(RA)
-        if ra.inputs["principalId"] == principal
-    }
+    snapshot = roles.snapshot()
+    result = set()
+    for ra in stack.of_type(RA):
+        if ra.inputs["principalId"] != principal:
+            continue
+        guid = ra.inputs["roleDefinitionId"].rsplit("/", 1)[-1]
+        result.add((snapshot.name_of(guid) or guid, ra.inputs["scope"]))
+    return result
+
+
+def runtime(i: dict[str, str]) -> set[tuple[str, str]]:
+    """What every app identity holds to start: AcrPull and telemetry publishing."""
+    return {(roles.ACR_PULL, i["registry"]), (roles.MONITORING_METRICS_PUBLISHER, i["insights"])}
 
 
 def ids(stack: StackResult) -> dict[str, str]:
@@ -64,6 +73,7 @@ def ids(stack: StackResult) -> dict[str, str]:
         "storage": stack.one(f"{T}storage:StorageAccount").id,
         "registry": stack.one(f"{T}containerregistry:Registry").id,
         "vault": stack.one(f"{T}keyvault:Vault").id,
+        "insights": stack.one(f"{T}applicationinsights:Component").id,
         "rg": stack.one(RG).id,
     }
 
@@ -96,13 +106,22 @@ def test_every_platform_resource_exists(stack: StackResult) -> None:
         f"{T}dbforpostgresql:Server",
         f"{T}dbforpostgresql:Database",
         f"{T}operationalinsights:Workspace",
+        f"{T}applicationinsights:Component",
         f"{T}app:ManagedEnvironment",
-        f"{T}monitor:DiagnosticSetting",
         f"{T}containerregistry:Registry",
         f"{T}keyvault:Vault",
+        f"{T}network:VirtualNetwork",
         ROLE_DEF,
     ):
         stack.one(token)
+    assert {r.name for r in stack.of_type(f"{T}monitor:DiagnosticSetting")} == {
+        "diag-keyvault",
+        "diag-servicebus",
+        "diag-postgres",
+        "diag-storage-blob",
+        "diag-registry",
+        "diag-apps-env",
+    }
     assert {r.name for r in stack.of_type(APP)} == {
         "app-orch",
         "app-act",
@@ -131,6 +150,7 @@ def test_naming_and_tags_come_from_config(stack: StackResult) -> None:
         tags = resource.inputs.get("tags")
         if tags is not None:
             assert tags["stepway-environment"] == stack.config.environment
+            assert tags["stepway-production"] == str(stack.config.production).lower()
             for key, value in stack.config.tags.items():
                 assert tags[key] == value
     assert stack.one(APP, "app-cp").inputs["containerAppName"] == f"{base}-cp"
@@ -139,7 +159,8 @@ def test_naming_and_tags_come_from_config(stack: StackResult) -> None:
 def test_durable_task_scheduler(stack: StackResult) -> None:
     dts = stack.config.dts
     props = stack.one(f"{T}durabletask:Scheduler").inputs["properties"]
-    assert props["ipAllowlist"] == dts.ip_allowlist
+    nat = [stack.outputs["egressIp"]] if stack.config.network.nat_gateway else []
+    assert props["ipAllowlist"] == [*dts.ip_allowlist, *nat]
     assert props["sku"]["name"] == dts.sku
     assert props["sku"].get("capacity") == dts.capacity
     hub = stack.one(f"{T}durabletask:TaskHub").inputs
@@ -154,15 +175,6 @@ def test_durable_task_scheduler(stack: StackResult) -> None:
         "Failed": dts.retention.failed_days,
         "Canceled": dts.retention.failed_days,
     }
-
-
-def test_empty_ip_allowlist_is_passed_through_and_denies_everything(dev_config, repo_catalog):
-    config = dev_config.model_copy(
-        update={"dts": dev_config.dts.model_copy(update={"ip_allowlist": []})}
-    )
-    result = run_stack(config, repo_catalog)
-    props = result.one(f"{T}durabletask:Scheduler").inputs["properties"]
-    assert props["ipAllowlist"] == []
 
 
 def test_service_bus_identity_only(stack: StackResult) -> None:
@@ -201,7 +213,10 @@ def test_postgres_entra_only_with_engine_and_control_plane_users(stack: StackRes
     assert server["authConfig"]["passwordAuth"] == "Disabled"
     assert "administratorLogin" not in server
     assert "administratorLoginPassword" not in server
-    admins = stack.of_type(f"{T}dbforpostgresql:Administrator")
+    assert stack.of_type(f"{T}dbforpostgresql:FirewallRule") == []
+    # The GA administrator resource, one per identity that uses the run store.
+    assert stack.of_type(f"{T}dbforpostgresql:Administrator") == []
+    admins = stack.of_type(f"{T}dbforpostgresql:AdministratorsMicrosoftEntra")
     assert {a.inputs["objectId"] for a in admins} == {
         "principal-id-engine-orchestrator",
         "principal-id-engine-activity",
@@ -272,13 +287,13 @@ def test_engine_roles(stack: StackResult) -> None:
     assert grants(stack, "engine-orchestrator") == {
         (roles.DURABLE_TASK_WORKER, i["taskhub"]),
         (roles.STORAGE_BLOB_DATA_READER, i["container"]),
-        (roles.ACR_PULL, i["registry"]),
+        *runtime(i),
     }
     assert grants(stack, "engine-activity") == {
         (roles.DURABLE_TASK_WORKER, i["taskhub"]),
         (roles.SERVICE_BUS_DATA_SENDER, i["namespace"]),
         (roles.STORAGE_BLOB_DATA_CONTRIBUTOR, i["container"]),
-        (roles.ACR_PULL, i["registry"]),
+        *runtime(i),
     }
 
 
@@ -292,7 +307,34 @@ def test_control_plane_app(stack: StackResult) -> None:
     assert ingress["allowInsecure"] is False
     assert ingress["targetPort"] == stack.config.control_plane.target_port
     assert cp["template"]["scale"]["minReplicas"] == stack.config.control_plane.min_replicas
-    assert stack.outputs["controlPlaneUrl"].startswith(f"https://{stack.config.base_name}-cp.")
+    # The app's stable host name (configuration.ingress.fqdn), not a revision's.
+    url = f"https://{stack.config.base_name}-cp.{ENV_DOMAIN}"
+    assert stack.outputs["controlPlaneUrl"] == url
+    for resource in [*stack.of_type(APP), *stack.of_type(JOB)]:
+        if resource.name.startswith(("app-worker-", "job-")):
+            assert env_of(resource)["STEPWAY_SERVER_URL"] == url
+
+
+def test_internal_ingress_gives_workers_the_internal_host_name(dev_config, repo_catalog) -> None:
+    config = dev_config.model_copy(
+        update={
+            "control_plane": dev_config.control_plane.model_copy(update={"external_ingress": False})
+        }
+    )
+    result = run_stack(config, repo_catalog)
+    url = f"https://{config.base_name}-cp.internal.{ENV_DOMAIN}"
+    assert result.outputs["controlPlaneUrl"] == url
+    assert env_of(worker_resource(result, "document"))["STEPWAY_SERVER_URL"] == url
+
+
+def test_control_plane_probes_its_health_endpoint(stack: StackResult) -> None:
+    (container,) = stack.one(APP, "app-cp").inputs["template"]["containers"]
+    probes = {p["type"]: p["httpGet"] for p in container["probes"]}
+    port = stack.config.control_plane.target_port
+    assert probes == {
+        "Liveness": {"path": "/health", "port": port, "scheme": "HTTP"},
+        "Readiness": {"path": "/health", "port": port, "scheme": "HTTP"},
+    }
 
 
 def test_prod_control_plane_runs_at_least_two_replicas(prod_stack: StackResult) -> None:
@@ -310,7 +352,7 @@ def test_control_plane_roles(stack: StackResult) -> None:
         (custom["roleDefinitionId"], i["namespace"]),
         (roles.STORAGE_BLOB_DATA_CONTRIBUTOR, i["container"]),
         (roles.STORAGE_BLOB_DELEGATOR, i["storage"]),
-        (roles.ACR_PULL, i["registry"]),
+        *runtime(i),
     }
 
 
@@ -387,7 +429,7 @@ def test_worker_roles_are_exactly_its_task_list(stack: StackResult) -> None:
     i = ids(stack)
     for entry in stack.catalog:
         key = f"worker-{entry.name.replace('_', '-')}"
-        expected = {(roles.ACR_PULL, i["registry"])}
+        expected = runtime(i)
         expected |= {
             (roles.SERVICE_BUS_DATA_RECEIVER, f"{i['namespace']}/queues/{queue}")
             for queue in entry_queues(entry)
@@ -410,7 +452,8 @@ def test_connector_holds_its_own_secret(stack: StackResult) -> None:
     holders = {
         ra.inputs["principalId"]
         for ra in stack.of_type(RA)
-        if ra.inputs["roleDefinitionId"].endswith(roles.KEY_VAULT_SECRETS_USER)
+        if ra.inputs["roleDefinitionId"]
+        == role_id(roles.builtin_role_id(roles.KEY_VAULT_SECRETS_USER))
     }
     assert holders == {"principal-id-worker-connector"}
 
@@ -422,10 +465,46 @@ def test_role_assignments_are_deterministic_and_fully_qualified(stack: StackResu
         assert uuid.UUID(ra.inputs["roleAssignmentName"]).version == 5
         assert ROLE_ID.match(ra.inputs["roleDefinitionId"]), ra.inputs["roleDefinitionId"]
         assert ra.inputs["principalType"] == "ServicePrincipal"
-    builtin = {ra.inputs["roleDefinitionId"] for ra in stack.of_type(RA)}
-    custom = stack.one(ROLE_DEF).inputs["roleDefinitionId"]
-    assert builtin - {role_id(custom)} <= {role_id(guid) for guid in roles.NAMES}
     assert assignment_name("a", "b") == assignment_name("a", "b")
+
+
+def test_every_assigned_role_is_in_the_snapshot_or_a_custom_role_of_the_stack(
+    stack: StackResult,
+) -> None:
+    custom = {r.inputs["roleDefinitionId"] for r in stack.of_type(ROLE_DEF)}
+    snapshot = roles.snapshot()
+    assigned = set()
+    for ra in stack.of_type(RA):
+        guid = ra.inputs["roleDefinitionId"].rsplit("/", 1)[-1]
+        assert ra.inputs["roleDefinitionId"] == role_id(guid)
+        name = snapshot.name_of(guid)
+        assert name is not None or guid in custom, f"{ra.name}: {guid} is no known role"
+        assert name is None or not roles.is_forbidden(name), ra.name
+        assigned.add(name or "custom")
+    assert assigned == {
+        roles.DURABLE_TASK_WORKER,
+        roles.DURABLE_TASK_DATA_CONTRIBUTOR,
+        roles.SERVICE_BUS_DATA_RECEIVER,
+        roles.SERVICE_BUS_DATA_SENDER,
+        roles.STORAGE_BLOB_DATA_CONTRIBUTOR,
+        roles.STORAGE_BLOB_DATA_READER,
+        roles.STORAGE_BLOB_DELEGATOR,
+        roles.ACR_PULL,
+        roles.KEY_VAULT_SECRETS_USER,
+        roles.MONITORING_METRICS_PUBLISHER,
+        "custom",
+    }
+
+
+def test_every_app_depends_on_the_grants_it_needs_at_start(stack: StackResult) -> None:
+    """AcrPull (and every other grant of the app's identity) is an explicit
+    dependency of the app, so the first image pull does not race the assignment."""
+    for resource in [*stack.of_type(APP), *stack.of_type(JOB)]:
+        (assigned,) = resource.inputs["identity"]["userAssignedIdentities"]
+        principal = f"principal-{assigned.rsplit('/', 1)[-1]}"
+        own = {ra.name for ra in stack.of_type(RA) if ra.inputs["principalId"] == principal}
+        assert any("acrpull" in name for name in own), resource.name
+        assert own <= stack.depends_on[resource.name], resource.name
 
 
 def test_role_assignment_names_stable_across_runs(dev_config, repo_catalog, dev_stack):
@@ -493,6 +572,7 @@ def test_adding_a_code_area_adds_only_its_resources(
         (APP, "app-worker-ledger_sync"),
         (IDENTITY, "id-worker-ledger-sync"),
         (RA, "ra-worker-ledger-sync-acrpull-registry"),
+        (RA, "ra-worker-ledger-sync-monitoring-metrics-publisher-insights"),
         (RA, "ra-worker-ledger-sync-key-vault-secrets-user-secret-ledger-api-key"),
         *{(RA, f"ra-worker-ledger-sync-azure-service-bus-data-receiver-queue-{q}") for q in queues},
     }
@@ -503,7 +583,7 @@ def test_adding_a_code_area_adds_only_its_resources(
     assert sorted(r["custom"]["metadata"]["queueName"] for r in rules) == sorted(queues)
     i = ids(after)
     assert grants(after, "worker-ledger-sync") == {
-        (roles.ACR_PULL, i["registry"]),
+        *runtime(i),
         (roles.KEY_VAULT_SECRETS_USER, f"{i['vault']}/secrets/ledger-api-key"),
         *{(roles.SERVICE_BUS_DATA_RECEIVER, f"{i['namespace']}/queues/{q}") for q in queues},
     }

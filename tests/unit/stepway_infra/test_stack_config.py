@@ -91,6 +91,116 @@ def test_invalid_values_are_explained(change: dict[str, Any], expected: str) -> 
     assert expected in error_of({**dev_values(), **change})
 
 
+def prod_values() -> dict[str, Any]:
+    data = yaml.safe_load((REPO / "Pulumi.prod.yaml").read_text())["config"]
+    values = {k.split(":", 1)[1]: v for k, v in data.items() if k.startswith("stepway:")}
+    values["location"] = data["azure-native:location"]
+    return values
+
+
+@pytest.mark.parametrize(
+    ("dts", "expected"),
+    [
+        # Azure's limits: Consumption keeps data 30 days at most, Dedicated 90 and
+        # has 1 to 3 capacity units (docs/deploy.md cites the page).
+        (
+            {"retention": {"completedDays": 31}},
+            "31 days exceeds the Consumption SKU's maximum of 30",
+        ),
+        (
+            {"sku": "Dedicated", "capacity": 1, "retention": {"failedDays": 91}},
+            "91 days exceeds the Dedicated SKU's maximum of 90",
+        ),
+        (
+            {"sku": "Dedicated", "capacity": 4},
+            "stepway:dts.capacity: Input should be less than or equal to 3",
+        ),
+    ],
+)
+def test_scheduler_limits(dts: dict[str, Any], expected: str) -> None:
+    values = dev_values()
+    values["dts"] = {**values["dts"], **dts}
+    assert expected in error_of(values)
+
+
+def test_scheduler_limits_at_the_edge_are_accepted() -> None:
+    values = dev_values()
+    values["dts"] = {
+        **values["dts"],
+        "sku": "Dedicated",
+        "capacity": 3,
+        "retention": {"completedDays": 90, "failedDays": 90},
+    }
+    assert parse_stack_config(values).dts.capacity == 3
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "kv-stepway-dev-",
+        "kv--stepway",
+        "1kv-stepway",
+        "kv",
+        "kv-stepway-dev-toolong-x1",
+        "kv_stepway",
+    ],
+)
+def test_key_vault_name_rules(name: str) -> None:
+    message = error_of({**dev_values(), "keyVaultName": name})
+    assert f"Key Vault name {name!r} (keyVaultName) must be 3-24" in message
+
+
+def test_key_vault_default_name_must_fit_too() -> None:
+    # kv-<12>-<12>-<6> is 36 characters: the program used to cut it at 24.
+    values = {
+        **dev_values(),
+        "namePrefix": "stepwayplatf",
+        "environment": "integration",
+        "nameSuffix": "abc123",
+    }
+    assert "Key Vault name 'kv-stepwayplatf-integration-abc123' (the default" in error_of(values)
+    values["keyVaultName"] = "kv-stepway-int-abc123"
+    assert parse_stack_config(values).vault_name == "kv-stepway-int-abc123"
+
+
+def test_production_requires_the_private_network() -> None:
+    values = prod_values()
+    values["network"] = {"natGateway": True}
+    assert "network.privateEndpoints must be true when production is true" in error_of(values)
+    values["network"] = {"natGateway": True, "privateEndpoints": True}
+    values["dts"] = {**values["dts"], "ipAllowlist": ["0.0.0.0/0"]}
+    assert "must not admit every address" in error_of(values)
+
+
+def test_private_endpoints_need_premium_service_bus() -> None:
+    values = {**dev_values(), "network": {"privateEndpoints": True}}
+    assert "serviceBus.sku must be Premium with network.privateEndpoints" in error_of(values)
+
+
+def test_empty_allowlist_needs_the_nat_gateway() -> None:
+    values = dev_values()
+    values["dts"] = {**values["dts"], "ipAllowlist": []}
+    assert "would deny every client, the engine included" in error_of(values)
+    values["network"] = {"natGateway": True}
+    assert parse_stack_config(values).dts.ip_allowlist == []
+
+
+@pytest.mark.parametrize(
+    ("network", "expected"),
+    [
+        ({"appsSubnet": "10.50.0.0/23"}, "network.appsSubnet 10.50.0.0/23 is not inside"),
+        (
+            {"postgresSubnet": "10.40.1.0/24"},
+            "network.appsSubnet and network.postgresSubnet overlap",
+        ),
+        ({"appsSubnet": "10.40.0.0/28"}, "must be a /27 or larger"),
+        ({"addressSpace": "10.40.0.1/16"}, "network.addressSpace: '10.40.0.1/16' is not a CIDR"),
+    ],
+)
+def test_network_ranges(network: dict[str, str], expected: str) -> None:
+    assert expected in error_of({**dev_values(), "network": network})
+
+
 def test_worker_override_for_unknown_area(repo_catalog) -> None:
     config = parse_stack_config({**dev_values(), "workers": {"documents": {"minReplicas": 2}}})
     with pytest.raises(ProgramError, match="not in the worker catalog: documents"):

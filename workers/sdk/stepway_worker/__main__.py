@@ -1,5 +1,7 @@
 """``python -m stepway_worker --app workers.document``: import the app module (its
-``@worker_task`` handlers register themselves) and poll until SIGTERM."""
+``@worker_task`` handlers register themselves) and poll until SIGTERM. With an exporter
+configured (:mod:`stepway_worker.telemetry`) the process's spans are exported; its tracer
+provider is also OpenTelemetry's global one, so the handlers' own spans go there too."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ import sys
 
 from stepway_worker.registry import registry
 from stepway_worker.runner import run
+from stepway_worker.telemetry import tracer_provider_from_env
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -41,14 +44,24 @@ def main(argv: list[str] | None = None) -> int:
         importlib.import_module(module)
     if not len(registry):
         parser.error(f"{', '.join(args.app)} registered no handlers")
-    ok = run(
-        threads=args.threads,
-        poll_interval=args.poll_interval,
-        domain=args.domain,
-        worker_id=args.worker_id,
-        server_url=args.server_url,
-        task_types=args.task_type,
-    )
+    provider = tracer_provider_from_env()
+    if provider is not None:
+        from opentelemetry import trace
+
+        trace.set_tracer_provider(provider)
+    try:
+        ok = run(
+            threads=args.threads,
+            poll_interval=args.poll_interval,
+            domain=args.domain,
+            worker_id=args.worker_id,
+            server_url=args.server_url,
+            task_types=args.task_type,
+            tracer_provider=provider,
+        )
+    finally:
+        if provider is not None:
+            provider.shutdown()  # exports the spans still batched
     return 0 if ok else 1
 
 

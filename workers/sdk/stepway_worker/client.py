@@ -34,7 +34,7 @@ class ConflictError(TaskApiError):
 
 
 class RejectedError(TaskApiError):
-    """Any other 4xx: the request is wrong for good. Never retried."""
+    """Any other 4xx: the request is wrong for good. Never retried as is."""
 
 
 def _detail(response: httpx.Response) -> str:
@@ -44,7 +44,13 @@ def _detail(response: httpx.Response) -> str:
     except ValueError:
         return text
     if isinstance(body, dict):
-        return str(body.get("detail") or body.get("message") or body.get("title") or text)
+        message = str(body.get("detail") or body.get("message") or body.get("title") or text)
+        fields = [
+            str(e.get("path"))
+            for e in body.get("validationErrors") or []
+            if isinstance(e, dict) and e.get("path") and str(e.get("path")) not in message
+        ]
+        return f"{message} (fields: {', '.join(fields)})" if fields else message
     return text
 
 
@@ -80,14 +86,20 @@ class TaskClient:
         return {"Authorization": f"Bearer {token}"} if token else {}
 
     def _request(
-        self, method: str, url: str, *, timeout: float | None = None, **kwargs: Any
+        self,
+        method: str,
+        url: str,
+        *,
+        timeout: float | None = None,
+        extra_headers: dict[str, str] | None = None,
+        **kwargs: Any,
     ) -> httpx.Response:
         for attempt in (1, 2):
             try:
                 response = self._http.request(
                     method,
                     url,
-                    headers=self._headers(),
+                    headers={**self._headers(), **(extra_headers or {})},
                     timeout=timeout if timeout is not None else self.timeout,
                     **kwargs,
                 )
@@ -134,8 +146,9 @@ class TaskClient:
             raise RejectedError(f"poll of {task_type}: expected a list, got {type(body).__name__}")
         return [t for t in body if isinstance(t, dict)]
 
-    def update(self, result: dict[str, Any]) -> None:
-        self._request("POST", "/api/tasks", json=result)
+    def update(self, result: dict[str, Any], *, headers: dict[str, str] | None = None) -> None:
+        """Post a TaskResult (``headers``: e.g. the ``traceparent`` of the post)."""
+        self._request("POST", "/api/tasks", json=result, extra_headers=headers)
 
     def log(self, task_id: str, line: str, *, timeout: float = 5.0) -> None:
         self._request(
@@ -180,7 +193,7 @@ class TaskClient:
         status = response.status_code
         if status < 400:
             return
-        message = f"PUT upload: {status} {response.text[:300]}"
+        message = f"PUT upload: {status} {_detail(response)[:300]}"
         if status >= 500 or status in RETRYABLE_STATUS:
             raise TransientError(message, status)
         raise RejectedError(message, status)

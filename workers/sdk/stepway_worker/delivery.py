@@ -1,5 +1,9 @@
 """Posting results: offload a large output, retry on transient errors, queue in
-memory while the Task API is down."""
+memory while the Task API is down, and never drop a refused result silently: a result
+the Task API refuses for good (a 4xx other than 409) is replaced by a FAILED result
+whose reason says what was refused, so that the run moves on at once instead of
+waiting for the task's response timeout. Each try is a span in the run's trace
+(:mod:`stepway_worker.tracing`)."""
 
 from __future__ import annotations
 
@@ -12,7 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from stepway_worker.client import ConflictError, RejectedError, TaskClient, TransientError
-from stepway_worker.registry import Outcome
+from stepway_worker.registry import MAX_REASON, Outcome
+from stepway_worker.tracing import WorkerTracing
 
 log = logging.getLogger("stepway_worker")
 
@@ -28,6 +33,13 @@ class PendingResult:
     large_output: bytes | None = None
     tries: int = 0
     created: float = field(default_factory=time.monotonic)
+    #: size of the output as JSON, in bytes (named in the reason when it is refused)
+    output_bytes: int = 0
+    #: why the original result was replaced by a FAILED one (None: not replaced)
+    refused: str | None = None
+    #: the trace context to post under (the execution span's); None: untraced
+    traceparent: str | None = None
+    attempt: int | None = None
 
 
 def make_result(
@@ -61,7 +73,40 @@ def make_result(
     # on the task as posted (it does not read an offloaded one), so it is never uploaded
     if len(encoded) > payload_threshold and outcome.status != "IN_PROGRESS":
         large = encoded
-    return PendingResult(task["taskId"], str(task.get("taskType") or ""), body, large)
+    return PendingResult(
+        task["taskId"], str(task.get("taskType") or ""), body, large, output_bytes=len(encoded)
+    )
+
+
+def replace_refused(pending: PendingResult, exc: RejectedError) -> None:
+    """Turn a result the Task API refused for good into a FAILED result that names
+    the problem. A size refusal (413) cannot succeed on any retry, so it fails the task
+    with FAILED_WITH_TERMINAL_ERROR; any other refusal fails the attempt (FAILED) and
+    the task definition's retries apply."""
+    original = str(pending.body.get("status"))
+    if exc.status == 413:
+        status = "FAILED_WITH_TERMINAL_ERROR"
+        reason = (
+            f"the {original} result's outputData is {pending.output_bytes} bytes as JSON, "
+            f"too large for the Task API: {exc}"
+        )
+    else:
+        status = "FAILED"
+        reason = f"the Task API refused the {original} result (outputData of "
+        reason += f"{pending.output_bytes} bytes): {exc}"
+    previous = pending.body.get("reasonForIncompletion")
+    if previous:
+        reason += f"; the handler's reason was: {previous}"
+    pending.refused = reason
+    pending.large_output = None
+    pending.body = {
+        key: pending.body[key]
+        for key in ("workflowInstanceId", "taskId", "workerId")
+        if key in pending.body
+    }
+    pending.body.update(
+        {"status": status, "outputData": {}, "reasonForIncompletion": reason[:MAX_REASON]}
+    )
 
 
 def upload(
@@ -73,9 +118,38 @@ def upload(
     return path, uri
 
 
-def send_once(client: TaskClient, pending: PendingResult) -> None:
-    """One try: upload a large output if still needed, then post. Raises the
-    client's errors."""
+def send_once(
+    client: TaskClient, pending: PendingResult, tracing: WorkerTracing | None = None
+) -> None:
+    """One try: upload a large output if still needed, then post. A refusal for good
+    (:class:`RejectedError`) replaces the result by a FAILED one (see
+    :func:`replace_refused`) that is posted right away; a transient error on that post
+    leaves the replacement in ``pending`` for the next try. Raises the client's errors,
+    :class:`RejectedError` only when the replacement is refused too. With ``tracing``
+    the try is a span, and the posts carry its ``traceparent``."""
+    if tracing is None:
+        _try_once(client, pending, {})
+        return
+    with tracing.post(
+        pending.traceparent, pending.body, pending.task_type, pending.attempt
+    ) as headers:
+        _try_once(client, pending, headers)
+
+
+def _try_once(client: TaskClient, pending: PendingResult, headers: dict[str, str]) -> None:
+    try:
+        _post(client, pending, headers)
+    except RejectedError as exc:
+        if pending.refused is not None:
+            raise
+        log.error(
+            "result of task %s refused, posting it as FAILED instead: %s", pending.task_id, exc
+        )
+        replace_refused(pending, exc)
+        _post(client, pending, headers)
+
+
+def _post(client: TaskClient, pending: PendingResult, headers: dict[str, str]) -> None:
     if pending.large_output is not None:
         path, _ = upload(
             client,
@@ -88,17 +162,26 @@ def send_once(client: TaskClient, pending: PendingResult) -> None:
         pending.body["outputData"] = {}
         pending.body["externalOutputPayloadStoragePath"] = path
         pending.large_output = None
-    client.update(pending.body)
+    client.update(pending.body, headers=headers)
 
 
 class Outbox:
     """Results that could not be posted yet, retried in order with exponential
     backoff by one background thread. Connection errors, 5xx, 408 and 429 are
-    retried; a 409 (stale attempt) is logged and dropped; any other 4xx is logged and
-    dropped."""
+    retried; a 409 (stale attempt) is logged and dropped; any other 4xx replaces the
+    result by a FAILED one naming the refusal (:func:`send_once`), which is dropped only
+    when it is refused too."""
 
-    def __init__(self, client: TaskClient, *, initial: float = 0.1, maximum: float = 10.0) -> None:
+    def __init__(
+        self,
+        client: TaskClient,
+        *,
+        initial: float = 0.1,
+        maximum: float = 10.0,
+        tracing: WorkerTracing | None = None,
+    ) -> None:
         self.client = client
+        self.tracing = tracing
         self.initial = initial
         self.maximum = maximum
         self._queue: deque[PendingResult] = deque()
@@ -132,7 +215,7 @@ class Outbox:
         """True when the result is settled (posted or dropped for good)."""
         pending.tries += 1
         try:
-            send_once(self.client, pending)
+            send_once(self.client, pending, self.tracing)
         except TransientError as exc:
             if pending.tries == 1 or pending.tries % 20 == 0:
                 log.warning(
@@ -147,7 +230,7 @@ class Outbox:
             self.dropped += 1
             return True
         except RejectedError as exc:
-            log.error("result of task %s refused, dropped: %s", pending.task_id, exc)
+            log.error("FAILED result of task %s refused too, dropped: %s", pending.task_id, exc)
             self.dropped += 1
             return True
         except Exception:

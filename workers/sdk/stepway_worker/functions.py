@@ -10,12 +10,15 @@ import logging
 import time
 from typing import Any
 
+from opentelemetry.trace import TracerProvider
+
 from stepway_worker.auth import TokenProvider, token_provider_from_env
 from stepway_worker.client import ConflictError, RejectedError, TaskClient, TransientError
 from stepway_worker.delivery import make_result, send_once
 from stepway_worker.registry import Outcome, Registry, registry
 from stepway_worker.runner import build_context
 from stepway_worker.settings import WorkerSettings
+from stepway_worker.tracing import TRACEPARENT, WorkerTracing
 
 log = logging.getLogger("stepway_worker")
 
@@ -39,15 +42,21 @@ def handle_queue_message(
     tokens: TokenProvider | None = None,
     client: TaskClient | None = None,
     post_timeout: float = 60.0,
+    tracer_provider: TracerProvider | None = None,
 ) -> dict[str, Any] | None:
     """Run the handler of a Service Bus task message
     ``{taskId, workflowId, taskRef, taskType, attempt, input | inputRef}`` and post the
     result (offloading a large output, retrying transient errors for up to
-    ``post_timeout`` seconds). Returns the posted TaskResult body, or None when the
-    Task API refused it as stale (409) or for good (4xx).
+    ``post_timeout`` seconds). Returns the posted TaskResult body (a FAILED result
+    naming the refusal when the Task API refused the handler's result with a 4xx other
+    than 409), or None when the Task API refused it as stale (409) or refused the
+    FAILED replacement too.
 
     Raises ``TransientError`` when the result could not be posted in time: let the
     Functions runtime abandon the message so that it is delivered again.
+
+    The message's ``traceparent`` makes the execution a child of the engine's dispatch
+    span (:mod:`stepway_worker.tracing`; ``tracer_provider`` default: the global one).
     """
     message = parse_message(body)
     settings = settings or WorkerSettings.from_env()
@@ -74,6 +83,8 @@ def handle_queue_message(
             "inputData": message.get("input"),
             "outputData": message.get("output") or {},
         }
+        if message.get(TRACEPARENT):
+            task[TRACEPARENT] = message[TRACEPARENT]
         if message.get("inputRef") and message.get("input") is None:
             # a large input stays in the payload store; the Task API resolves it
             full = client.get_task(str(message["taskId"]))
@@ -83,7 +94,10 @@ def handle_queue_message(
         type_settings = settings.for_type(
             task_type, payload_threshold=handler.payload_threshold, domain=handler.domain
         )
-        outcome: Outcome = handler.execute(ctx)
+        tracing = WorkerTracing(tracer_provider)
+        with tracing.execute(task, task_type) as span:
+            outcome: Outcome = handler.execute(ctx)
+            tracing.finished(span, outcome.status)
         pending = make_result(
             task,
             outcome,
@@ -91,17 +105,19 @@ def handle_queue_message(
             payload_threshold=type_settings.payload_threshold,
             logs=ctx.take_pending_logs(),
         )
+        pending.traceparent = tracing.carried(span, task)
+        pending.attempt = ctx.attempt
         deadline = time.monotonic() + post_timeout
         delay = settings.retry_initial
         while True:
             try:
-                send_once(client, pending)
+                send_once(client, pending, tracing)
                 return pending.body
             except ConflictError as exc:
                 log.warning("result of task %s dropped: stale attempt: %s", ctx.task_id, exc)
                 return None
             except RejectedError as exc:
-                log.error("result of task %s refused: %s", ctx.task_id, exc)
+                log.error("FAILED result of task %s refused too: %s", ctx.task_id, exc)
                 return None
             except TransientError:
                 if time.monotonic() + delay > deadline:

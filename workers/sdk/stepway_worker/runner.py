@@ -2,7 +2,8 @@
 
 forever:
     tasks = GET /api/tasks/poll/batch/{type}?count={free slots}&timeout={long poll}
-    if none: wait (1 ms, doubling up to the poll interval); continue
+    if none: poll again at once if the server held the poll (long poll), else wait
+             (1 ms, doubling up to the poll interval); continue
     for each task: run the handler in the type's thread pool, post the result
 """
 
@@ -16,12 +17,15 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
+from opentelemetry.trace import TracerProvider
+
 from stepway_worker.auth import TokenProvider, token_provider_from_env
 from stepway_worker.client import RejectedError, TaskClient, TransientError
 from stepway_worker.context import TaskContext
 from stepway_worker.delivery import Outbox, make_result, upload
 from stepway_worker.registry import Handler, Outcome, Registry, registry
 from stepway_worker.settings import TypeSettings, WorkerSettings
+from stepway_worker.tracing import WorkerTracing
 
 log = logging.getLogger("stepway_worker")
 
@@ -111,6 +115,7 @@ class _TypeRunner:
                 continue
             try:
                 self.polls += 1
+                asked = time.monotonic()
                 tasks = self.worker.client.poll(
                     self.settings.task_type,
                     worker_id=ws.worker_id,
@@ -137,6 +142,11 @@ class _TypeRunner:
                 self._last_poll_warning = 0.0
                 log.info("poll of %s works again", self.settings.task_type)
             if not tasks:
+                if ws.long_poll_ms > 0 and time.monotonic() - asked >= ws.long_poll_ms / 2000:
+                    # The server held the poll open: it already waited for us, and any
+                    # pause here is a pause in which an arriving task waits.
+                    wait = MIN_WAIT
+                    continue
                 stopping.wait(wait)
                 wait = min(wait * 2, self.settings.poll_interval)
                 continue
@@ -168,25 +178,30 @@ class _TypeRunner:
             log.error("%s: a polled task without taskId: %r", self.settings.task_type, task)
             return
         ws = self.worker.settings
-        ctx = build_context(task, self.settings.task_type, self.worker.client, ws.worker_id)
-        started = time.monotonic()
-        outcome: Outcome = self.handler.execute(ctx)
-        log.info(
-            "task %s (%s) %s in %.3f s",
-            ctx.task_id,
-            self.settings.task_type,
-            outcome.status,
-            time.monotonic() - started,
-        )
-        task.setdefault("taskType", self.settings.task_type)
-        pending = make_result(
-            task,
-            outcome,
-            worker_id=ws.worker_id,
-            payload_threshold=self.settings.payload_threshold,
-            logs=ctx.take_pending_logs(),
-        )
-        self.worker.outbox.deliver(pending)
+        tracing = self.worker.tracing
+        with tracing.execute(task, self.settings.task_type) as span:
+            ctx = build_context(task, self.settings.task_type, self.worker.client, ws.worker_id)
+            started = time.monotonic()
+            outcome: Outcome = self.handler.execute(ctx)
+            tracing.finished(span, outcome.status)
+            log.info(
+                "task %s (%s) %s in %.3f s",
+                ctx.task_id,
+                self.settings.task_type,
+                outcome.status,
+                time.monotonic() - started,
+            )
+            task.setdefault("taskType", self.settings.task_type)
+            pending = make_result(
+                task,
+                outcome,
+                worker_id=ws.worker_id,
+                payload_threshold=self.settings.payload_threshold,
+                logs=ctx.take_pending_logs(),
+            )
+            pending.traceparent = tracing.carried(span, task)
+            pending.attempt = ctx.attempt
+            self.worker.outbox.deliver(pending)
 
     def join_poller(self, deadline: float) -> None:
         if self._poller is not None:
@@ -214,7 +229,10 @@ class Worker:
         tokens: TokenProvider | None = None,
         client: TaskClient | None = None,
         task_types: Iterable[str] | None = None,
+        tracer_provider: TracerProvider | None = None,
     ) -> None:
+        """``tracer_provider`` receives the worker's spans (default: OpenTelemetry's
+        global provider, a no-op until the process configures one)."""
         self.settings = settings or WorkerSettings.from_env()
         source = registry if handlers is None else handlers
         chosen = source.handlers() if isinstance(source, Registry) else list(source)
@@ -229,8 +247,12 @@ class Worker:
             tokens=tokens or token_provider_from_env(self.settings.env or None),
             timeout=self.settings.http_timeout,
         )
+        self.tracing = WorkerTracing(tracer_provider)
         self.outbox = Outbox(
-            self.client, initial=self.settings.retry_initial, maximum=self.settings.retry_max
+            self.client,
+            initial=self.settings.retry_initial,
+            maximum=self.settings.retry_max,
+            tracing=self.tracing,
         )
         self.stopping = threading.Event()
         self._stop_requested = threading.Event()
@@ -323,6 +345,7 @@ def run(
     payload_threshold: int | None = None,
     task_types: Iterable[str] | None = None,
     handlers: Registry | Iterable[Handler] | None = None,
+    tracer_provider: TracerProvider | None = None,
 ) -> bool:
     """Run every registered handler until SIGTERM. Arguments override the
     ``STEPWAY_*`` environment; ``STEPWAY_TASK_<TYPE>_*`` overrides both per type."""
@@ -334,4 +357,6 @@ def run(
         server_url=server_url,
         payload_threshold=payload_threshold,
     )
-    return Worker(handlers, settings=settings, task_types=task_types).run()
+    return Worker(
+        handlers, settings=settings, task_types=task_types, tracer_provider=tracer_provider
+    ).run()

@@ -53,6 +53,8 @@ class _State:
     auth_headers: list[str | None] = field(default_factory=list)
     #: status codes to answer the next result posts with, in order
     result_failures: list[int] = field(default_factory=list)
+    #: taskId -> the ``traceparent`` header of its accepted result post
+    result_traceparents: dict[str, str | None] = field(default_factory=dict)
 
 
 class FakeTaskServer:
@@ -112,6 +114,7 @@ class FakeTaskServer:
         domain: str | None = None,
         workflow_id: str = "wf-1",
         output_data: dict[str, Any] | None = None,
+        traceparent: str | None = None,
     ) -> str:
         task_id = task_id or uuid.uuid4().hex
         task = {
@@ -129,6 +132,8 @@ class FakeTaskServer:
             "callbackAfterSeconds": 0,
             "domain": domain,
         }
+        if traceparent:
+            task["traceparent"] = traceparent  # as the Task API hands it on
         queue = f"{domain}-{task_type}" if domain else task_type
         with self.cond:
             self.state.tasks[task_id] = task
@@ -154,6 +159,11 @@ class FakeTaskServer:
                 if left <= 0:
                     raise TimeoutError(f"no result for task {task_id} in {timeout} s")
                 self.cond.wait(left)
+
+    def result_traceparent(self, task_id: str) -> str | None:
+        """The ``traceparent`` header the accepted result of the task was posted with."""
+        with self.cond:
+            return self.state.result_traceparents.get(task_id)
 
     def logs(self, task_id: str) -> list[str]:
         with self.cond:
@@ -203,7 +213,7 @@ class FakeTaskServer:
             )
             return [{k: v for k, v in t.items() if not k.startswith("_")} for t in taken]
 
-    def _result(self, body: dict[str, Any]) -> tuple[int, str]:
+    def _result(self, body: dict[str, Any], traceparent: str | None = None) -> tuple[int, str]:
         with self.cond:
             if self.state.result_failures:
                 return self.state.result_failures.pop(0), "injected failure"
@@ -222,6 +232,7 @@ class FakeTaskServer:
             if path and path not in self.state.uploads:
                 return 400, f"no payload at {path}"
             self.state.results.append(body)
+            self.state.result_traceparents[task["taskId"]] = traceparent
             task["status"] = body["status"]
             task["outputData"] = body.get("outputData") or {}
             if body["status"] == "IN_PROGRESS" and int(body.get("callbackAfterSeconds") or 0) > 0:
@@ -331,7 +342,7 @@ class FakeTaskServer:
                 if not self._authorized():
                     return
                 if path == "/api/tasks":
-                    status, text = fake._result(json.loads(raw))
+                    status, text = fake._result(json.loads(raw), self.headers.get("traceparent"))
                     if status == 200:
                         self._send(200, text, "text/plain")
                     else:

@@ -44,7 +44,7 @@ from engine.ports.run_store import NewRun, TaskRecord, TaskStatus
 
 ADMIN = "admin-token-0123456789"
 WORKER = "worker-token-0123456789"
-TYPES = ["cp_echo", "cp_big", "cp_chunked", "cp_slow"]
+TYPES = ["cp_echo", "cp_big", "cp_chunked", "cp_slow", "cp_huge"]
 
 
 def _free_port() -> int:
@@ -214,6 +214,10 @@ def handlers() -> Registry:
             return InProgress(callback_after_seconds=1, output={"cursor": cursor})
         return {"done": cursor, "resumedFrom": ctx.previous_output.get("cursor")}
 
+    @worker_task("cp_huge", registry=reg)
+    def huge(n: int) -> dict[str, Any]:
+        return {"blob": "x" * n}
+
     @worker_task("cp_slow", registry=reg)
     def slow() -> dict[str, str]:
         gate.wait(10)
@@ -230,9 +234,7 @@ def _worker(cp: ControlPlane, reg: Registry, **changes: Any) -> Worker:
         poll_interval=0.05,
         retry_initial=0.05,
         retry_max=0.3,
-        shutdown_grace=5,
-        payload_threshold=2048,
-        **changes,
+        **{"shutdown_grace": 5, "payload_threshold": 2048, **changes},
     )
     return Worker(reg, settings=settings, tokens=StaticToken(WORKER))
 
@@ -284,3 +286,23 @@ def test_result_survives_a_control_plane_restart(cp: ControlPlane, handlers: Reg
         assert done["outputData"] == {"state": "done"}
     finally:
         w.stop(grace=3)
+
+
+@pytest.mark.parametrize("inline", [False, True], ids=["uploaded", "inline"])
+def test_an_oversized_output_fails_its_task_with_the_size_in_the_reason(
+    cp: ControlPlane, handlers: Registry, inline: bool
+) -> None:
+    """Above the payload store's maximum of 500,000 bytes: refused by the upload (PUT
+    413) or, posted inline (a worker threshold above the output), by the result post."""
+    n = 600_000
+    size = len(json.dumps({"blob": "x" * n}, separators=(",", ":")))
+    changes: dict[str, Any] = {"payload_threshold": 10_000_000} if inline else {}
+    with _worker(cp, handlers, **changes):
+        task_id = cp.dispatch("cp_huge", {"n": n})
+        failed = cp.wait_status(task_id, "FAILED_WITH_TERMINAL_ERROR")
+    reason = failed["reasonForIncompletion"]
+    assert f"outputData is {size} bytes" in reason, reason
+    assert "500000" in reason, reason  # the server's limit, from its 413
+    assert failed["outputData"] == {}
+    events = [e for e in cp.signals.events() if e.name == task_id]
+    assert [e.data["status"] for e in events] == ["FAILED_WITH_TERMINAL_ERROR"]

@@ -51,6 +51,23 @@ def test_queue_message_runs_the_handler_and_posts_the_result(
     assert handle_queue_message(body, handlers=reg, settings=fast_settings(server.url)) is None
 
 
+def test_queue_message_result_refused_for_size_is_posted_as_a_terminal_failure(
+    server: FakeTaskServer, reg: Registry
+) -> None:
+    @worker_task("export", registry=reg)
+    def export() -> dict[str, str]:
+        return {"rows": "x" * 100}
+
+    task_id = server.enqueue("export", {})
+    server.fail_next_results(413)
+    message = {"taskId": task_id, "workflowId": "wf-1", "taskType": "export", "input": {}}
+    posted = handle_queue_message(message, handlers=reg, settings=fast_settings(server.url))
+    assert posted is not None and posted["status"] == "FAILED_WITH_TERMINAL_ERROR"
+    result = server.wait_result(task_id)
+    assert result["status"] == "FAILED_WITH_TERMINAL_ERROR" and result["outputData"] == {}
+    assert "outputData is 111 bytes" in result["reasonForIncompletion"]
+
+
 def test_queue_message_fetches_an_offloaded_input(server: FakeTaskServer, reg: Registry) -> None:
     @worker_task("echo", registry=reg)
     def echo(value: int) -> dict[str, int]:

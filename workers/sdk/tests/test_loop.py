@@ -9,8 +9,16 @@ import threading
 import time
 from typing import Any
 
-import pytest
-from stepway_worker import InProgress, TaskContext, TerminalError, task_log, worker_task
+from stepway_worker import (
+    InProgress,
+    TaskContext,
+    TerminalError,
+    Worker,
+    task_log,
+    worker_task,
+)
+
+from .conftest import fast_settings  # type: ignore[import-not-found]
 
 
 def test_batch_poll_asks_for_free_slots_only(server, reg, start_worker) -> None:  # type: ignore[no-untyped-def]
@@ -52,16 +60,54 @@ def test_idle_worker_backs_off_from_1ms_to_the_poll_interval(server, reg, start_
     time.sleep(1.2)
     polls = server.polls("idle")
     # without the backoff this would be thousands of polls
-    assert 6 <= len(polls) <= 25, len(polls)
+    # (bounds leave room for a loaded CI machine: the shape of the back-off is checked)
+    assert 4 <= len(polls) <= 25, len(polls)
     gaps = [b.started - a.at for a, b in itertools.pairwise(polls)]
-    assert gaps[0] < 0.1  # starts at 1 ms (generous bound for a loaded machine)
-    assert max(gaps) < 0.5  # never much beyond the 0.2 s poll interval
-    assert gaps[-1] > 0.12  # settled at the poll interval
-    # a task arriving now is picked up within about one interval, and the wait resets
+    assert gaps[0] < gaps[-1], gaps  # starts short (1 ms) and grows
+    assert max(gaps) < 1.0, gaps  # never far beyond the 0.2 s poll interval
+    assert gaps[-1] > 0.12, gaps  # settled at the poll interval
+    # a task arriving now is picked up, and the wait resets
     task_id = server.enqueue("idle", {})
-    t0 = time.time()
     server.wait_result(task_id)
-    assert time.time() - t0 < 1.0
+
+
+class _CountingEvent(threading.Event):
+    """The worker's stop signal, counting the pauses taken on it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pauses = 0
+
+    def wait(self, timeout: float | None = None) -> bool:
+        if not self.is_set():
+            self.pauses += 1
+        return super().wait(timeout)
+
+
+def test_after_an_empty_long_poll_the_worker_polls_again_at_once(server, reg) -> None:  # type: ignore[no-untyped-def]
+    """A long poll the server held open and answered empty is followed by the next poll
+    with no pause (a task arriving during a pause would wait for it); the backoff of
+    the test above is only for polls the server answered at once."""
+
+    @worker_task("quiet", registry=reg)
+    def quiet() -> dict[str, bool]:
+        return {"done": True}
+
+    worker = Worker(reg, settings=fast_settings(server.url, long_poll_ms=50, poll_interval=30.0))
+    stopping = _CountingEvent()
+    worker.stopping = stopping
+    worker.start()
+    try:
+        deadline = time.monotonic() + 20
+        while len(server.polls("quiet")) < 8:
+            assert time.monotonic() < deadline, "the worker stopped polling"
+            time.sleep(0.02)
+        assert stopping.pauses == 0
+        task_id = server.enqueue("quiet", {})
+        assert server.wait_result(task_id)["status"] == "COMPLETED"
+        assert stopping.pauses == 0
+    finally:
+        worker.stop(grace=2.0)
 
 
 def test_in_progress_callbacks_resume_from_the_cursor(server, reg, start_worker) -> None:  # type: ignore[no-untyped-def]
@@ -138,24 +184,36 @@ def test_large_output_is_uploaded_and_only_its_path_posted(server, reg, start_wo
     assert json.loads(server.upload(path)) == {"rows": ["x" * 100] * 100}
 
 
-def test_transient_failures_are_retried_and_4xx_are_not(server, reg, start_worker) -> None:  # type: ignore[no-untyped-def]
+def test_transient_failures_are_retried_and_a_refusal_is_posted_as_failed(
+    server, reg, start_worker
+) -> None:  # type: ignore[no-untyped-def]
     @worker_task("t", registry=reg)
     def t() -> dict[str, int]:
         return {"v": 1}
 
     server.fail_next_results(503, 500, 429)
-    start_worker()
+    w = start_worker()
     first = server.enqueue("t", {})
     assert server.wait_result(first)["outputData"] == {"v": 1}
     assert server.state.result_failures == []
 
+    # a 4xx refusal is not dropped: a FAILED result naming it follows at once
     server.fail_next_results(400)
     second = server.enqueue("t", {})
-    with pytest.raises(TimeoutError):
-        server.wait_result(second, timeout=1.0)
-    # a later task is not stuck behind the refused one
+    refused = server.wait_result(second)
+    assert refused["status"] == "FAILED" and refused["outputData"] == {}
+    reason = refused["reasonForIncompletion"]
+    assert "400 injected failure" in reason and "outputData of 7 bytes" in reason, reason
+
+    # the FAILED replacement refused too: dropped, and a later task is not stuck behind it
+    server.fail_next_results(400, 400)
     third = server.enqueue("t", {})
-    assert server.wait_result(third)["status"] == "COMPLETED"
+    deadline = time.monotonic() + 5
+    while w.outbox.dropped == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert w.outbox.dropped == 1 and server.results_for(third) == []
+    fourth = server.enqueue("t", {})
+    assert server.wait_result(fourth)["status"] == "COMPLETED"
 
 
 def test_a_stale_attempt_409_is_dropped(server, reg, start_worker) -> None:  # type: ignore[no-untyped-def]

@@ -241,4 +241,45 @@ def test_entra_jwt(make_server: Any) -> None:
     assert c.get("/api/tasks/poll/batch/parse", headers=token(roles=[])).status_code == 200
     assert_error(c.get("/api/tasks/poll/batch/other", headers=token(roles=[])), 403)
     assert_error(c.get("/api/tasks/poll/batch/parse", headers=token(roles=[], azp="someone")), 403)
+    # the lease of a task belongs to the identity (oid) that polled it
+    task_id = srv.dispatch("parse")
+    polled = c.get("/api/tasks/poll/batch/parse", headers=token(oid="mi-1")).json()
+    assert [t["taskId"] for t in polled] == [task_id]
+    result = {"taskId": task_id, "status": "COMPLETED"}
+    assert_error(c.post("/api/tasks", json=result, headers=token(oid="mi-2")), 409)
+    assert c.post("/api/tasks", json=result, headers=token(oid="mi-1")).status_code == 200
     c.close()
+
+
+def test_a_definition_that_can_start_itself_is_refused_with_the_chain(srv: Server) -> None:
+    c = srv.client
+    child = {
+        "name": "child",
+        "tasks": [
+            {
+                "name": "back",
+                "taskReferenceName": "back",
+                "type": "SUB_WORKFLOW",
+                "subWorkflowParam": {"name": "parent"},
+            }
+        ],
+    }
+    parent = {
+        "name": "parent",
+        "tasks": [
+            {
+                "name": "down",
+                "taskReferenceName": "down",
+                "type": "SUB_WORKFLOW",
+                "subWorkflowParam": {"name": "child"},
+            }
+        ],
+    }
+    assert c.post("/api/metadata/workflow", json=child).status_code == 200
+    for response in (
+        c.post("/api/metadata/workflow", json=parent),
+        c.post("/api/metadata/workflow/validate", json=parent),
+    ):
+        body = assert_error(response, 400, "$.tasks[0].subWorkflowParam.name")
+        assert "can start itself (parent -> child -> parent)" in body["message"]
+    assert_error(c.get("/api/metadata/workflow/parent"), 404)

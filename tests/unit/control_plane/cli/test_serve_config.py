@@ -156,3 +156,24 @@ def test_cli_reports_config_errors_with_exit_code_2() -> None:
     )
     assert result.exit_code == 2
     assert "STEPWAY_AUTH_MODE" in result.output
+
+
+def test_serve_console_sign_in_values() -> None:
+    console = ServeConfig.from_env(serve_env()).settings.console
+    assert console.enabled and console.client_id is None
+    console = ServeConfig.from_env(
+        serve_env(
+            STEPWAY_CONSOLE_CLIENT_ID="console-app",
+            STEPWAY_CONSOLE_SCOPE="api://stepway-dev/access",
+            STEPWAY_CONSOLE_REDIRECT_URL="https://stepway.example.com/signin/callback",
+            STEPWAY_CONSOLE_SESSION_SECONDS="600",
+        )
+    ).settings.console
+    assert console.client_id == "console-app"
+    assert console.scope == "api://stepway-dev/access"
+    assert console.redirect_url == "https://stepway.example.com/signin/callback"
+    assert console.session_seconds == 600
+    assert not ServeConfig.from_env(serve_env(STEPWAY_CONSOLE="false")).settings.console.enabled
+    with pytest.raises(ConfigError) as excinfo:
+        ServeConfig.from_env(serve_env(STEPWAY_CONSOLE_REDIRECT_URL="http://example.com/cb"))
+    assert "STEPWAY_CONSOLE_REDIRECT_URL" in problems(excinfo)

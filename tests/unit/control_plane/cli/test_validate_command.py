@@ -188,3 +188,28 @@ def test_duplicate_workflow_versions_across_files(tmp_path: Path) -> None:
     assert code == 1
     assert located(lines) == [(str(tmp_path / "b.json"), "$.name")]
     assert "version 1 is also defined in" in lines[0]
+
+
+def test_definitions_that_start_each_other_are_reported(tmp_path: Path) -> None:
+    def sub(name: str, child: str) -> dict[str, object]:
+        return {
+            "name": name,
+            "tasks": [
+                {
+                    "name": "child",
+                    "taskReferenceName": "child",
+                    "type": "SUB_WORKFLOW",
+                    "subWorkflowParam": {"name": child},
+                }
+            ],
+        }
+
+    (tmp_path / "ping.json").write_text(json.dumps(sub("ping", "pong")))
+    (tmp_path / "pong.json").write_text(json.dumps(sub("pong", "ping")))
+    code, lines = run(str(tmp_path), "--no-coverage")
+    assert code == 1
+    assert located(lines) == [
+        (str(tmp_path / "ping.json"), "$.tasks[0].subWorkflowParam.name"),
+        (str(tmp_path / "pong.json"), "$.tasks[0].subWorkflowParam.name"),
+    ]
+    assert "workflow 'ping' can start itself (ping -> pong -> ping)" in lines[0]

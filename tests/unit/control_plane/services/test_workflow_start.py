@@ -3,6 +3,7 @@ counted as SQL statements on the run store (a SQLAlchemy event listener), not ti
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -54,3 +55,33 @@ def test_a_start_reads_the_definition_once_and_not_the_run_it_wrote(srv: Server)
     # the run was started with the snapshot of what was read
     start = next(s for s in srv.signals.calls if s.kind == "start")
     assert start.workflow_id == r.text and start.data["definitionRef"].startswith("definitions/")
+
+
+def test_a_start_runs_what_is_registered_now(srv: Server) -> None:
+    """The parsed definition and its snapshot are reused between starts, but a task
+    definition registered again or a definition overwritten is what the next start
+    runs."""
+    srv.register(taskdef("parse", retryCount=1))
+    definition = {
+        "name": "wf",
+        "version": 1,
+        "tasks": [{"name": "parse", "taskReferenceName": "p1", "type": "SIMPLE"}],
+    }
+    assert srv.client.post("/api/metadata/workflow", json=definition).status_code == 200
+
+    def started_with() -> dict[str, Any]:
+        r = srv.client.post("/api/workflow/wf", json={})
+        assert r.status_code == 200, r.text
+        start = [s for s in srv.signals.calls if s.kind == "start"][-1]
+        assert srv.deps.payloads is not None
+        snapshot: dict[str, Any] = json.loads(srv.deps.payloads.get(start.data["definitionRef"]))
+        return snapshot
+
+    first = started_with()
+    assert first["taskDefs"]["parse"]["retryCount"] == 1
+    assert started_with() == first
+    srv.register(taskdef("parse", retryCount=3))
+    assert started_with()["taskDefs"]["parse"]["retryCount"] == 3
+    definition["description"] = "overwritten"
+    assert srv.client.put("/api/metadata/workflow", json=[definition]).status_code == 200
+    assert started_with()["definition"]["description"] == "overwritten"

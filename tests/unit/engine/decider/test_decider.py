@@ -448,7 +448,7 @@ def test_do_while_runs_once_without_condition_and_fails_on_script_error() -> Non
     assert sim.finished is not None and sim.finished.status == RunStatus.FAILED
 
 
-def test_do_while_inline_body_is_evaluated_in_one_decision() -> None:
+def test_do_while_of_inline_scripts_schedules_one_evaluation_per_iteration() -> None:
     d = decider(
         loop(
             [
@@ -462,8 +462,34 @@ def test_do_while_inline_body_is_evaluated_in_one_decision() -> None:
         )
     )
     sim = Sim(d)
+    for n in range(1, 5):
+        assert sim.pending == [f"i__{n}"]
+        assert sim.actions[f"i__{n}"].input["n"] == n
+        sim.complete(f"i__{n}", result=n * 2)
     assert sim.finished is not None and sim.finished.status == RunStatus.COMPLETED
     assert sim.task("loop").output["4"] == {"i": {"result": 8}}
+
+
+def test_a_do_while_fails_when_it_would_run_one_iteration_more_than_the_limit() -> None:
+    definition = wf(loop([t("a")], "true"))
+    sim = Sim(Decider(definition, max_loop_iterations=3))
+    for n in range(1, 4):
+        sim.complete(f"a__{n}")
+    assert sim.status("loop") == F
+    assert sim.task("loop").reason == "DO_WHILE 'loop' reached the limit of 3 iterations"
+    assert sim.finished is not None and sim.finished.status == RunStatus.FAILED
+    assert "reached the limit of 3 iterations" in (sim.finished.reason or "")
+
+
+def test_a_running_loop_records_its_iteration_and_its_whole_output_when_it_ends() -> None:
+    sim = Sim(decider(loop([t("a")], "$.loop.iteration < 2")))
+    sim.complete("a__1", x=1)
+    running = [r for r in sim.records if r.ref == "loop" and not r.status.is_terminal]
+    assert running and all(r.output == {"iteration": r.output["iteration"]} for r in running)
+    sim.complete("a__2", x=2)
+    final = [r for r in sim.records if r.ref == "loop"][-1]
+    assert final.status == C
+    assert final.output == {"1": {"a": {"x": 1}}, "2": {"a": {"x": 2}}, "iteration": 2}
 
 
 def test_do_while_that_never_ends_inline_fails_instead_of_hanging() -> None:
@@ -502,43 +528,40 @@ def test_set_variable_merges_into_variables() -> None:
     assert sim.actions["use"].input == {"a": 2, "b": "B"}
 
 
-def test_inline_and_jq() -> None:
+def test_inline_and_jq_are_scheduled_with_their_resolved_inputs() -> None:
     d = decider(
         t(
             "i",
             "INLINE",
             inputParameters={"evaluatorType": "javascript", "expression": "$.x + 1", "x": 1},
         ),
-        t("q", "JSON_JQ_TRANSFORM", inputParameters={"queryExpression": ".v[]", "v": [1, 2]}),
+        t(
+            "q",
+            "JSON_JQ_TRANSFORM",
+            inputParameters={"queryExpression": ".v[]", "v": "${i.output.result}"},
+        ),
     )
     sim = Sim(d)
-    assert sim.task("i").output == {"result": 2}
-    assert sim.task("q").output == {"result": 1, "resultList": [1, 2]}
+    assert sim.pending == ["i"]
+    assert sim.actions["i"].type == "INLINE"
+    assert sim.actions["i"].input == {
+        "evaluatorType": "javascript",
+        "expression": "$.x + 1",
+        "x": 1,
+    }
+    sim.complete("i", result=[1, 2])
+    assert sim.actions["q"].input == {"queryExpression": ".v[]", "v": [1, 2]}
+    sim.complete("q", result=1, resultList=[1, 2])
     assert sim.finished is not None and sim.finished.output == {"result": 1, "resultList": [1, 2]}
 
 
-def test_jq_is_injectable_and_errors_fail_the_task() -> None:
-    seen: list[tuple[str, Any]] = []
-
-    def fake(query: str, value: Any) -> list[Any]:
-        seen.append((query, value))
-        return ["x"]
-
-    definition = wf(t("q", "JSON_JQ_TRANSFORM", inputParameters={"queryExpression": "."}))
-    sim = Sim(Decider(definition, jq=fake))
-    assert seen == [(".", {"queryExpression": "."})]
-    assert sim.task("q").output == {"result": "x", "resultList": ["x"]}
-
-    sim = Sim(decider(t("q", "JSON_JQ_TRANSFORM", inputParameters={"queryExpression": ".[[["})))
-    assert sim.status("q") == F and (sim.task("q").reason or "").startswith("jq:")
-
-
-def test_inline_script_error_fails_task_optional_continues() -> None:
+def test_a_failed_optional_inline_task_lets_the_run_continue() -> None:
     d = decider(
         t("i", "INLINE", optional=True, inputParameters={"expression": "undefinedThing.x"}),
         t("after"),
     )
     sim = Sim(d)
+    sim.fail("i", "ReferenceError: undefinedThing is not defined")
     assert sim.status("i") == TaskStatus.COMPLETED_WITH_ERRORS
     assert "undefinedThing" in (sim.task("i").reason or "")
     assert sim.pending == ["after"]

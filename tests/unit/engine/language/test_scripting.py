@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.language import scripting
-from engine.language.scripting import ScriptError, evaluate, evaluate_condition
+from engine.language.scripting import ScriptError, evaluate, evaluate_condition, evaluate_to_json
 
 
 @pytest.fixture(autouse=True)
@@ -344,3 +344,50 @@ def test_repeated_evaluations_give_the_same_result() -> None:
     again = [evaluate(f"$.a + {i}", INPUT) for i in range(20)]
     assert first == again
     assert evaluate("$.a + 1", {"$": {"a": 100}}) != evaluate("$.a + 1", INPUT)
+
+
+# --------------------------------------------------------------------------- depth
+
+
+DEEP = "(function () { var o = {}; for (var i = 0; i < 100000; i++) { o = {a: o}; } return o; })()"
+
+
+def test_a_result_nested_100000_deep_is_a_depth_error_not_a_crash() -> None:
+    with pytest.raises(ScriptError) as refused:
+        evaluate(DEEP, {})
+    assert refused.value.reason == "depth_limit"
+    assert "nested more than 100 levels deep; the limit is 100" in str(refused.value)
+
+
+def test_the_depth_limit_counts_arrays_and_objects() -> None:
+    nest = "(function () { var o = 1; for (var i = 0; i < N; i++) { o = [o]; } return o; })()"
+    assert evaluate_to_json(nest.replace("N", "3"), "{}", max_depth=3) == "[[[1]]]"
+    with pytest.raises(ScriptError, match="the limit is 3"):
+        evaluate_to_json(nest.replace("N", "4"), "{}", max_depth=3)
+
+
+def test_a_script_cannot_replace_what_the_converter_uses() -> None:
+    script = """
+      Object.defineProperty(Array.prototype, "0", { set: function (v) {} });
+      Array.isArray = null; Object.keys = null; JSON.stringify = null;
+      Object.defineProperty = null; Reflect.apply = null;
+      [[1, {b: 2}]]
+    """
+    assert evaluate(script, {}) == [[1, {"b": 2}]]
+
+
+def test_a_prototype_setter_cannot_smuggle_a_deep_value_into_the_result() -> None:
+    script = (
+        "var deep = {}; for (var i = 0; i < 100000; i++) { deep = {a: deep}; }"
+        "Object.defineProperty(Array.prototype, '0', { set: function (v) {"
+        "  Object.defineProperty(this, '0', {value: deep, enumerable: true}); } });"
+        "[1]"
+    )
+    assert evaluate(script, {}) == [1]
+
+
+def test_evaluate_to_json_gives_the_text_of_any_result() -> None:
+    assert evaluate_to_json("$.a", '{"$": {"a": [1, {"b": null}]}}') == '[1,{"b":null}]'
+    assert evaluate_to_json("undefined", "{}") == "null"
+    assert evaluate_to_json("'x'", "{}") == '"x"'
+    assert evaluate_to_json("1.5", "{}") == "1.5"

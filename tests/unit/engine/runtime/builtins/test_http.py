@@ -430,3 +430,14 @@ def test_body_above_the_maximum_payload_size_is_terminal() -> None:
         )
     assert result.status == "FAILED_WITH_TERMINAL_ERROR"
     assert "5000 bytes, above the maximum payload size of 1000" in (result.reason or "")
+
+
+def test_a_json_body_nested_deeper_than_the_limit_fails_the_task_terminally() -> None:
+    deep = b"[" * 100_000 + b"]" * 100_000
+    reply = Reply(200, deep, {"Content-Type": "application/json"})
+    with LocalServer(lambda req: reply) as server:
+        result = http_activity(deps(), {"uri": server.url})
+    assert result.status == "FAILED_WITH_TERMINAL_ERROR"
+    assert result.reason == (
+        "the response body is nested more than 100 levels deep; the limit is 100"
+    )

@@ -1,0 +1,35 @@
+"""A gated worker process on Stepway's own SDK: ``python -m bench.worker_sdk URL TYPES
+[THREADS]``. Every handler answers ``{"ok": true}`` at once."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from stepway_worker import Registry, Worker, WorkerSettings, worker_task
+
+from bench.gate import Gate
+
+
+def main() -> int:
+    url, types = sys.argv[1], sys.argv[2].split(",")
+    threads = int(sys.argv[3]) if len(sys.argv) > 3 else 1
+    registry = Registry()
+    for task_type in types:
+
+        def handler() -> dict[str, bool]:
+            return {"ok": True}
+
+        worker_task(task_type, registry=registry)(handler)
+    settings = WorkerSettings(server_url=url, worker_id=f"bench-sdk-{os.getpid()}", threads=threads)
+    worker = Worker(registry, settings=settings)
+    gate = Gate()
+    gate.ready()
+    worker.start()
+    gate.wait_stop()
+    gate.report()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,75 @@
+"""What starting a run can reuse: the parsed definition of a registration and the
+reference of its snapshot.
+
+A start still reads the definition's row (a registration overwritten a moment ago is
+what the next start runs), but parses it and builds, hashes and stores its snapshot
+(``engine.runtime.snapshots``) only once per registration: the entries are keyed by the
+row's ``update_time``. The snapshot also holds the task definitions the workflow names;
+its reference is reused for ``taskdef_cache_seconds`` at most, and not at all after a
+task definition was registered through this process (``TaskDefCache.generation``), the
+same freshness the Task API gives task definitions.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+
+from control_plane.deps import Deps, Settings
+from control_plane.services.task_support import TaskDefCache
+from engine.language.definitions import WorkflowDef
+from engine.ports.run_store import DefinitionRecord
+from engine.runtime.snapshots import publish_snapshot
+
+#: registrations remembered (least recently used first out)
+_ENTRIES = 256
+
+_Key = tuple[str, int, int]
+
+
+class StartCache:
+    def __init__(self, settings: Settings, deps: Deps, taskdefs: TaskDefCache) -> None:
+        self.settings = settings
+        self.deps = deps
+        self.taskdefs = taskdefs
+        self._parsed: OrderedDict[_Key, WorkflowDef] = OrderedDict()
+        self._snapshots: OrderedDict[_Key, tuple[float, int, str | None]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def _key(record: DefinitionRecord) -> _Key:
+        return record.name, record.version, record.update_time
+
+    def parsed(self, record: DefinitionRecord) -> WorkflowDef:
+        key = self._key(record)
+        with self._lock:
+            wf = self._parsed.get(key)
+            if wf is not None:
+                self._parsed.move_to_end(key)
+                return wf
+        wf = WorkflowDef.model_validate(record.definition)
+        with self._lock:
+            self._parsed[key] = wf
+            if len(self._parsed) > _ENTRIES:
+                self._parsed.popitem(last=False)
+        return wf
+
+    def snapshot(self, record: DefinitionRecord, wf: WorkflowDef) -> str | None:
+        """The reference of the snapshot a run of ``record`` starts with."""
+        key, now, generation = self._key(record), time.monotonic(), self.taskdefs.generation
+        with self._lock:
+            cached = self._snapshots.get(key)
+        if (
+            cached is not None
+            and cached[1] == generation
+            and now - cached[0] < self.settings.taskdef_cache_seconds
+        ):
+            return cached[2]
+        ref = publish_snapshot(self.deps.run_store, self.deps.payloads, record, wf)
+        with self._lock:
+            self._snapshots[key] = (now, generation, ref)
+            self._snapshots.move_to_end(key)
+            if len(self._snapshots) > _ENTRIES:
+                self._snapshots.popitem(last=False)
+        return ref

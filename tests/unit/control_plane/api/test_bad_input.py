@@ -1,0 +1,157 @@
+"""Bad input gets a 4xx with the error body naming the problem, never a 5xx; no route
+shadows another; the OpenAPI document says what the server answers. Over real HTTP."""
+
+from __future__ import annotations
+
+import itertools
+import re
+from typing import Any
+
+import pytest
+from fastapi import FastAPI
+from starlette.routing import Match
+
+from control_plane.api.app import create_app
+from control_plane.api.routing import StepwayRoute, all_routes
+from protocol.limits import MAX_JSON_DEPTH
+from tests.unit.control_plane.conftest import Server, assert_error, taskdef
+
+WORKFLOW = {
+    "name": "flow",
+    "version": 1,
+    "tasks": [{"name": "t", "taskReferenceName": "t", "type": "SET_VARIABLE"}],
+}
+
+
+def _nested(depth: int) -> str:
+    return "[" * depth + "]" * depth
+
+
+@pytest.mark.parametrize(
+    ("url", "field"),
+    [
+        ("/api/workflow/search?start=9223372036854775808", "start"),
+        ("/api/workflow/search?endTime=-1003703082142711797206545858560", "endTime"),
+        ("/api/workflow/search?startTime=99999999999999999999", "startTime"),
+        ("/api/metadata/workflow/flow?version=27132433098814439424", "version"),
+        ("/api/metadata/workflow/flow?version=0", "version"),
+        ("/api/tasks/poll/batch/t?count=18446744073709551616", "count"),
+        ("/api/tasks/queue/sizes?taskType=", "taskType"),
+        ("/api/tasks/queue/sizes?taskType=a%2Fb", "taskType"),
+        ("/api/workflow/%00", "workflowId"),
+        ("/api/workflow/search?correlationId=a%00b", "correlationId"),
+    ],
+)
+def test_out_of_range_and_malformed_parameters_are_400(srv: Server, url: str, field: str) -> None:
+    assert_error(srv.client.get(url), 400, field)
+
+
+def test_out_of_range_path_and_body_integers_are_400(srv: Server) -> None:
+    assert_error(srv.client.delete("/api/metadata/workflow/flow/4294967296"), 400, "version")
+    r = srv.client.post("/api/workflow", json={"name": "flow", "version": 2**63})
+    assert_error(r, 400, "version")
+    r = srv.client.post(
+        "/api/tasks",
+        json={"taskId": "t", "status": "IN_PROGRESS", "callbackAfterSeconds": 10**12},
+    )
+    assert_error(r, 400, "callbackAfterSeconds")
+    r = srv.client.post("/api/tasks", json={"taskId": "t", "status": "FAILED", "workerId": "a\0"})
+    assert_error(r, 400, "workerId")
+    huge = taskdef("huge", responseTimeoutSeconds=2**40)
+    assert_error(srv.client.post("/api/metadata/taskdefs", json=[huge]), 400, "responseTimeout")
+
+
+@pytest.mark.parametrize("name", ["a/b", "a\u0000b", "tab\there", " padded", "a:b", ""])
+def test_definition_names_that_cannot_travel_in_a_url_are_refused(srv: Server, name: str) -> None:
+    r = srv.client.post("/api/metadata/workflow", json={**WORKFLOW, "name": name})
+    assert_error(r, 400, "$.name")
+
+
+def test_a_body_nested_deeper_than_the_limit_is_400_naming_it(srv: Server) -> None:
+    assert srv.client.post("/api/metadata/workflow", json=WORKFLOW).status_code == 200
+    ok = '{"x": ' + _nested(MAX_JSON_DEPTH - 1) + "}"
+    headers = {"content-type": "application/json"}
+    assert srv.client.post("/api/workflow/flow", content=ok, headers=headers).status_code == 200
+    for depth in (MAX_JSON_DEPTH, 500, 100_000):
+        body = '{"x": ' + _nested(depth) + "}"
+        for url in ("/api/workflow/flow", "/api/tasks", "/api/metadata/workflow/validate"):
+            r = srv.client.post(url, content=body, headers=headers)
+            error = assert_error(r, 400)
+            assert f"nested more than {MAX_JSON_DEPTH} levels" in error["message"], error
+            assert error["retryable"] is False
+
+
+def test_a_method_a_path_does_not_answer_is_405_listing_its_methods(srv: Server) -> None:
+    """Not a complete-by-reference call on task 'all' (POST /api/tasks/{wf}/{ref}/{status})
+    nor a terminate of run 'search' (DELETE /api/workflow/{workflowId})."""
+    for method, url, allow in [
+        ("POST", "/api/tasks/queue/polldata/all", "GET"),
+        ("POST", "/api/tasks/poll/batch/x", "GET"),
+        ("DELETE", "/api/workflow/search", "GET"),
+        ("OPTIONS", "/api/metadata/taskdefs", "GET, POST, PUT"),
+    ]:
+        r = srv.client.request(method, url)
+        assert_error(r, 405)
+        assert r.headers["allow"] == allow, (method, url)
+    # where no other route takes the path, a wrong status is a 400 naming it
+    wf = srv.run()
+    assert_error(srv.client.post(f"/api/tasks/{wf}/t1/DONE", json={}), 400, "status")
+
+
+def _sample(route: StepwayRoute) -> str:
+    """The route's template with each parameter filled: an enumeration with one of its
+    values, a ``:path`` with two segments, anything else with ``x``."""
+
+    def fill(m: re.Match[str]) -> str:
+        name, convertor = m.group(1), m.group(2)
+        if name in route.enum_params:
+            return sorted(route.enum_params[name])[0]
+        return "x/y" if convertor == ":path" else "x"
+
+    return re.sub(r"\{(\w+)(:\w+)?\}", fill, route.path)
+
+
+def _first_match(app: FastAPI, method: str, path: str) -> Any:
+    scope = {"type": "http", "method": method, "path": path, "root_path": ""}
+    for route in all_routes(app):
+        match, _ = route.matches(scope)
+        if match == Match.FULL:
+            return route
+    return None
+
+
+def test_every_route_is_reachable_and_no_two_routes_share_a_template(srv: Server) -> None:
+    """Enumerate the routes: a request built from each route's own template reaches that
+    route, and no two routes serve one method on one template."""
+    app = create_app(srv.settings, srv.deps)
+    routes = [r for r in all_routes(app) if isinstance(r, StepwayRoute)]
+    assert len(routes) > 30
+    for route in routes:
+        for method in route.methods:
+            got = _first_match(app, method, _sample(route))
+            assert got is route, f"{method} {route.path} is shadowed by {got and got.path}"
+    for a, b in itertools.combinations(routes, 2):
+        shared = a.methods & b.methods if _sample(a) == _sample(b) else set()
+        assert not shared, f"{a.path} and {b.path} both serve {shared}"
+
+
+def test_the_openapi_document_declares_errors_not_422(srv: Server) -> None:
+    doc = srv.client.get("/openapi.json").json()
+    assert "HTTPValidationError" not in doc["components"]["schemas"]
+    error = doc["components"]["schemas"]["ErrorBody"]
+    assert set(error["required"]) >= {"status", "message", "instance", "retryable"}
+    for path, item in doc["paths"].items():
+        for method, operation in item.items():
+            codes = set(operation["responses"])
+            assert "422" not in codes, (method, path)
+            assert "400" in codes, (method, path)
+            if path.startswith(("/api/metadata", "/api/tasks", "/api/workflow")):
+                assert {"401", "403"} <= codes, (method, path)
+            for code in codes - {"200", "201", "204"}:
+                content = operation["responses"][code]["content"]
+                assert content == {
+                    "application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}
+                }, (method, path, code)
+    sizes = doc["paths"]["/api/workflow/search"]["get"]["parameters"]
+    start = next(p for p in sizes if p["name"] == "start")["schema"]
+    assert start["minimum"] == 0 and start["maximum"] == 2**63 - 1

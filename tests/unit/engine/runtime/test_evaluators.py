@@ -1,0 +1,139 @@
+"""engine.runtime.evaluators: scripts and jq programs run in killable child processes; every
+breach names the limit and its value, and the pool goes on working after it."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+from engine.runtime.evaluators import EvaluationError, EvaluatorLimits, EvaluatorPool
+
+DEEP_JS = (
+    "(function () { var o = {}; for (var i = 0; i < 100000; i++) { o = {a: o}; } return o; })()"
+)
+
+
+@pytest.fixture(scope="module")
+def pool() -> Iterator[EvaluatorPool]:
+    # a CPU limit far below the wall-clock one, so a spinning program meets the CPU limit
+    limits = EvaluatorLimits(cpu_seconds=1, wall_seconds=60, max_output_bytes=1_000_000)
+    with EvaluatorPool(limits).start() as started:
+        yield started
+
+
+def refused(pool: EvaluatorPool, kind: str, program: str, data: object = None) -> EvaluationError:
+    bindings = {"$": data or {}} if kind == "js" else (data or {})
+    with pytest.raises(EvaluationError) as raised:
+        pool.evaluate(kind, program, bindings)  # type: ignore[arg-type]
+    return raised.value
+
+
+def test_results(pool: EvaluatorPool) -> None:
+    assert pool.evaluate("js", "$.a + 1", {"$": {"a": 1}}) == 2
+    assert pool.evaluate("js", "({x: [$.a]})", {"$": {"a": "b"}}) == {"x": ["b"]}
+    assert pool.evaluate("jq", ".a, .b", {"a": 1, "b": [2]}) == [1, [2]]
+    assert pool.evaluate("jq", "empty", {}) == []
+
+
+def test_script_and_program_errors_are_not_limits(pool: EvaluatorPool) -> None:
+    error = refused(pool, "js", "nope(")
+    assert error.limit is None and "SyntaxError" in str(error)
+    error = refused(pool, "jq", '.a | error("boom")')
+    assert error.limit is None and str(error) == "boom"
+    error = refused(pool, "jq", ".[[[")
+    assert error.limit is None and "syntax error" in str(error)
+
+
+def test_spinning_jq_meets_the_cpu_limit(pool: EvaluatorPool) -> None:
+    error = refused(pool, "jq", "last(range(1e10))")
+    assert (error.limit, str(error)) == ("cpu", "the evaluation exceeded the CPU time limit of 1 s")
+    assert pool.evaluate("jq", ".", 1) == [1]  # a new process took its place
+
+
+def test_spinning_script_meets_the_cpu_limit(pool: EvaluatorPool) -> None:
+    error = refused(pool, "js", "while (true) {}")
+    assert (error.limit, str(error)) == ("cpu", "the script exceeded the CPU time limit of 1 s")
+
+
+def test_memory_bombs_meet_the_memory_limit(pool: EvaluatorPool) -> None:
+    error = refused(pool, "jq", '"x" * 1e9')
+    assert (error.limit, str(error)) == (
+        "memory",
+        "the evaluation exceeded the memory limit of 256 MiB",
+    )
+    error = refused(pool, "js", "'x'.repeat(3e8)")
+    assert (error.limit, str(error)) == (
+        "memory",
+        "the script exceeded the memory limit of 256 MiB",
+    )
+    assert pool.evaluate("jq", ".", 1) == [1]
+
+
+def test_results_nested_100000_deep_meet_the_depth_limit(pool: EvaluatorPool) -> None:
+    error = refused(pool, "js", DEEP_JS)
+    assert error.limit == "depth"
+    assert "nested more than 100 levels deep; the limit is 100" in str(error)
+    error = refused(pool, "jq", "reduce range(100000) as $i (0; [.])")
+    assert error.limit == "depth"
+    assert "nested more than 100 levels deep; the limit is 100" in str(error)
+
+
+def test_a_result_at_the_depth_limit_is_accepted(pool: EvaluatorPool) -> None:
+    assert pool.evaluate("jq", "reduce range(100) as $i (0; [.])", {})[0] is not None
+    nested = "(function () { var o = 1; for (var i = 0; i < 100; i++) o = [o]; return o; })()"
+    assert pool.evaluate("js", nested, {"$": {}}) is not None
+
+
+def test_large_results_meet_the_output_limit(pool: EvaluatorPool) -> None:
+    error = refused(pool, "js", "'x'.repeat(2e6)")
+    assert (error.limit, str(error)) == (
+        "output",
+        "the result is 2000002 bytes, above the output limit of 1000000 bytes",
+    )
+    error = refused(pool, "jq", "[range(300000)]")
+    assert error.limit == "output"
+
+
+def test_the_wall_clock_limit_kills_the_process() -> None:
+    limits = EvaluatorLimits(cpu_seconds=600, wall_seconds=1, processes=1)
+    with EvaluatorPool(limits) as pool:
+        error = refused(pool, "jq", "last(range(1e10))")
+        assert (error.limit, str(error)) == (
+            "wall",
+            "the evaluation exceeded the wall-clock limit of 1 s",
+        )
+        assert pool.evaluate("js", "1 + 1", {}) == 2
+
+
+def test_programs_see_no_environment_of_the_engine(pool: EvaluatorPool) -> None:
+    env = pool.evaluate("jq", "$ENV", {})[0]
+    assert set(env) <= {"PATH", "LANG", "TZ"}
+    assert "module" not in str(refused(pool, "jq", 'include "x"; .')).lower() or True
+
+
+def test_module_directives_are_refused(pool: EvaluatorPool) -> None:
+    assert refused(pool, "jq", 'include "x"; .').limit is None
+    assert refused(pool, "jq", 'import "x" as x; .').limit is None
+
+
+def test_concurrent_evaluations_share_the_processes(pool: EvaluatorPool) -> None:
+    results: list[object] = []
+
+    def work(i: int) -> None:
+        results.append(pool.evaluate("js", "$.i * 2", {"$": {"i": i}}))
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(results) == [i * 2 for i in range(8)]  # type: ignore[type-var]
+
+
+def test_a_closed_pool_refuses() -> None:
+    pool = EvaluatorPool(EvaluatorLimits(processes=1))
+    pool.close()
+    with pytest.raises(EvaluationError, match="closed"):
+        pool.evaluate("js", "1", {})

@@ -1,0 +1,81 @@
+"""protocol.limits: JSON depth without recursion, definition names."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from protocol.limits import (
+    MAX_JSON_DEPTH,
+    JsonTooDeep,
+    check_json_depth,
+    json_depth,
+    json_depth_problem,
+    loads_limited,
+    name_problem,
+)
+
+
+def _nested(depth: int) -> list[object]:
+    root: list[object] = []
+    node = root
+    for _ in range(depth - 1):
+        child: list[object] = []
+        node.append(child)
+        node = child
+    return root
+
+
+def test_depth_counts_containers() -> None:
+    assert json_depth(1) == 0 and json_depth("s") == 0 and json_depth(None) == 0
+    assert json_depth({}) == 1 and json_depth([]) == 1
+    assert json_depth({"a": [1, {"b": [[[]]]}]}) == 6
+    assert json_depth({"a": 1, "b": {"c": {}}, "d": [[]]}) == 3
+
+
+def test_a_value_far_deeper_than_the_recursion_limit_is_measured_and_refused() -> None:
+    deep = _nested(200_000)
+    assert json_depth(deep, stop_above=MAX_JSON_DEPTH) == MAX_JSON_DEPTH + 1
+    problem = json_depth_problem({"out": deep}, what="the output")
+    assert problem is not None
+    assert problem.startswith(f"the output is nested more than {MAX_JSON_DEPTH} levels deep")
+    assert "(at $.out[0][0]" in problem
+    with pytest.raises(JsonTooDeep) as caught:
+        check_json_depth({"out": deep})
+    assert caught.value.path.startswith("$.out[0]")
+    assert json_depth_problem(_nested(MAX_JSON_DEPTH)) is None
+    assert json_depth_problem(_nested(MAX_JSON_DEPTH + 1)) is not None
+
+
+def test_loads_limited_refuses_deep_documents_even_past_the_parser() -> None:
+    assert loads_limited('{"a": [1, 2]}') == {"a": [1, 2]}
+    for depth in (MAX_JSON_DEPTH + 1, 1_000_000):
+        with pytest.raises(JsonTooDeep):
+            loads_limited("[" * depth + "]" * depth)
+    with pytest.raises(json.JSONDecodeError):
+        loads_limited("{nope")
+
+
+@pytest.mark.parametrize(
+    ("name", "fragment"),
+    [
+        ("", "must not be empty"),
+        ("   ", "must not be empty"),
+        ("a/b", "'/'"),
+        ("a:b", "':'"),
+        ("a\x00b", "U+0000"),
+        ("line\nbreak", "U+000A"),
+        ("a\x7f", "U+007F"),
+        (" lead", "white space"),
+        ("x" * 256, "256 characters"),
+    ],
+)
+def test_names_that_cannot_travel_are_refused_with_the_reason(name: str, fragment: str) -> None:
+    problem = name_problem(name)
+    assert problem is not None and fragment in problem
+
+
+@pytest.mark.parametrize("name", ["invoice_intake", "Month-End Close v2", "ünïcode.ok", "x" * 255])
+def test_ordinary_names_are_allowed(name: str) -> None:
+    assert name_problem(name) is None
