@@ -88,7 +88,7 @@ def test_the_invoice_run_in_the_console(dev_platform: str, page_of: Any) -> None
     page.wait_for_selector("section.waiting#human-approval", timeout=60_000)
     statuses = _statuses(page)
     assert statuses["parse"] == "COMPLETED" and statuses["classify"] == "COMPLETED"
-    assert statuses["route"] == "COMPLETED" and statuses["approval"] == "SCHEDULED"
+    assert statuses["route"] == "COMPLETED" and statuses["approval"] == "IN_PROGRESS"
     assert statuses["lodge"] == "NOT_RUN"
     approval = page.locator("section.waiting#human-approval")
     assert approval.get_by_role("heading", name="Approve an invoice").is_visible()
