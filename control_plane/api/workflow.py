@@ -155,9 +155,7 @@ def correlated_batch(
     includeTasks: bool = False,
 ) -> dict[str, list[dict[str, Any]]]:
     require_role(caller, "reader")
-    return {
-        key: service.correlated(name, key, includeClosed, includeTasks) for key in correlationIds
-    }
+    return service.correlated_many(name, correlationIds, includeClosed, includeTasks)
 
 
 @router.post(

@@ -472,23 +472,35 @@ class WorkflowService:
     ) -> list[dict[str, Any]]:
         """The runs of ``name`` with ``correlation_id``: only those still going unless
         ``include_closed``."""
+        return self.correlated_many(name, [correlation_id], include_closed, include_tasks)[
+            correlation_id
+        ]
+
+    def correlated_many(
+        self, name: str, correlation_ids: list[str], include_closed: bool, include_tasks: bool
+    ) -> dict[str, list[dict[str, Any]]]:
+        """The runs of ``name`` by correlation id (every id a key, newest run first), in
+        one paged search whatever the number of ids."""
         statuses = None if include_closed else [RunStatus.RUNNING, RunStatus.PAUSED]
-        found: list[dict[str, Any]] = []
+        wanted = list(dict.fromkeys(correlation_ids))
+        found: dict[str, list[dict[str, Any]]] = {key: [] for key in wanted}
         start = 0
-        while True:
+        while wanted:
             page = self.deps.run_store.search_runs(
                 RunQuery(
                     name=name,
-                    correlation_id=correlation_id,
+                    correlation_ids=wanted,
                     statuses=statuses,
                     start=start,
                     size=1000,
                 )
             )
-            found += [self.workflow_json(run, include_tasks) for run in page.results]
+            for run in page.results:
+                found[run.correlation_id or ""].append(self.workflow_json(run, include_tasks))
             start += len(page.results)
             if not page.results or start >= page.total_hits:
-                return found
+                break
+        return found
 
     # --- search -----------------------------------------------------------------------
 

@@ -524,6 +524,8 @@ class SqlRunStore:
             conds.append(runs.c.status.in_([s.value for s in query.statuses]))
         if query.correlation_id is not None:
             conds.append(runs.c.correlation_id == query.correlation_id)
+        if query.correlation_ids is not None:
+            conds.append(runs.c.correlation_id.in_(query.correlation_ids))
         if query.create_time_from is not None:
             conds.append(runs.c.create_time >= query.create_time_from)
         if query.create_time_to is not None:

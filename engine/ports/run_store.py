@@ -136,6 +136,8 @@ class RunQuery(_Record):
     name: str | None = None
     statuses: list[RunStatus] | None = None
     correlation_id: str | None = None
+    correlation_ids: list[str] | None = Field(default=None, max_length=1000)
+    """Any of these correlation ids (with ``correlation_id``: both must hold)."""
     create_time_from: int | None = None
     """Inclusive lower bound on createTime (epoch ms)."""
     create_time_to: int | None = None

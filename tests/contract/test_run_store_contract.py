@@ -439,6 +439,11 @@ def test_search_filters_and_paging(store: SqlRunStore) -> None:
 
     corr = store.search_runs(RunQuery(correlation_id="c1"))
     assert {r.workflow_id for r in corr.results} == {f"w{i:02d}" for i in range(1, 25, 3)}
+    any_of = store.search_runs(RunQuery(name="a", correlation_ids=["c1", "c2", "nope"]))
+    assert {r.workflow_id for r in any_of.results} == {
+        f"w{i:02d}" for i in range(0, 25, 2) if i % 3 != 0
+    }
+    assert store.search_runs(RunQuery(correlation_ids=[])).total_hits == 0
 
     window = store.search_runs(RunQuery(create_time_from=T0 + 5000, create_time_to=T0 + 8000))
     assert [r.workflow_id for r in window.results] == ["w07", "w06", "w05"]
