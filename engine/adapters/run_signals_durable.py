@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import grpc
 from durabletask.client import OrchestrationStatus
 
 from protocol.runs import ORCHESTRATOR_NAME
@@ -13,8 +14,9 @@ class DurableRunSignals:
     """:class:`RunSignals` over a durabletask client (``TaskHubGrpcClient`` or the
     Azure-managed one)."""
 
-    def __init__(self, client: Any) -> None:
+    def __init__(self, client: Any, *, finish_wait_seconds: float = 10.0) -> None:
         self._client = client
+        self._finish_wait_seconds = finish_wait_seconds
 
     def raise_event(self, workflow_id: str, event_name: str, data: Any) -> None:
         self._client.raise_orchestration_event(workflow_id, event_name, data=data)
@@ -33,9 +35,22 @@ class DurableRunSignals:
             )
         except (ImportError, AttributeError, TypeError, ValueError):
             kwargs = {}
-        self._client.schedule_new_orchestration(
-            ORCHESTRATOR_NAME, input=run_input, instance_id=workflow_id, **kwargs
-        )
+        try:
+            self._client.schedule_new_orchestration(
+                ORCHESTRATOR_NAME, input=run_input, instance_id=workflow_id, **kwargs
+            )
+        except grpc.RpcError as exc:
+            if exc.code() != grpc.StatusCode.ALREADY_EXISTS:
+                raise
+            # a run's row reads finished a moment before its orchestration has completed
+            # at the backend (the last activity writes it): a restart, retry or rerun
+            # right then waits for the completion, then replaces the instance
+            self._client.wait_for_orchestration_completion(
+                workflow_id, fetch_payloads=False, timeout=self._finish_wait_seconds
+            )
+            self._client.schedule_new_orchestration(
+                ORCHESTRATOR_NAME, input=run_input, instance_id=workflow_id, **kwargs
+            )
 
     def suspend(self, workflow_id: str, reason: str | None = None) -> None:
         self._client.suspend_orchestration(workflow_id, reason=reason)
