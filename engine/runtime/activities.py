@@ -37,12 +37,14 @@ from engine.ports.queue_provisioning import ensure_queues_exist
 from engine.ports.run_store import DefinitionRecord, NewRun, RunUpdate, TaskRecord, TaskUpdate
 from engine.runtime.activity_io import (
     ACTIVITY_BUILTIN,
+    ACTIVITY_CHECK,
     ACTIVITY_DISPATCH,
     ACTIVITY_FINISH,
     ACTIVITY_POLL,
     ACTIVITY_RECORD,
     ACTIVITY_RESOLVE_CHILD,
     BuiltinInput,
+    CheckInput,
     ChildResolution,
     DispatchInput,
     DispatchResult,
@@ -52,6 +54,7 @@ from engine.runtime.activity_io import (
     RecordInput,
     ResolveChildInput,
     RunSummary,
+    TaskCheck,
 )
 from engine.runtime.builtins import ActivityDeps, ActivityResult, run_activity, run_poll
 from engine.runtime.payload_refs import dereference
@@ -270,6 +273,36 @@ class RunActivities:
             output = result.to_dict() if where is None else self._task_output(where, result)
             current.set_attribute(STATUS, str(output.get("status")))
             return output
+
+    def check_task(self, ctx: dt.ActivityContext, raw: dict[str, Any]) -> dict[str, Any]:
+        """Where a WORKER attempt stands (a deadline of it is due): the run learns of a
+        hand-out here, not from an event (docs/architecture.md, "The interpreter")."""
+        data = CheckInput.model_validate(raw)
+        with span(
+            self.tracer,
+            ACTIVITY_CHECK,
+            parent=data.traceparent,
+            attrs=attributes(
+                workflow_id=data.workflow_id, task_id=data.task_id, attempt=data.attempt
+            ),
+        ):
+            row, lease = self.store.get_task_with_lease(data.task_id)
+            if row is None:
+                return TaskCheck().wire()
+            start = row.start_time
+            if lease is not None and lease.attempt == row.attempt:
+                start = max(start or 0, lease.acquired_at)  # extended: the response runs anew
+            output: dict[str, Any] = dict(row.output_data or {})
+            if row.output_ref is not None:
+                output = {OUTPUT_REF: row.output_ref}
+            return TaskCheck(
+                attempt=row.attempt,
+                status=row.status.value,
+                worker_id=row.worker_id,
+                start_time=start,
+                output=output,
+                reason=row.reason_for_incompletion,
+            ).wire()
 
     # -- dispatch ------------------------------------------------------------------------
 
