@@ -37,6 +37,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from durabletask import task as dt
+from pydantic import BaseModel
 
 from engine.decider import (
     Decider,
@@ -71,6 +72,7 @@ from engine.runtime.activity_io import (
 )
 from engine.runtime.builtins import ActivityResult
 from engine.runtime.definition_cache import DefinitionCache
+from engine.runtime.encoded_json import EncodedJson, encode, encoded_size
 from engine.runtime.run_limits import RunLimits
 from protocol.events import (
     SKIP_EVENT,
@@ -113,6 +115,15 @@ class MessageTooLarge(Exception):
 def check_message(what: str, payload: Any, limit: int) -> None:
     """Raise :class:`MessageTooLarge` if ``payload`` as JSON is larger than ``limit``."""
     size = len(json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode())
+    if size > limit:
+        raise MessageTooLarge(what, size, limit)
+
+
+def check_encoded(what: str, text: str, limit: int) -> None:
+    """Raise :class:`MessageTooLarge` if the JSON ``text`` is larger than ``limit`` bytes."""
+    if len(text) * 4 <= limit:
+        return  # UTF-8 is at most 4 bytes a character: it fits
+    size = encoded_size(text)
     if size > limit:
         raise MessageTooLarge(what, size, limit)
 
@@ -173,6 +184,13 @@ class _Run:
         of a message the backend refuses or hands out forever."""
         check_message(what, payload, self.max_message_bytes)
         return payload
+
+    def _encoded(self, what: str, model: BaseModel) -> EncodedJson:
+        """An activity's input, encoded once, if it fits one orchestration message (as
+        :meth:`_bounded`)."""
+        text = encode(model)
+        check_encoded(what, text, self.max_message_bytes)
+        return text
 
     def now(self) -> int:
         return _ms(self.ctx.current_utc_datetime)
@@ -251,7 +269,7 @@ class _Run:
             dispatch: dt.Task[Any] = self.ctx.call_activity(
                 ACTIVITY_DISPATCH,
                 retry_policy=BOOKKEEPING_RETRY,
-                input=self._bounded(
+                input=self._encoded(
                     "the dispatch of a task",
                     DispatchInput(
                         workflow_id=self.ctx.instance_id,
@@ -263,7 +281,7 @@ class _Run:
                         records=self._take_records(task_id),
                         now_ms=self.now(),
                         traceparent=self.run.traceparent,
-                    ).wire(),
+                    ),
                 ),
             )
             self._track(task_id, "dispatch", dispatch)
@@ -298,7 +316,7 @@ class _Run:
                 self.ctx.call_activity(
                     ACTIVITY_RESOLVE_CHILD,
                     retry_policy=BOOKKEEPING_RETRY,
-                    input=self._bounded(
+                    input=self._encoded(
                         "the start of a child run",
                         ResolveChildInput(
                             workflow_id=self.ctx.instance_id,
@@ -306,7 +324,7 @@ class _Run:
                             run=self._run_without_state(),
                             task=action,
                             records=self._take_records(task_id),
-                        ).wire(),
+                        ),
                     ),
                 ),
             )
@@ -316,7 +334,7 @@ class _Run:
             "activity",
             self.ctx.call_activity(
                 ACTIVITY_BUILTIN,
-                input=self._bounded(
+                input=self._encoded(
                     "the input of a built-in task",
                     BuiltinInput(
                         workflow_id=self.ctx.instance_id,
@@ -328,7 +346,7 @@ class _Run:
                             if action.type == TaskType.START_WORKFLOW
                             else None
                         ),
-                    ).wire(),
+                    ),
                 ),
             ),
         )
@@ -393,7 +411,7 @@ class _Run:
                     "activity",
                     self.ctx.call_activity(
                         ACTIVITY_POLL,
-                        input=self._bounded(
+                        input=self._encoded(
                             "the poll of a built-in task",
                             PollInput(
                                 type=action.type,
@@ -405,7 +423,7 @@ class _Run:
                                     ref=action.ref,
                                 ),
                                 traceparent=self.run.traceparent,
-                            ).wire(),
+                            ),
                         ),
                     ),
                 )
@@ -576,12 +594,14 @@ class _Run:
             self.ctx.call_activity(
                 ACTIVITY_CHECK,
                 retry_policy=BOOKKEEPING_RETRY,
-                input=CheckInput(
-                    workflow_id=self.ctx.instance_id,
-                    task_id=task_id,
-                    attempt=entry.action.attempt,
-                    traceparent=self.run.traceparent,
-                ).wire(),
+                input=encode(
+                    CheckInput(
+                        workflow_id=self.ctx.instance_id,
+                        task_id=task_id,
+                        attempt=entry.action.attempt,
+                        traceparent=self.run.traceparent,
+                    )
+                ),
             ),
         )
 
@@ -708,14 +728,14 @@ class _Run:
             yield self.ctx.call_activity(
                 ACTIVITY_RECORD,
                 retry_policy=BOOKKEEPING_RETRY,
-                input=self._bounded(
+                input=self._encoded(
                     "the task records of a step",
                     RecordInput(
                         workflow_id=self.ctx.instance_id,
                         records=records,
                         warnings=warnings,
                         traceparent=self.run.traceparent,
-                    ).wire(),
+                    ),
                 ),
             )
 
@@ -753,18 +773,20 @@ def finish_run(
     """End the run: the finish activity records it and returns the run's summary (the
     orchestration's output). With ``max_message_bytes``, a finish too large for one
     message raises :class:`MessageTooLarge`."""
-    finish = FinishInput(
-        workflow_id=ctx.instance_id,
-        run=run.model_copy(update={"state": None}),
-        result=result,
-        records=records or [],
-        warnings=warnings or [],
-        cancel_children=cancel_children or [],
-        variables=variables or {},
-        now_ms=_ms(ctx.current_utc_datetime),
-    ).wire()
+    finish = encode(
+        FinishInput(
+            workflow_id=ctx.instance_id,
+            run=run.model_copy(update={"state": None}),
+            result=result,
+            records=records or [],
+            warnings=warnings or [],
+            cancel_children=cancel_children or [],
+            variables=variables or {},
+            now_ms=_ms(ctx.current_utc_datetime),
+        )
+    )
     if max_message_bytes is not None:
-        check_message("the end of the run", finish, max_message_bytes)
+        check_encoded("the end of the run", finish, max_message_bytes)
     summary = yield ctx.call_activity(ACTIVITY_FINISH, retry_policy=BOOKKEEPING_RETRY, input=finish)
     return summary if isinstance(summary, dict) else result.model_dump(mode="json", by_alias=True)
 
