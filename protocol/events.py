@@ -4,7 +4,8 @@
   of a HUMAN task or of a WAIT without a duration; payload :class:`TaskResultEvent`.
 * :func:`started_event` (``<taskId>.started``): a worker took the attempt (or extended
   its lease), so the response timeout runs from ``startTime``; payload
-  :class:`TaskStartedEvent`.
+  :class:`TaskStartedEvent`. Optional: the interpreter applies it when it comes, and
+  otherwise reads the hand-out from the run store when a deadline is due.
 * :data:`TERMINATE_EVENT`: end the run TERMINATED (the API's terminate, or a parent run
   that ended); payload :class:`TerminateEvent`.
 

@@ -22,6 +22,7 @@ from engine.adapters.queue_sqlite import SqliteTaskQueue
 from engine.adapters.run_store_sql import SqlRunStore
 from engine.ports.payload_store import PayloadLimits
 from engine.runtime.builtins import ActivityDeps
+from engine.runtime.encoded_json import EncodedJsonConverter
 from engine.runtime.evaluators import EvaluatorLimits, EvaluatorPool
 from engine.runtime.registry import activities, orchestrators
 from engine.runtime.run_limits import RunLimits
@@ -93,7 +94,11 @@ def make_engine_worker(
     so the process's logging configuration applies (durabletask's own default logger
     ignores it)."""
     worker = make_worker(
-        backend, concurrency_options=concurrency, logger=logging.getLogger("durabletask-worker")
+        backend,
+        concurrency_options=concurrency,
+        logger=logging.getLogger("durabletask-worker"),
+        # the interpreter's activity inputs are encoded once (engine/runtime/encoded_json.py)
+        data_converter=EncodedJsonConverter(),
     )
     register(worker, role, orchestrators(services), activities(services))
     return worker

@@ -435,9 +435,12 @@ class Decider:
     def on_started(
         self, state: RunState, task_id: str, attempt: int, worker_id: str, now_ms: int
     ) -> RunState:
-        """A worker took the task (IN_PROGRESS); the response timeout runs from now."""
+        """A worker took the task (IN_PROGRESS); the response timeout runs from now.
+        Learning the same start again changes nothing."""
         ts = self._waiting_task(state, task_id, attempt)
         if ts is None:
+            return state
+        if ts.status == TaskStatus.IN_PROGRESS and ts.start_time == now_ms:
             return state
         ts.status = TaskStatus.IN_PROGRESS
         ts.start_time = now_ms
@@ -575,6 +578,27 @@ class Decider:
         if not found:
             return None
         return min(found, key=lambda d: (d.at_ms, _KIND_ORDER[d.kind]))
+
+    def response_bound(self, state: RunState, task_id: str, since_ms: int) -> Deadline | None:
+        """For a WORKER attempt the run has not seen taken (SCHEDULED), the earliest its
+        response timeout can fall: a worker may take it at ``since_ms`` (its scheduling, or
+        the last time the run saw it untaken). None for other tasks, and without a task
+        definition (no response timeout)."""
+        ref = state.pending.get(task_id)
+        if ref is None:
+            return None
+        ts = state.tasks[ref]
+        td = self.nodes[ts.def_ref].task_def
+        if (
+            ts.type != TaskType.WORKER
+            or ts.status != TaskStatus.SCHEDULED
+            or ts.retry_delay_seconds is not None
+            or td is None
+            or "response" in ts.alerts
+        ):
+            return None
+        since = max(since_ms, ts.scheduled_time or 0)
+        return Deadline(at_ms=since + td.response_timeout_seconds * 1000, kind="response")
 
     def is_waiting(self, state: RunState, task_id: str) -> bool:
         """True while the current attempt of ``task_id`` still waits for its outcome."""

@@ -37,12 +37,14 @@ from engine.ports.queue_provisioning import ensure_queues_exist
 from engine.ports.run_store import DefinitionRecord, NewRun, RunUpdate, TaskRecord, TaskUpdate
 from engine.runtime.activity_io import (
     ACTIVITY_BUILTIN,
+    ACTIVITY_CHECK,
     ACTIVITY_DISPATCH,
     ACTIVITY_FINISH,
     ACTIVITY_POLL,
     ACTIVITY_RECORD,
     ACTIVITY_RESOLVE_CHILD,
     BuiltinInput,
+    CheckInput,
     ChildResolution,
     DispatchInput,
     DispatchResult,
@@ -52,8 +54,10 @@ from engine.runtime.activity_io import (
     RecordInput,
     ResolveChildInput,
     RunSummary,
+    TaskCheck,
 )
 from engine.runtime.builtins import ActivityDeps, ActivityResult, run_activity, run_poll
+from engine.runtime.encoded_json import parse
 from engine.runtime.payload_refs import dereference
 from engine.runtime.services import EngineServices
 from engine.runtime.settlement import MessageSettlement, release_slot
@@ -145,9 +149,9 @@ class RunActivities:
 
     # -- the activities ------------------------------------------------------------------
 
-    def record(self, ctx: dt.ActivityContext, raw: dict[str, Any]) -> dict[str, Any]:
+    def record(self, ctx: dt.ActivityContext, raw: Any) -> dict[str, Any]:
         """Record task rows and run warnings (a step with no other I/O)."""
-        data = RecordInput.model_validate(raw)
+        data = parse(RecordInput, raw)
         with span(
             self.tracer,
             ACTIVITY_RECORD,
@@ -160,9 +164,9 @@ class RunActivities:
                 self._write_warnings(data.workflow_id, data.warnings, now)
             return {}
 
-    def dispatch(self, ctx: dt.ActivityContext, raw: dict[str, Any]) -> dict[str, Any]:
+    def dispatch(self, ctx: dt.ActivityContext, raw: Any) -> dict[str, Any]:
         """Queue one attempt of a WORKER task."""
-        data = DispatchInput.model_validate(raw)
+        data = parse(DispatchInput, raw)
         task = data.task
         with span(
             self.tracer,
@@ -180,9 +184,9 @@ class RunActivities:
             current.set_attribute(STATUS, "FAILED" if result.error else "SCHEDULED")
             return result.wire()
 
-    def resolve_child(self, ctx: dt.ActivityContext, raw: dict[str, Any]) -> dict[str, Any]:
+    def resolve_child(self, ctx: dt.ActivityContext, raw: Any) -> dict[str, Any]:
         """Resolve a SUB_WORKFLOW's definition version and write the child's run row."""
-        data = ResolveChildInput.model_validate(raw)
+        data = parse(ResolveChildInput, raw)
         task = data.task
         with span(
             self.tracer,
@@ -199,9 +203,9 @@ class RunActivities:
             resolution.traceparent = traceparent_of(current)
             return resolution.wire()
 
-    def finish(self, ctx: dt.ActivityContext, raw: dict[str, Any]) -> dict[str, Any]:
+    def finish(self, ctx: dt.ActivityContext, raw: Any) -> dict[str, Any]:
         """Record the run's end, cancel children, start the failure workflow."""
-        data = FinishInput.model_validate(raw)
+        data = parse(FinishInput, raw)
         with span(
             self.tracer,
             ACTIVITY_FINISH,
@@ -212,9 +216,9 @@ class RunActivities:
             current.set_attribute(STATUS, summary.status)
             return summary.wire()
 
-    def builtin(self, ctx: dt.ActivityContext, raw: dict[str, Any]) -> dict[str, Any]:
+    def builtin(self, ctx: dt.ActivityContext, raw: Any) -> dict[str, Any]:
         """Run one attempt of a built-in activity type (HTTP, CALL_TOOL, ...)."""
-        data = BuiltinInput.model_validate(raw)
+        data = parse(BuiltinInput, raw)
         task = data.task
         with span(
             self.tracer,
@@ -249,10 +253,10 @@ class RunActivities:
             current.set_attribute(STATUS, str(output.get("status")))
             return output
 
-    def poll(self, ctx: dt.ActivityContext, raw: dict[str, Any]) -> dict[str, Any]:
+    def poll(self, ctx: dt.ActivityContext, raw: Any) -> dict[str, Any]:
         """Poll a long-running built-in activity (asynchronous Logic Apps, Document
         Intelligence) once; the interpreter waits between polls on a durable timer."""
-        data = PollInput.model_validate(raw)
+        data = parse(PollInput, raw)
         where = data.task
         with span(
             self.tracer,
@@ -270,6 +274,36 @@ class RunActivities:
             output = result.to_dict() if where is None else self._task_output(where, result)
             current.set_attribute(STATUS, str(output.get("status")))
             return output
+
+    def check_task(self, ctx: dt.ActivityContext, raw: Any) -> dict[str, Any]:
+        """Where a WORKER attempt stands (a deadline of it is due): the run learns of a
+        hand-out here, not from an event (docs/architecture.md, "The interpreter")."""
+        data = parse(CheckInput, raw)
+        with span(
+            self.tracer,
+            ACTIVITY_CHECK,
+            parent=data.traceparent,
+            attrs=attributes(
+                workflow_id=data.workflow_id, task_id=data.task_id, attempt=data.attempt
+            ),
+        ):
+            row, lease = self.store.get_task_with_lease(data.task_id)
+            if row is None:
+                return TaskCheck().wire()
+            start = row.start_time
+            if lease is not None and lease.attempt == row.attempt:
+                start = max(start or 0, lease.acquired_at)  # extended: the response runs anew
+            output: dict[str, Any] = dict(row.output_data or {})
+            if row.output_ref is not None:
+                output = {OUTPUT_REF: row.output_ref}
+            return TaskCheck(
+                attempt=row.attempt,
+                status=row.status.value,
+                worker_id=row.worker_id,
+                start_time=start,
+                output=output,
+                reason=row.reason_for_incompletion,
+            ).wire()
 
     # -- dispatch ------------------------------------------------------------------------
 

@@ -20,12 +20,14 @@ from protocol.runs import RunInput
 
 __all__ = [
     "ACTIVITY_BUILTIN",
+    "ACTIVITY_CHECK",
     "ACTIVITY_DISPATCH",
     "ACTIVITY_FINISH",
     "ACTIVITY_POLL",
     "ACTIVITY_RECORD",
     "ACTIVITY_RESOLVE_CHILD",
     "BuiltinInput",
+    "CheckInput",
     "ChildResolution",
     "DispatchInput",
     "DispatchResult",
@@ -35,6 +37,7 @@ __all__ = [
     "RecordInput",
     "ResolveChildInput",
     "RunSummary",
+    "TaskCheck",
 ]
 
 ACTIVITY_RECORD = "stepway.record"
@@ -43,6 +46,7 @@ ACTIVITY_FINISH = "stepway.finish"
 ACTIVITY_RESOLVE_CHILD = "stepway.resolve_child"
 ACTIVITY_BUILTIN = "stepway.builtin"
 ACTIVITY_POLL = "stepway.poll"
+ACTIVITY_CHECK = "stepway.check_task"
 
 
 class _Io(BaseModel):
@@ -89,6 +93,29 @@ class DispatchResult(_Io):
     error: str | None = None
     #: the failure is terminal (another attempt would fail the same way)
     terminal: bool = False
+
+
+class CheckInput(_Io):
+    """Read where a WORKER attempt stands in the run store (a deadline of it is due)."""
+
+    workflow_id: str
+    task_id: str
+    attempt: int
+    traceparent: str | None = None
+
+
+class TaskCheck(_Io):
+    """Where the task row stands: its current attempt and status (None: no row), and for
+    an attempt a worker took, who and since when (the lease's ``acquired_at``: the
+    hand-out, or the last lease extension), or the result the worker posted."""
+
+    attempt: int | None = None
+    status: str | None = None
+    worker_id: str | None = None
+    start_time: int | None = None
+    #: a posted result: the output, or ``{"outputRef": ref}`` for one kept in the store
+    output: dict[str, Any] = Field(default_factory=dict)
+    reason: str | None = None
 
 
 class ResolveChildInput(_Io):

@@ -9,10 +9,15 @@ orchestration context or from activities.
 Waits:
 
 * WORKER: the dispatch activity queues the task; the run then waits for the external event
-  named by the task id (the result) and ``<taskId>.started`` (the hand-out), raced against
-  ONE durable timer for the earliest deadline. A committed durable timer fires even after
-  its wait is over, so stale timer firings are recognised (by task, attempt and fire time)
-  and ignored.
+  named by the task id (the result), raced against ONE durable timer for the earliest
+  deadline. The run is not told of the hand-out: until it knows, the timer is armed for
+  the earliest the response timeout can fall (a worker may take the task the moment it is
+  queued), and when a deadline that depends on the worker (poll, response) is due, the
+  check activity reads the attempt's row and lease from the run store (taken? since
+  when? a result posted?) before the task times out or the timer is armed again. A
+  ``<taskId>.started`` event, when one is raised, is applied the same way. A committed
+  durable timer fires even after its wait is over, so stale timer firings are recognised
+  (by task, attempt and fire time) and ignored.
 * HUMAN and WAIT without a duration: the external event named by the task id.
 * Activity types: the activity returns a result envelope; retries are the Decider's (so
   Retry-After and terminal errors are honoured), with the retry delay as a durable timer.
@@ -26,12 +31,13 @@ activity, timer or child is outstanding, the run carries the Decider's state int
 from __future__ import annotations
 
 import json
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from durabletask import task as dt
+from pydantic import BaseModel
 
 from engine.decider import (
     Decider,
@@ -41,16 +47,18 @@ from engine.decider import (
     ScheduleTask,
     TaskOutcome,
 )
-from engine.decider.state import TaskChange
+from engine.decider.state import Deadline, TaskChange
 from engine.language.definitions import RunStatus, TaskStatus, TaskType
 from engine.runtime.activity_io import (
     ACTIVITY_BUILTIN,
+    ACTIVITY_CHECK,
     ACTIVITY_DISPATCH,
     ACTIVITY_FINISH,
     ACTIVITY_POLL,
     ACTIVITY_RECORD,
     ACTIVITY_RESOLVE_CHILD,
     BuiltinInput,
+    CheckInput,
     ChildResolution,
     DispatchInput,
     DispatchResult,
@@ -60,9 +68,11 @@ from engine.runtime.activity_io import (
     RecordInput,
     ResolveChildInput,
     RunSummary,
+    TaskCheck,
 )
 from engine.runtime.builtins import ActivityResult
 from engine.runtime.definition_cache import DefinitionCache
+from engine.runtime.encoded_json import EncodedJson, encode, encoded_size
 from engine.runtime.run_limits import RunLimits
 from protocol.events import (
     SKIP_EVENT,
@@ -88,6 +98,8 @@ BOOKKEEPING_RETRY = dt.RetryPolicy(
 )
 #: outcomes handled per orchestration execution before carrying state into a new one
 STEPS_PER_EXECUTION = 10
+#: the statuses a worker posts that end its attempt
+_POSTED = (TaskStatus.COMPLETED, TaskStatus.FAILED, TaskStatus.FAILED_WITH_TERMINAL_ERROR)
 
 
 class MessageTooLarge(Exception):
@@ -103,6 +115,15 @@ class MessageTooLarge(Exception):
 def check_message(what: str, payload: Any, limit: int) -> None:
     """Raise :class:`MessageTooLarge` if ``payload`` as JSON is larger than ``limit``."""
     size = len(json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode())
+    if size > limit:
+        raise MessageTooLarge(what, size, limit)
+
+
+def check_encoded(what: str, text: str, limit: int) -> None:
+    """Raise :class:`MessageTooLarge` if the JSON ``text`` is larger than ``limit`` bytes."""
+    if len(text) * 4 <= limit:
+        return  # UTF-8 is at most 4 bytes a character: it fits
+    size = encoded_size(text)
     if size > limit:
         raise MessageTooLarge(what, size, limit)
 
@@ -130,6 +151,8 @@ class _Pending:
     poll_input: dict[str, Any] = field(default_factory=dict)
     #: task rows handed to the activity in flight; put back for the next I/O if it fails
     records: list[TaskChange] = field(default_factory=list)
+    #: a WORKER attempt: when the run last knew it untaken (dispatched, or a check)
+    untaken_since_ms: int = 0
 
 
 class _Run:
@@ -161,6 +184,13 @@ class _Run:
         of a message the backend refuses or hands out forever."""
         check_message(what, payload, self.max_message_bytes)
         return payload
+
+    def _encoded(self, what: str, model: BaseModel) -> EncodedJson:
+        """An activity's input, encoded once, if it fits one orchestration message (as
+        :meth:`_bounded`)."""
+        text = encode(model)
+        check_encoded(what, text, self.max_message_bytes)
+        return text
 
     def now(self) -> int:
         return _ms(self.ctx.current_utc_datetime)
@@ -199,9 +229,28 @@ class _Run:
     def _wait_event(self, name: str) -> dt.Task[Any]:
         return self.ctx.wait_for_external_event(name)
 
-    def _rearm_deadline(self, task_id: str) -> None:
-        deadline = self.decider.wait_deadline(self.state, task_id)
-        self._arm_timer(task_id, deadline.at_ms if deadline is not None else None)
+    def _deadline(self, task_id: str) -> Deadline | None:
+        """The earliest deadline of a wait: the Decider's, or for a WORKER attempt the run
+        has not seen taken, the earliest its response timeout can fall."""
+        found = [
+            d
+            for d in (
+                self.decider.wait_deadline(self.state, task_id),
+                self.decider.response_bound(
+                    self.state, task_id, self.pending[task_id].untaken_since_ms
+                ),
+            )
+            if d is not None
+        ]
+        return min(found, key=lambda d: d.at_ms) if found else None
+
+    def _rearm_deadline(self, task_id: str, *, earlier_only: bool = False) -> None:
+        deadline = self._deadline(task_id)
+        at = deadline.at_ms if deadline is not None else None
+        armed = self.pending[task_id].timer_at_ms
+        if earlier_only and at is not None and armed is not None and at >= armed:
+            return  # the armed timer fires first; its firing looks again
+        self._arm_timer(task_id, at)
 
     # -- starting actions ------------------------------------------------------------------
 
@@ -220,7 +269,7 @@ class _Run:
             dispatch: dt.Task[Any] = self.ctx.call_activity(
                 ACTIVITY_DISPATCH,
                 retry_policy=BOOKKEEPING_RETRY,
-                input=self._bounded(
+                input=self._encoded(
                     "the dispatch of a task",
                     DispatchInput(
                         workflow_id=self.ctx.instance_id,
@@ -232,12 +281,14 @@ class _Run:
                         records=self._take_records(task_id),
                         now_ms=self.now(),
                         traceparent=self.run.traceparent,
-                    ).wire(),
+                    ),
                 ),
             )
             self._track(task_id, "dispatch", dispatch)
             self._track(task_id, "result", self._wait_event(result_event(task_id)))
+            # a Task API that still raises it: applied, never needed
             self._track(task_id, "started", self._wait_event(started_event(task_id)))
+            self.pending[task_id].untaken_since_ms = self.now()
             self._rearm_deadline(task_id)
         elif kind in (TaskType.HUMAN, TaskType.WAIT) and action.wait_until_ms is None:
             self._track(task_id, "result", self._wait_event(result_event(task_id)))
@@ -265,7 +316,7 @@ class _Run:
                 self.ctx.call_activity(
                     ACTIVITY_RESOLVE_CHILD,
                     retry_policy=BOOKKEEPING_RETRY,
-                    input=self._bounded(
+                    input=self._encoded(
                         "the start of a child run",
                         ResolveChildInput(
                             workflow_id=self.ctx.instance_id,
@@ -273,7 +324,7 @@ class _Run:
                             run=self._run_without_state(),
                             task=action,
                             records=self._take_records(task_id),
-                        ).wire(),
+                        ),
                     ),
                 ),
             )
@@ -283,7 +334,7 @@ class _Run:
             "activity",
             self.ctx.call_activity(
                 ACTIVITY_BUILTIN,
-                input=self._bounded(
+                input=self._encoded(
                     "the input of a built-in task",
                     BuiltinInput(
                         workflow_id=self.ctx.instance_id,
@@ -295,7 +346,7 @@ class _Run:
                             if action.type == TaskType.START_WORKFLOW
                             else None
                         ),
-                    ).wire(),
+                    ),
                 ),
             ),
         )
@@ -328,7 +379,7 @@ class _Run:
                 retry_after_seconds=retry_after,
             )
 
-        if role in ("dispatch", "resolve", "activity"):
+        if role in ("dispatch", "resolve", "activity", "check"):
             if failed:
                 # the activity may not have written the rows it carried: next I/O does
                 self.records[:0] = entry.records
@@ -360,7 +411,7 @@ class _Run:
                     "activity",
                     self.ctx.call_activity(
                         ACTIVITY_POLL,
-                        input=self._bounded(
+                        input=self._encoded(
                             "the poll of a built-in task",
                             PollInput(
                                 type=action.type,
@@ -372,16 +423,43 @@ class _Run:
                                     ref=action.ref,
                                 ),
                                 traceparent=self.run.traceparent,
-                            ).wire(),
+                            ),
                         ),
                     ),
                 )
                 return None
-            deadline = self.decider.wait_deadline(self.state, task_id)
-            kind = deadline.kind if deadline is not None else "task"
-            # the Decider words the reason (Conductor's texts)
-            timed_out = outcome(TaskStatus.TIMED_OUT)
-            return timed_out.model_copy(update={"timeout_kind": kind})
+            deadline = self._deadline(task_id)
+            if action.type == TaskType.WORKER:
+                if deadline is None:
+                    return None
+                if deadline.at_ms > self.now() + 5:
+                    self._arm_timer(task_id, deadline.at_ms)
+                    return None
+                if deadline.kind in ("poll", "response"):
+                    # the run is not told of hand-outs: ask the run store first
+                    self._check(task_id)
+                    return None
+            return self._timed_out(outcome(TaskStatus.TIMED_OUT), deadline)
+
+        if role == "check":
+            entry.phase = "run"
+            check = TaskCheck.model_validate(value or {})
+            if check.attempt == action.attempt and check.status is not None:
+                stored = TaskStatus(check.status)
+                if stored in _POSTED:
+                    # a worker's result, recorded; its event is on the way
+                    return self._result(outcome, action.ref, stored, check.output, check.reason)
+                if stored == TaskStatus.IN_PROGRESS and check.start_time is not None:
+                    self.state = self.decider.on_started(
+                        self.state, task_id, action.attempt, check.worker_id or "", check.start_time
+                    )
+                elif stored == TaskStatus.SCHEDULED:
+                    entry.untaken_since_ms = self.now()
+            deadline = self._deadline(task_id)
+            if deadline is not None and deadline.at_ms <= self.now() + 5:
+                return self._timed_out(outcome(TaskStatus.TIMED_OUT), deadline)
+            self._rearm_deadline(task_id)
+            return None
 
         if role == "dispatch":
             dispatched = DispatchResult.model_validate(value or {})
@@ -404,7 +482,7 @@ class _Run:
                     started.worker_id or "",
                     started.start_time or self.now(),
                 )
-                self._rearm_deadline(task_id)
+                self._rearm_deadline(task_id, earlier_only=True)
             # keep listening: a callback re-sends the task and it can be handed out again
             self._track(task_id, "started", self._wait_event(started_event(task_id)))
             return None
@@ -414,12 +492,9 @@ class _Run:
             if result.attempt is not None and result.attempt != action.attempt:
                 self._track(task_id, "result", self._wait_event(result_event(task_id)))
                 return None
-            output = result.output or {}
-            too_deep = json_depth_problem(output, what=f"the output of task {action.ref!r}")
-            if too_deep is not None:
-                # the Task API refuses such bodies; a result raised some other way is too
-                return outcome(TaskStatus.FAILED_WITH_TERMINAL_ERROR, reason=too_deep)
-            return outcome(TaskStatus(result.status), output, result.reason)
+            return self._result(
+                outcome, action.ref, TaskStatus(result.status), result.output, result.reason
+            )
 
         if role == "resolve":
             child = ChildResolution.model_validate(value or {})
@@ -489,6 +564,48 @@ class _Run:
             envelope.output,
             envelope.reason,
             envelope.retry_after_seconds,
+        )
+
+    @staticmethod
+    def _result(
+        outcome: Callable[..., TaskOutcome],
+        ref: str,
+        status: TaskStatus,
+        output: Any,
+        reason: str | None,
+    ) -> TaskOutcome:
+        """The outcome of a worker's result (raised as an event, or read by a check)."""
+        output = output or {}
+        too_deep = json_depth_problem(output, what=f"the output of task {ref!r}")
+        if too_deep is not None:
+            # the Task API refuses such bodies; a result raised some other way is too
+            return outcome(TaskStatus.FAILED_WITH_TERMINAL_ERROR, reason=too_deep)
+        return outcome(status, output, reason)
+
+    @staticmethod
+    def _timed_out(timed_out: TaskOutcome, deadline: Deadline | None) -> TaskOutcome:
+        # the Decider words the reason (Conductor's texts)
+        kind = deadline.kind if deadline is not None else "task"
+        return timed_out.model_copy(update={"timeout_kind": kind})
+
+    def _check(self, task_id: str) -> None:
+        entry = self.pending[task_id]
+        entry.phase = "check"
+        self._track(
+            task_id,
+            "check",
+            self.ctx.call_activity(
+                ACTIVITY_CHECK,
+                retry_policy=BOOKKEEPING_RETRY,
+                input=encode(
+                    CheckInput(
+                        workflow_id=self.ctx.instance_id,
+                        task_id=task_id,
+                        attempt=entry.action.attempt,
+                        traceparent=self.run.traceparent,
+                    )
+                ),
+            ),
         )
 
     # -- the loop --------------------------------------------------------------------------
@@ -614,14 +731,14 @@ class _Run:
             yield self.ctx.call_activity(
                 ACTIVITY_RECORD,
                 retry_policy=BOOKKEEPING_RETRY,
-                input=self._bounded(
+                input=self._encoded(
                     "the task records of a step",
                     RecordInput(
                         workflow_id=self.ctx.instance_id,
                         records=records,
                         warnings=warnings,
                         traceparent=self.run.traceparent,
-                    ).wire(),
+                    ),
                 ),
             )
 
@@ -659,18 +776,20 @@ def finish_run(
     """End the run: the finish activity records it and returns the run's summary (the
     orchestration's output). With ``max_message_bytes``, a finish too large for one
     message raises :class:`MessageTooLarge`."""
-    finish = FinishInput(
-        workflow_id=ctx.instance_id,
-        run=run.model_copy(update={"state": None}),
-        result=result,
-        records=records or [],
-        warnings=warnings or [],
-        cancel_children=cancel_children or [],
-        variables=variables or {},
-        now_ms=_ms(ctx.current_utc_datetime),
-    ).wire()
+    finish = encode(
+        FinishInput(
+            workflow_id=ctx.instance_id,
+            run=run.model_copy(update={"state": None}),
+            result=result,
+            records=records or [],
+            warnings=warnings or [],
+            cancel_children=cancel_children or [],
+            variables=variables or {},
+            now_ms=_ms(ctx.current_utc_datetime),
+        )
+    )
     if max_message_bytes is not None:
-        check_message("the end of the run", finish, max_message_bytes)
+        check_encoded("the end of the run", finish, max_message_bytes)
     summary = yield ctx.call_activity(ACTIVITY_FINISH, retry_policy=BOOKKEEPING_RETRY, input=finish)
     return summary if isinstance(summary, dict) else result.model_dump(mode="json", by_alias=True)
 

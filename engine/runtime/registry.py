@@ -12,6 +12,7 @@ from typing import Any
 from engine.runtime.activities import RunActivities
 from engine.runtime.activity_io import (
     ACTIVITY_BUILTIN,
+    ACTIVITY_CHECK,
     ACTIVITY_DISPATCH,
     ACTIVITY_FINISH,
     ACTIVITY_POLL,
@@ -40,4 +41,5 @@ def activities(services: EngineServices) -> dict[str, Any]:
         ACTIVITY_RESOLVE_CHILD: bound.resolve_child,
         ACTIVITY_BUILTIN: bound.builtin,
         ACTIVITY_POLL: bound.poll,
+        ACTIVITY_CHECK: bound.check_task,
     }

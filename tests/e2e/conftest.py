@@ -130,8 +130,10 @@ class Platform:
     def tasks(self, workflow_id: str) -> dict[str, TaskRecord]:
         return {t.reference_task_name: t for t in self.services.run_store.list_tasks(workflow_id)}
 
-    def take(self, queue: str, timeout: float = 20) -> dict[str, Any]:
-        """Receive one task message (as the Task API's poll would) and defer it."""
+    def take(self, queue: str, timeout: float = 20, *, signal: bool = True) -> dict[str, Any]:
+        """Receive one task message (as the Task API's poll would) and defer it; with
+        ``signal``, raise ``<taskId>.started`` on the run too (the run does not need it:
+        it reads the hand-out from the run store when a deadline is due)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             messages = self.services.queue.receive(queue, 1, max_wait_seconds=1)
@@ -148,6 +150,8 @@ class Platform:
                     queue_name=queue,
                 )
                 self.services.queue.defer(queue, message)
+                if not signal:
+                    return body
                 self.client.raise_orchestration_event(
                     body["workflowId"],
                     started_event(body["taskId"]),

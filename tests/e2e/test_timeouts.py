@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from engine.language.definitions import RunStatus, TaskStatus
+from engine.ports.run_store import TaskUpdate
 
 
 def _one_worker(name: str, **extra: Any) -> dict[str, Any]:
@@ -85,6 +86,85 @@ def test_response_timeout_retries_when_the_worker_dies(platform: Any) -> None:
         (TaskStatus.COMPLETED, 2, 1),
     ]
     assert _depth(platform, "job") == (0, 0, 0)
+
+
+def test_response_timeout_without_a_started_event(platform: Any) -> None:
+    """The run is not told of the hand-out: when the earliest response deadline is due it
+    reads the attempt from the run store, finds it taken and unanswered, and retries."""
+    platform.register_task_def(
+        {"name": "job", "retryCount": 1, "retryDelaySeconds": 0, "responseTimeoutSeconds": 2}
+    )
+    platform.register(_one_worker("response_timeout_quiet"))
+    workflow_id = platform.start("response_timeout_quiet")
+    first = platform.take("job", signal=False)  # the worker took it and died
+    second = platform.take("job", timeout=10, signal=False)
+    assert second["attempt"] == 2 and second["taskId"] != first["taskId"]
+    platform.complete(second, {"ok": True})
+    assert platform.wait(workflow_id).status == RunStatus.COMPLETED
+    rows = platform.services.run_store.list_tasks(workflow_id)
+    assert [(r.status, r.attempt) for r in rows] == [
+        (TaskStatus.TIMED_OUT, 1),
+        (TaskStatus.COMPLETED, 2),
+    ]
+    assert "responseTimeout: 2 exceeded" in (rows[0].reason_for_incompletion or "")
+
+
+@pytest.mark.slow
+def test_a_lease_extension_moves_the_response_timeout_without_an_event(platform: Any) -> None:
+    """A worker that extends its lease keeps its attempt past the first response
+    deadline: the run reads the extension (the lease's new start) from the run store."""
+    platform.register_task_def(
+        {"name": "job", "retryCount": 1, "retryDelaySeconds": 0, "responseTimeoutSeconds": 3}
+    )
+    platform.register(_one_worker("lease_extension"))
+    workflow_id = platform.start("lease_extension")
+    body = platform.take("job", signal=False)
+    time.sleep(2)
+    now = int(time.time() * 1000)
+    store = platform.services.run_store
+    assert store.extend_lease(
+        body["taskId"], body["attempt"], "test-worker", expires_at=now + 3000, now=now
+    )
+    time.sleep(2)  # past the first deadline, before the extended one
+    platform.complete(body, {"ok": True})
+    assert platform.wait(workflow_id).status == RunStatus.COMPLETED
+    [row] = store.list_tasks(workflow_id)
+    assert (row.status, row.attempt) == (TaskStatus.COMPLETED, 1)
+
+
+@pytest.mark.slow
+def test_poll_timeout_spares_a_task_taken_without_a_started_event(platform: Any) -> None:
+    platform.register_task_def(
+        {"name": "job", "retryCount": 0, "pollTimeoutSeconds": 1, "timeoutPolicy": "TIME_OUT_WF"}
+    )
+    platform.register(_one_worker("poll_timeout_taken"))
+    workflow_id = platform.start("poll_timeout_taken")
+    body = platform.take("job", signal=False)
+    time.sleep(2)  # past the poll deadline: the run finds the task taken
+    platform.complete(body, {"ok": True})
+    assert platform.wait(workflow_id).status == RunStatus.COMPLETED
+    assert platform.tasks(workflow_id)["job"].status == TaskStatus.COMPLETED
+
+
+def test_a_result_whose_event_was_lost_is_read_when_the_deadline_is_due(platform: Any) -> None:
+    """The result is recorded but its event never reaches the run (the Task API could not
+    raise it): at the response deadline the run reads the result instead of timing out."""
+    platform.register_task_def({"name": "job", "retryCount": 0, "responseTimeoutSeconds": 1})
+    platform.register(_one_worker("lost_result", outputParameters={"ok": "${job.output.ok}"}))
+    workflow_id = platform.start("lost_result")
+    body = platform.take("job", signal=False)
+    now = int(time.time() * 1000)
+    store = platform.services.run_store
+    assert store.finish_task(
+        body["taskId"],
+        body["attempt"],
+        TaskUpdate(status=TaskStatus.COMPLETED, output_data={"ok": True}, end_time=now),
+        now,
+        holder="test-worker",
+    )
+    run = platform.wait(workflow_id)
+    assert (run.status, run.output) == (RunStatus.COMPLETED, {"ok": True})
+    assert platform.tasks(workflow_id)["job"].status == TaskStatus.COMPLETED
 
 
 @pytest.mark.slow

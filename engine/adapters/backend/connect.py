@@ -21,6 +21,7 @@ from durabletask.azuremanaged.client import DurableTaskSchedulerClient
 from durabletask.azuremanaged.worker import DurableTaskSchedulerWorker
 from durabletask.client import TaskHubGrpcClient
 from durabletask.grpc_options import GrpcChannelOptions
+from durabletask.serialization import DataConverter
 from durabletask.worker import ConcurrencyOptions, TaskHubGrpcWorker
 
 from engine.adapters.backend.config import GRPC_MAX_MESSAGE_BYTES, BackendConfig
@@ -76,9 +77,11 @@ def make_worker(
     concurrency_options: ConcurrencyOptions | None = None,
     credential: TokenCredential | None = None,
     logger: logging.Logger | None = None,
+    data_converter: DataConverter | None = None,
 ) -> TaskHubGrpcWorker:
     """A worker (not started) for the configured backend. ``credential`` overrides the
-    one the config selects (Azure only)."""
+    one the config selects (Azure only); ``data_converter`` encodes and decodes the
+    payloads (default: durabletask's JSON)."""
     if config.kind == "embedded":
         return TaskHubGrpcWorker(
             host_address=config.address,
@@ -86,6 +89,7 @@ def make_worker(
             concurrency_options=concurrency_options,
             logger=logger,
             channel_options=channel_options(config),
+            data_converter=data_converter,
         )
     endpoint, task_hub = _azure_target(config)
     return DurableTaskSchedulerWorker(
@@ -95,6 +99,7 @@ def make_worker(
         concurrency_options=concurrency_options,
         logger=logger,
         channel_options=channel_options(config),
+        data_converter=data_converter,
     )
 
 

@@ -19,7 +19,6 @@ import pytest
 from durabletask import worker
 from durabletask.internal import helpers
 from durabletask.internal import orchestrator_service_pb2 as pb
-from durabletask.serialization import JsonDataConverter
 
 from engine.adapters.run_store_sql import SqlRunStore
 from engine.runtime.activity_io import (
@@ -29,6 +28,7 @@ from engine.runtime.activity_io import (
     ACTIVITY_RECORD,
 )
 from engine.runtime.definition_cache import DefinitionCache
+from engine.runtime.encoded_json import EncodedJsonConverter
 from engine.runtime.interpreter import STEPS_PER_EXECUTION, make_workflow_interpreter
 from engine.runtime.payload_cache import PayloadCache
 from protocol.events import (
@@ -78,7 +78,7 @@ class Replay:
         self.now = at or self.now
         new = [helpers.new_orchestrator_started_event(self.now), *self.first, *events]
         self.first = []
-        executor = worker._OrchestrationExecutor(self.registry, LOG, JsonDataConverter())
+        executor = worker._OrchestrationExecutor(self.registry, LOG, EncodedJsonConverter())
         actions = list(executor.execute(INSTANCE, self.history, new).actions)
         self.history.extend(new)
         for action in actions:
@@ -156,7 +156,9 @@ def test_a_worker_task_is_dispatched_awaited_and_the_run_finished(store: SqlRunS
     assert (task["name"], task["attempt"], task["input"]) == ("parse", 1, {"url": "u"})
     assert dispatch["workflowId"] == INSTANCE and dispatch["workflowType"] == "one_worker"
     assert [r["status"] for r in dispatch["records"]] == ["SCHEDULED"]
-    assert timers(actions) == []  # no task definition, no workflow timeout: no deadline
+    # the earliest the response timeout can fall (Conductor's default task definition:
+    # 3600 s), as a worker may take the task the moment it is queued
+    assert [at for _, at in timers(actions)] == [T0 + timedelta(seconds=3600)]
 
     # the queue took it; a worker took it and posted its result
     task_id = task["taskId"]
