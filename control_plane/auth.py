@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+import anyio.to_thread
 import yaml
 from fastapi import Request
 
@@ -230,10 +231,15 @@ def build_authenticator(settings: Settings) -> Authenticator:
     return EntraAuth(settings)
 
 
-def principal(request: Request) -> Principal:
-    """FastAPI dependency: the authenticated caller."""
+async def principal(request: Request) -> Principal:
+    """FastAPI dependency: the authenticated caller. Checked on the event loop (a sync
+    dependency would cost each request a hop to the thread pool and back), except by an
+    authenticator that may wait on the network (Entra ID fetching its signing keys)."""
     auth: Authenticator = request.app.state.authenticator
-    return auth.authenticate(request.headers.get("authorization"))
+    header = request.headers.get("authorization")
+    if isinstance(auth, EntraAuth):
+        return await anyio.to_thread.run_sync(auth.authenticate, header)
+    return auth.authenticate(header)
 
 
 def require_role(p: Principal, role: str) -> None:

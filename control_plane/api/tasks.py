@@ -5,6 +5,7 @@ and :mod:`~control_plane.services.tasks`."""
 from __future__ import annotations
 
 import json
+import time
 from functools import partial
 from typing import Annotated, Any
 
@@ -35,18 +36,24 @@ NO_TASK: dict[int | str, dict[str, Any]] = {204: {"description": "No task to han
 
 Caller = Annotated[Principal, Depends(principal)]
 
+#: how often a held poll asks whether its client is still there
+_GONE_CHECK_SECONDS = 0.05
 
-def _service(request: Request) -> TaskService:
+# The dependencies are coroutines: a sync one costs each request a hop to the thread
+# pool and back.
+
+
+async def _service(request: Request) -> TaskService:
     service: TaskService = request.app.state.task_service
     return service
 
 
-def _handout(request: Request) -> TaskHandout:
+async def _handout(request: Request) -> TaskHandout:
     handout: TaskHandout = request.app.state.task_handout
     return handout
 
 
-def _results(request: Request) -> TaskResults:
+async def _results(request: Request) -> TaskResults:
     results: TaskResults = request.app.state.task_results
     return results
 
@@ -74,8 +81,22 @@ async def _poll(
         raise bad_request(f"timeout must be at most {settings.max_poll_timeout_ms} ms", "timeout")
     holder = caller.subject or worker_id or caller.name
 
+    # The first ask takes the request's own (empty) body message off the connection, so
+    # that later asks see a disconnect; here on the event loop it costs no hop.
+    if await request.is_disconnected():
+        return []
+    checked = time.monotonic()
+    gone = False
+
     def receiver_gone() -> bool:  # asked from the poll's thread
-        gone: bool = anyio.from_thread.run(request.is_disconnected)
+        # Asking costs a round trip to the event loop: ask at most every
+        # _GONE_CHECK_SECONDS (a client that asked a moment ago is there; one that left
+        # meanwhile gets its tasks given back below)
+        nonlocal checked, gone
+        now = time.monotonic()
+        if not gone and now - checked >= _GONE_CHECK_SECONDS:
+            checked = now
+            gone = anyio.from_thread.run(request.is_disconnected)
         return gone
 
     call = partial(
