@@ -488,11 +488,16 @@ class SqlRunStore:
             return conn.execute(stmt).rowcount == 1
 
     def mark_retried(self, task_id: str, now: int) -> bool:
-        stmt = (
-            sa.update(tasks).where(tasks.c.task_id == task_id).values(retried=True, update_time=now)
+        stmt = self._stmt(
+            "mark_retried",
+            lambda: (
+                sa.update(tasks)
+                .where(tasks.c.task_id == _b("b_task_id"))
+                .values(retried=True, update_time=_b("v_now"))
+            ),
         )
         with self._write() as conn:
-            return conn.execute(stmt).rowcount == 1
+            return conn.execute(stmt, {"b_task_id": task_id, "v_now": now}).rowcount == 1
 
     def delete_tasks(self, workflow_id: str, task_ids: list[str] | None = None) -> int:
         rows = sa.select(tasks.c.task_id).where(tasks.c.workflow_id == workflow_id)
@@ -753,13 +758,18 @@ class SqlRunStore:
         return task, lease
 
     def list_tasks(self, workflow_id: str) -> list[TaskRecord]:
-        stmt = (
-            sa.select(tasks)
-            .where(tasks.c.workflow_id == workflow_id)
-            .order_by(tasks.c.seq, tasks.c.task_id)
+        stmt = self._stmt(
+            "list_tasks",
+            lambda: (
+                sa.select(tasks)
+                .where(tasks.c.workflow_id == _b("b_workflow_id"))
+                .order_by(tasks.c.seq, tasks.c.task_id)
+            ),
         )
         with self._read() as conn:
-            return [self._task(r._mapping) for r in conn.execute(stmt)]
+            return [
+                self._task(r._mapping) for r in conn.execute(stmt, {"b_workflow_id": workflow_id})
+            ]
 
     def list_open_tasks(
         self, task_type: str, *, start: int = 0, size: int = 100
@@ -779,8 +789,9 @@ class SqlRunStore:
             return [self._task(r._mapping) for r in conn.execute(stmt)]
 
     def append_task_log(self, task_id: str, log: str, now: int) -> None:
+        stmt = self._stmt("append_task_log", lambda: sa.insert(task_logs))
         with self._write() as conn:
-            conn.execute(sa.insert(task_logs).values(task_id=task_id, log=log, created_time=now))
+            conn.execute(stmt, {"task_id": task_id, "log": log, "created_time": now})
 
     def list_task_logs(self, task_id: str) -> list[TaskLog]:
         stmt = (
@@ -806,13 +817,19 @@ class SqlRunStore:
 
     def _versioned(self, table: sa.Table, name: str, version: int | None) -> RowMapping | None:
         """The row of ``name`` at ``version``, or its latest version when None."""
-        stmt = sa.select(table).where(table.c.name == name)
-        if version is None:
-            stmt = stmt.order_by(table.c.version.desc()).limit(1)
-        else:
-            stmt = stmt.where(table.c.version == version)
+
+        def build() -> Any:
+            stmt = sa.select(table).where(table.c.name == _b("b_name"))
+            if version is None:
+                return stmt.order_by(table.c.version.desc()).limit(1)
+            return stmt.where(table.c.version == _b("b_version"))
+
+        stmt = self._stmt(("versioned", table.name, version is None), build)
+        params: dict[str, Any] = {"b_name": name}
+        if version is not None:
+            params["b_version"] = version
         with self._read() as conn:
-            row = conn.execute(stmt).first()
+            row = conn.execute(stmt, params).first()
         return None if row is None else row._mapping
 
     def get_definition(self, name: str, version: int | None = None) -> DefinitionRecord | None:
@@ -845,8 +862,11 @@ class SqlRunStore:
             conn.execute(stmt)
 
     def get_task_def(self, name: str) -> TaskDefRecord | None:
+        stmt = self._stmt(
+            "get_task_def", lambda: sa.select(task_defs).where(task_defs.c.name == _b("b_name"))
+        )
         with self._read() as conn:
-            row = conn.execute(sa.select(task_defs).where(task_defs.c.name == name)).first()
+            row = conn.execute(stmt, {"b_name": name}).first()
         return None if row is None else TaskDefRecord.model_validate(dict(row._mapping))
 
     def list_task_defs(self) -> list[TaskDefRecord]:
@@ -1063,29 +1083,45 @@ class SqlRunStore:
     def extend_lease(
         self, task_id: str, attempt: int, worker_id: str, *, expires_at: int, now: int
     ) -> bool:
-        stmt = (
-            sa.update(leases)
-            .where(
-                leases.c.task_id == task_id,
-                leases.c.attempt == attempt,
-                leases.c.worker_id == worker_id,
-                leases.c.released == sa.false(),
-            )
-            .values(expires_at=expires_at, acquired_at=now)
+        stmt = self._stmt(
+            "extend_lease",
+            lambda: (
+                sa.update(leases)
+                .where(
+                    leases.c.task_id == _b("b_task_id"),
+                    leases.c.attempt == _b("b_attempt"),
+                    leases.c.worker_id == _b("b_worker_id"),
+                    leases.c.released == sa.false(),
+                )
+                .values(expires_at=_b("v_expires_at"), acquired_at=_b("v_now"))
+            ),
         )
+        params = {
+            "b_task_id": task_id,
+            "b_attempt": attempt,
+            "b_worker_id": worker_id,
+            "v_expires_at": expires_at,
+            "v_now": now,
+        }
         with self._write() as conn:
-            return conn.execute(stmt).rowcount == 1
+            return conn.execute(stmt, params).rowcount == 1
 
     def expire_lease(self, task_id: str, attempt: int, now: int) -> bool:
-        stmt = (
-            sa.update(leases)
-            .where(
-                leases.c.task_id == task_id, leases.c.attempt == attempt, leases.c.expires_at > now
-            )
-            .values(expires_at=now)
+        stmt = self._stmt(
+            "expire_lease",
+            lambda: (
+                sa.update(leases)
+                .where(
+                    leases.c.task_id == _b("b_task_id"),
+                    leases.c.attempt == _b("b_attempt"),
+                    leases.c.expires_at > _b("b_now"),
+                )
+                .values(expires_at=_b("b_now"))
+            ),
         )
+        params = {"b_task_id": task_id, "b_attempt": attempt, "b_now": now}
         with self._write() as conn:
-            return conn.execute(stmt).rowcount == 1
+            return conn.execute(stmt, params).rowcount == 1
 
     # --- limits ---------------------------------------------------------------
 
