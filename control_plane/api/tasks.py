@@ -123,6 +123,7 @@ async def _poll(
 @router.get(
     "/poll/batch/{tasktype}",
     summary="Long-poll up to `count` tasks of a type",
+    response_model=list[dict[str, Any]],
     responses=errors(404, 502, 503),
 )
 async def batch_poll(
@@ -134,8 +135,10 @@ async def batch_poll(
     domain: str | None = None,
     count: Annotated[int, Query(ge=1, le=100)] = 1,
     timeout: Annotated[int, Query(ge=0, le=5000, description="milliseconds")] = 100,
-) -> list[dict[str, Any]]:
-    return await _poll(request, handout, caller, tasktype, workerid, domain, count, timeout)
+) -> Response:
+    # the tasks are JSON already: answered as they are, not validated against the model
+    tasks = await _poll(request, handout, caller, tasktype, workerid, domain, count, timeout)
+    return JSONResponse(tasks)
 
 
 @router.get(
