@@ -303,6 +303,24 @@ class ServiceBusTaskQueue:
             raise MessageNotFound(queue, missing)
         return [self._convert(queue, m) for m in received]
 
+    def settle_deferred(
+        self,
+        queue: str,
+        sequence_number: int,
+        dead_letter_reason: str | None = None,
+        description: str = "",
+    ) -> bool:
+        # Service Bus settles a message only through a lock: fetch it, then settle
+        try:
+            [message] = self.receive_deferred(queue, [sequence_number])
+        except MessageNotFound:
+            return False
+        if dead_letter_reason is None:
+            self.complete(queue, message)
+        else:
+            self.dead_letter(queue, message, dead_letter_reason, description)
+        return True
+
     def complete(self, queue: str, message: MessageRef) -> None:
         held = self._take(queue, message)
         with self._errors(queue), held.entry.lock:

@@ -541,6 +541,43 @@ class SqliteTaskQueue:
                 raise MessageNotFound(queue, missing)
         return out
 
+    def settle_deferred(
+        self,
+        queue: str,
+        sequence_number: int,
+        dead_letter_reason: str | None = None,
+        description: str = "",
+    ) -> bool:
+        if dead_letter_reason is not None and is_dead_letter_queue(queue):
+            raise QueueError("a dead-letter queue message cannot be dead-lettered again")
+        with self._db.write() as con:
+            now = self._clock()
+            row = con.execute(
+                "SELECT delivery_count, lock_token, locked_until FROM sbq_messages "
+                "WHERE seq = ? AND queue = ? AND state = ?",
+                (sequence_number, queue, DEFERRED),
+            ).fetchone()
+            if row is None:
+                return False
+            delivery_count, lock_token, locked_until = row
+            if lock_token is not None:
+                if locked_until > now:
+                    return False  # fetched and locked by another caller
+                delivery_count += 1
+            if dead_letter_reason is None:
+                con.execute("DELETE FROM sbq_messages WHERE seq = ?", (sequence_number,))
+            else:
+                self._move_to_dlq(
+                    con,
+                    queue,
+                    sequence_number,
+                    delivery_count,
+                    dead_letter_reason,
+                    description,
+                    now,
+                )
+        return True
+
     # -- settlement --------------------------------------------------------
 
     def _locked_row(self, con: sqlite3.Connection, queue: str, token: str, now: float) -> Any:

@@ -26,6 +26,8 @@ Semantics every adapter implements (the contract suite in
   ``receive_deferred`` by any caller (another adapter instance, another process).
   A fetched deferred message is locked; settle it like any locked message. If
   that lock expires it goes back to the deferred state.
+* ``settle_deferred`` completes or dead-letters a deferred message by sequence
+  number in one step (one transaction where the backend allows it).
 * Settling (``complete``, ``abandon``, ``dead_letter``, ``defer``, ``requeue``)
   needs a live lock: settling after the lock expired, or twice, raises
   :class:`MessageLockLost`.
@@ -238,6 +240,19 @@ class TaskQueue(Protocol):
     def receive_deferred(self, queue: str, sequence_numbers: Sequence[int]) -> list[QueueMessage]:
         """Fetch and lock deferred messages by sequence number (any caller).
         Raises :class:`MessageNotFound` (and locks nothing) if one is not available."""
+        ...
+
+    def settle_deferred(
+        self,
+        queue: str,
+        sequence_number: int,
+        dead_letter_reason: str | None = None,
+        description: str = "",
+    ) -> bool:
+        """Fetch the deferred message ``sequence_number`` and complete it (or, with a
+        reason, dead-letter it), as :meth:`receive_deferred` then :meth:`complete` or
+        :meth:`dead_letter` would. False, settling nothing, when it is not available
+        (not deferred, settled, or locked by another caller)."""
         ...
 
     def complete(self, queue: str, message: MessageRef) -> None:

@@ -285,6 +285,46 @@ def test_fetched_deferred_message_returns_to_deferred_when_its_lock_expires(
         q.complete(name, fetched)
 
 
+def test_settle_deferred_completes_a_deferred_message_by_sequence_number(
+    harness: Harness,
+) -> None:
+    q, name = harness.queue, harness.new_queue()
+    q.send(name, {"task": "s"}, "s:1")
+    m = _receive_one(q, name)
+    q.defer(name, m)
+    assert harness.replica().settle_deferred(name, m.sequence_number) is True
+    assert q.depth(name).total == 0
+    with pytest.raises(MessageNotFound):
+        q.receive_deferred(name, [m.sequence_number])
+    # settled already: nothing to settle
+    assert q.settle_deferred(name, m.sequence_number) is False
+
+
+def test_settle_deferred_dead_letters_with_the_reason(harness: Harness) -> None:
+    q, name = harness.queue, harness.new_queue()
+    q.send(name, {"task": "s"}, "s:2")
+    m = _receive_one(q, name)
+    q.defer(name, m)
+    assert q.settle_deferred(name, m.sequence_number, "RetriesExhausted", "boom") is True
+    dead = _receive_one(q, dead_letter_queue_name(name))
+    assert dead.json() == {"task": "s"}
+    assert (dead.dead_letter_reason, dead.dead_letter_description) == ("RetriesExhausted", "boom")
+    q.complete(dead_letter_queue_name(name), dead)
+
+
+def test_settle_deferred_leaves_an_active_or_fetched_message_alone(harness: Harness) -> None:
+    q, name = harness.queue, harness.new_queue()
+    q.send(name, {"x": 1}, "s:3")
+    [peeked] = q.peek(name, 1)
+    assert q.settle_deferred(name, peeked.sequence_number) is False  # active, not deferred
+    m = _receive_one(q, name)
+    q.defer(name, m)
+    [fetched] = harness.replica().receive_deferred(name, [m.sequence_number])
+    assert q.settle_deferred(name, m.sequence_number) is False  # locked by the replica
+    q.complete(name, fetched)  # the replica's lock still holds
+    assert q.depth(name).total == 0
+
+
 def test_receive_deferred_of_an_active_message_is_not_found(harness: Harness) -> None:
     q, name = harness.queue, harness.new_queue()
     q.send(name, {"x": 1}, "n:1")
