@@ -86,6 +86,7 @@ from engine.ports.queue import (
     encode_body,
     is_dead_letter_queue,
     lock_token_of,
+    receive_in_order,
     requeue_message_id,
 )
 
@@ -283,6 +284,15 @@ class ServiceBusTaskQueue:
             )
             self._hold(queue, entry, received)
         return [self._convert(queue, m) for m in received]
+
+    def receive_first(
+        self,
+        queues: Sequence[str],
+        max_messages: int = 1,
+        max_wait_seconds: float = 0.0,
+        lock_seconds: float | None = None,
+    ) -> list[QueueMessage]:
+        return receive_in_order(self, queues, max_messages, max_wait_seconds, lock_seconds)
 
     def defer(self, queue: str, message: MessageRef) -> None:
         held = self._take(queue, message)

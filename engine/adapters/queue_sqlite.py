@@ -224,6 +224,33 @@ class SqliteDatabase:
             self._all.clear()
 
 
+def _check_queues(con: sqlite3.Connection, queues: list[str]) -> None:
+    """Raise :class:`QueueNotFound` for the first of ``queues`` that does not exist."""
+    bases = [base_queue_name(q) for q in queues]
+    found = {
+        row[0]
+        for row in con.execute(
+            f"SELECT name FROM sbq_queues WHERE name IN ({','.join('?' * len(bases))})", bases
+        )
+    }
+    for queue, base in zip(queues, bases, strict=True):
+        if base not in found:
+            raise QueueNotFound(queue)
+
+
+def _min_visible(con: sqlite3.Connection, queues: list[str]) -> float | None:
+    """The earliest ``visible_at`` of the active messages of ``queues`` (one scalar
+    query per queue, each an index lookup of its minimum)."""
+    sql = " UNION ALL ".join(
+        ["SELECT MIN(visible_at) FROM sbq_messages WHERE queue = ? AND state = ?"] * len(queues)
+    )
+    args: list[Any] = []
+    for queue in queues:
+        args += [queue, ACTIVE]
+    found = [row[0] for row in con.execute(sql, args).fetchall() if row[0] is not None]
+    return float(min(found)) if found else None
+
+
 def load_settings(con: sqlite3.Connection, queue: str) -> QueueSettings:
     row = con.execute(
         "SELECT settings FROM sbq_queues WHERE name = ?", (base_queue_name(queue),)
@@ -345,12 +372,24 @@ class SqliteTaskQueue:
         max_wait_seconds: float = 0.0,
         lock_seconds: float | None = None,
     ) -> list[QueueMessage]:
+        return self.receive_first([queue], max_messages, max_wait_seconds, lock_seconds)
+
+    def receive_first(
+        self,
+        queues: Sequence[str],
+        max_messages: int = 1,
+        max_wait_seconds: float = 0.0,
+        lock_seconds: float | None = None,
+    ) -> list[QueueMessage]:
         if max_messages < 1:
             raise ValueError("max_messages must be >= 1")
+        names = list(dict.fromkeys(queues))
+        if not names:
+            raise ValueError("no queue to receive from")
         deadline = time.monotonic() + max(0.0, max_wait_seconds)
         poll = _POLL_MIN
         while True:
-            messages, next_due = self._receive_once(queue, max_messages, lock_seconds)
+            messages, next_due = self._receive_once(names, max_messages, lock_seconds)
             if messages:
                 return messages
             remaining = deadline - time.monotonic()
@@ -363,67 +402,79 @@ class SqliteTaskQueue:
                 self._db.shared.cond.wait(wait)
             poll = min(poll * 2, _POLL_MAX)
 
-    def _next_due(self, queue: str) -> float | None:
-        """When the next message of ``queue`` is receivable (None: no message), read
-        without taking the write lock: an empty receive, the common case of an idle
-        long poll, costs a read."""
+    def _next_due(self, queues: list[str]) -> float | None:
+        """When the next message of ``queues`` is receivable (None: no message), read
+        in one statement without taking the write lock: an empty receive, the common
+        case of an idle long poll, costs a read. (One scalar subquery per queue, so
+        that each is an index lookup of its minimum.)"""
         with self._db.read() as con:
-            load_settings(con, queue)
-            nd = con.execute(
-                "SELECT MIN(visible_at) FROM sbq_messages WHERE queue = ? AND state = ?",
-                (queue, ACTIVE),
-            ).fetchone()[0]
-        return None if nd is None else float(nd)
+            _check_queues(con, queues)
+            return _min_visible(con, queues)
 
     def _receive_once(
-        self, queue: str, max_messages: int, lock_seconds: float | None
+        self, queues: list[str], max_messages: int, lock_seconds: float | None
     ) -> tuple[list[QueueMessage], float | None]:
-        due = self._next_due(queue)
+        due = self._next_due(queues)
         if due is None or due > self._clock():
             return [], due
         out: list[QueueMessage] = []
         dead_lettered = False
         with self._db.write() as con:
             now = self._clock()
-            settings = load_settings(con, queue)
-            lock_for = settings.lock_duration_seconds if lock_seconds is None else lock_seconds
-            dlq = is_dead_letter_queue(queue)
-            while len(out) < max_messages:
-                rows = con.execute(
-                    f"SELECT {_COLUMNS} FROM sbq_messages INDEXED BY sbq_messages_ready "
-                    "WHERE queue = ? AND state = ? AND visible_at <= ? "
-                    "ORDER BY visible_at LIMIT ?",
-                    (queue, ACTIVE, now, max_messages - len(out)),
-                ).fetchall()
-                if not rows:
+            for queue in queues:
+                if len(out) >= max_messages:
                     break
-                for row in rows:
-                    seq, delivery_count, lock_token = row[0], row[10], row[11]
-                    if lock_token is not None:
-                        delivery_count += 1  # the previous lock expired unsettled
-                    if not dlq and self._expired_or_exhausted(
-                        con, queue, row, delivery_count, settings, now
-                    ):
-                        dead_lettered = True
-                        continue
-                    token = str(uuid.uuid4())
-                    until = now + lock_for
-                    con.execute(
-                        "UPDATE sbq_messages SET lock_token = ?, locked_until = ?, "
-                        "visible_at = ?, delivery_count = ? WHERE seq = ?",
-                        (token, until, until, delivery_count, seq),
-                    )
-                    out.append(self._message(row, delivery_count, token, until))
-            next_due = None
-            if not out:
-                nd = con.execute(
-                    "SELECT MIN(visible_at) FROM sbq_messages WHERE queue = ? AND state = ?",
-                    (queue, ACTIVE),
-                ).fetchone()[0]
-                next_due = None if nd is None else float(nd)
+                dead_lettered |= self._lock_ready(
+                    con, queue, max_messages - len(out), lock_seconds, now, out
+                )
+            next_due = None if out else _min_visible(con, queues)
         if dead_lettered:
             self._db.notify()
         return out, next_due
+
+    def _lock_ready(
+        self,
+        con: sqlite3.Connection,
+        queue: str,
+        max_messages: int,
+        lock_seconds: float | None,
+        now: float,
+        out: list[QueueMessage],
+    ) -> bool:
+        """Lock up to ``max_messages`` receivable messages of ``queue`` into ``out``;
+        True when one was dead-lettered on the way."""
+        settings = load_settings(con, queue)
+        lock_for = settings.lock_duration_seconds if lock_seconds is None else lock_seconds
+        dlq = is_dead_letter_queue(queue)
+        dead_lettered = False
+        wanted = len(out) + max_messages
+        while len(out) < wanted:
+            rows = con.execute(
+                f"SELECT {_COLUMNS} FROM sbq_messages INDEXED BY sbq_messages_ready "
+                "WHERE queue = ? AND state = ? AND visible_at <= ? "
+                "ORDER BY visible_at LIMIT ?",
+                (queue, ACTIVE, now, wanted - len(out)),
+            ).fetchall()
+            if not rows:
+                break
+            for row in rows:
+                seq, delivery_count, lock_token = row[0], row[10], row[11]
+                if lock_token is not None:
+                    delivery_count += 1  # the previous lock expired unsettled
+                if not dlq and self._expired_or_exhausted(
+                    con, queue, row, delivery_count, settings, now
+                ):
+                    dead_lettered = True
+                    continue
+                token = str(uuid.uuid4())
+                until = now + lock_for
+                con.execute(
+                    "UPDATE sbq_messages SET lock_token = ?, locked_until = ?, "
+                    "visible_at = ?, delivery_count = ? WHERE seq = ?",
+                    (token, until, until, delivery_count, seq),
+                )
+                out.append(self._message(row, delivery_count, token, until))
+        return dead_lettered
 
     def _expired_or_exhausted(
         self,

@@ -26,6 +26,8 @@ Semantics every adapter implements (the contract suite in
   ``receive_deferred`` by any caller (another adapter instance, another process).
   A fetched deferred message is locked; settle it like any locked message. If
   that lock expires it goes back to the deferred state.
+* ``receive_first`` receives from several queues in priority order (one read and
+  one transaction on SQLite, whatever the number of queues).
 * ``settle_deferred`` completes or dead-letters a deferred message by sequence
   number in one step (one transaction where the backend allows it).
 * Settling (``complete``, ``abandon``, ``dead_letter``, ``defer``, ``requeue``)
@@ -100,6 +102,25 @@ def is_dead_letter_queue(queue: str) -> bool:
 def base_queue_name(queue: str) -> str:
     """``q`` for ``q`` and for ``q/$deadletterqueue``."""
     return queue[: -len(DEAD_LETTER_SUFFIX)] if is_dead_letter_queue(queue) else queue
+
+
+def receive_in_order(
+    queue: TaskQueue,
+    queues: Sequence[str],
+    max_messages: int,
+    max_wait_seconds: float,
+    lock_seconds: float | None,
+) -> list[QueueMessage]:
+    """``receive_first`` made of ``receive`` calls: each queue in turn without waiting,
+    then (nothing received) the last one waits."""
+    out: list[QueueMessage] = []
+    for i, name in enumerate(queues):
+        last = i == len(queues) - 1
+        wait = max_wait_seconds if last and not out else 0.0
+        out += queue.receive(name, max_messages - len(out), wait, lock_seconds)
+        if len(out) >= max_messages:
+            break
+    return out
 
 
 def encode_body(body: bytes | Mapping[str, Any]) -> bytes:
@@ -231,6 +252,20 @@ class TaskQueue(Protocol):
         ``max_wait_seconds`` for the first message, then returns what is available.
         ``lock_seconds`` overrides the queue's lock duration where the backend
         allows it (SQLite); Service Bus always uses the queue's lock duration."""
+        ...
+
+    def receive_first(
+        self,
+        queues: Sequence[str],
+        max_messages: int = 1,
+        max_wait_seconds: float = 0.0,
+        lock_seconds: float | None = None,
+    ) -> list[QueueMessage]:
+        """Peek-lock receive of up to ``max_messages`` from ``queues`` in their order
+        (the first queue's messages before the second's: priorities), waiting up to
+        ``max_wait_seconds`` for the first message on any of them. Each message names
+        its queue. Raises :class:`QueueNotFound` (for the first one, in order) when a
+        queue does not exist."""
         ...
 
     def defer(self, queue: str, message: MessageRef) -> None:

@@ -242,6 +242,41 @@ def test_abandon_returns_message_at_once(harness: Harness) -> None:
     q.complete(name, again)
 
 
+def test_receive_first_takes_the_queues_in_their_order(harness: Harness) -> None:
+    q = harness.queue
+    high, normal = harness.new_queue(), harness.new_queue()
+    q.send(normal, {"n": 1}, "n:1")
+    q.send(high, {"h": 1}, "h:1")
+    q.send(normal, {"n": 2}, "n:2")
+    [first] = q.receive_first([high, normal], 1, 2.0)
+    assert (first.queue, first.json()) == (high, {"h": 1})
+    rest = q.receive_first([high, normal], 5, 2.0)
+    assert [(m.queue, m.json()) for m in rest] == [(normal, {"n": 1}), (normal, {"n": 2})]
+    for m in [first, *rest]:
+        q.complete(m.queue, m)
+
+
+def test_receive_first_waits_for_a_message_on_any_of_its_queues(harness: Harness) -> None:
+    q = harness.queue
+    high, normal = harness.new_queue(), harness.new_queue()
+    timer = threading.Timer(0.3, lambda: harness.replica().send(high, {"late": True}, "l:1"))
+    timer.start()
+    try:
+        got = q.receive_first([high, normal], 1, 10.0)
+    finally:
+        timer.join()
+    assert [(m.queue, m.json()) for m in got] == [(high, {"late": True})]
+    q.complete(high, got[0])
+
+
+def test_receive_first_names_a_missing_queue(harness: Harness) -> None:
+    name = harness.new_queue()
+    missing = f"missing{uuid.uuid4().hex[:8]}"
+    with pytest.raises(QueueNotFound) as raised:
+        harness.queue.receive_first([name, missing], 1, 0.0)
+    assert raised.value.queue == missing
+
+
 # -- deferral --------------------------------------------------------------------
 
 
