@@ -134,7 +134,7 @@ class TaskHandout(TaskSupport):
                 )
             except QueueNotFound as exc:
                 queue = exc.queue
-                if not self.settings.strict_task_definitions:
+                if not self.settings.strict_task_definitions and queue in readable:
                     # Conductor: a type (or domain) nothing was queued for yet has no
                     # task to hand out; its queue is made on first use
                     readable.remove(queue)
