@@ -15,10 +15,11 @@ on the same file:
   then increments ``delivery_count`` (and dead-letters at ``max_delivery_count``).
 * A receive first reads whether a message is due; only then does it take the write
   lock, so idle receivers do not queue up on it.
-* ``receive(max_wait_seconds=...)`` long-polls: it waits on a condition variable
-  that sends in this process notify, waking at the next due time (scheduled
-  message, lock expiry) and otherwise after short, growing sleeps (20 ms up to
-  250 ms) to notice sends from other processes.
+* ``receive(max_wait_seconds=...)`` long-polls: it waits until a send in this
+  process to one of its queues wakes it (one waiter per message, the longest
+  waiting, so that a message does not wake every idle receiver of the process), or
+  until the next due time (scheduled message, lock expiry), and otherwise after
+  short, growing sleeps (20 ms up to 250 ms) to notice sends from other processes.
 
 Dead-lettered messages move to the queue ``<q>/$deadletterqueue`` (same table),
 keeping their sequence number. Sequence numbers are unique per file.
@@ -110,8 +111,42 @@ class _FileShared:
 
     def __init__(self) -> None:
         self.write_lock = threading.Lock()
-        self.cond = threading.Condition(threading.Lock())
+        #: receivers waiting, by queue, in the order they began to wait
+        self.waiting: dict[str, list[threading.Event]] = {}
+        self.waiting_lock = threading.Lock()
         self.schema_ready = False
+
+    def wait(self, queues: list[str], timeout: float) -> None:
+        """Wait up to ``timeout`` for a ``wake`` of one of ``queues``."""
+        event = threading.Event()
+        with self.waiting_lock:
+            for queue in queues:
+                self.waiting.setdefault(queue, []).append(event)
+        try:
+            event.wait(timeout)
+        finally:
+            with self.waiting_lock:
+                for queue in queues:
+                    waiters = self.waiting.get(queue)
+                    if waiters is not None:
+                        if event in waiters:
+                            waiters.remove(event)
+                        if not waiters:
+                            del self.waiting[queue]
+
+    def wake(self, queue: str | None) -> None:
+        """Wake the longest-waiting receiver of ``queue`` not woken yet (a message
+        arrived or came back); every receiver when ``queue`` is None."""
+        with self.waiting_lock:
+            if queue is None:
+                for waiters in self.waiting.values():
+                    for event in waiters:
+                        event.set()
+                return
+            for event in self.waiting.get(queue, ()):
+                if not event.is_set():
+                    event.set()
+                    return
 
 
 _registry_lock = threading.Lock()
@@ -211,9 +246,9 @@ class SqliteDatabase:
         finally:
             con.execute("COMMIT")
 
-    def notify(self) -> None:
-        with self.shared.cond:
-            self.shared.cond.notify_all()
+    def notify(self, queue: str | None = None) -> None:
+        """A message of ``queue`` can be received (None: of any queue)."""
+        self.shared.wake(queue)
 
     def close(self) -> None:
         self._closed = True
@@ -304,7 +339,7 @@ class SqliteTaskQueue:
             if not self._record_message_id(con, queue, message_id, settings, now):
                 return
             self._insert(con, queue, message_id, data, content_type, settings, now, scheduled)
-        self._db.notify()
+        self._db.notify(queue)
 
     def _record_message_id(
         self,
@@ -398,8 +433,7 @@ class SqliteTaskQueue:
             wait = min(remaining, poll)
             if next_due is not None:
                 wait = min(wait, max(0.0, next_due - self._clock()) + 0.001)
-            with self._db.shared.cond:
-                self._db.shared.cond.wait(wait)
+            self._db.shared.wait(names, wait)
             poll = min(poll * 2, _POLL_MAX)
 
     def _next_due(self, queues: list[str]) -> float | None:
@@ -672,7 +706,7 @@ class SqliteTaskQueue:
                 "delivery_count = ? WHERE seq = ?",
                 (now, count, row[0]),
             )
-        self._db.notify()
+        self._db.notify(queue)
 
     def defer(self, queue: str, message: MessageRef) -> None:
         token = lock_token_of(message)
@@ -712,7 +746,7 @@ class SqliteTaskQueue:
                     con, queue, new_id, bytes(row[5]), row[6], settings, now, now + delay_seconds
                 )
             con.execute("DELETE FROM sbq_messages WHERE seq = ?", (row[0],))
-        self._db.notify()
+        self._db.notify(queue)
         return new_id
 
     # -- inspection --------------------------------------------------------
