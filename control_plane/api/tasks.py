@@ -173,11 +173,15 @@ def _update(
 @router.post(
     "",
     response_class=PlainTextResponse,
+    response_model=str,
     summary="Post a task result",
     responses=errors(404, 409, 413, 501, 503),
 )
-def update_task(results: Results, caller: Caller, trace: CallerTrace, result: TaskResultIn) -> str:
-    return _update(results, caller, result, trace).task_id
+def update_task(
+    results: Results, caller: Caller, trace: CallerTrace, result: TaskResultIn
+) -> Response:
+    # the task id is text already: answered as it is, not validated against the model
+    return PlainTextResponse(_update(results, caller, result, trace).task_id)
 
 
 @router.post(
