@@ -26,11 +26,13 @@ import hashlib
 import hmac
 import json
 import logging
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+import anyio.to_thread
 import yaml
 from fastapi import Request
 
@@ -153,8 +155,14 @@ class TokenAuth:
         return found
 
 
+#: verified Entra ID tokens remembered per process; past it the memory starts afresh
+_TOKENS_REMEMBERED = 10_000
+
+
 class EntraAuth:
-    """Entra ID JWT validation with PyJWT."""
+    """Entra ID JWT validation with PyJWT. A verified token is remembered (by its
+    SHA-256) until its ``exp``, so that a worker's polls and results do not each pay
+    the signature check (nor a trip to a thread, see ``principal``)."""
 
     def __init__(self, settings: Settings) -> None:
         import jwt
@@ -169,6 +177,7 @@ class EntraAuth:
         self._audience = list(settings.entra_audience)
         self._role_map = dict(settings.entra_role_map)
         self._worker_types = {k: list(v) for k, v in settings.entra_worker_task_types.items()}
+        self._verified: dict[bytes, tuple[float, Principal]] = {}
         self._static_keys: dict[str, Any] | None = None
         self._jwks_client: Any = None
         if settings.entra_jwks is not None:
@@ -190,7 +199,19 @@ class EntraAuth:
             return self._static_keys[kid]
         return self._jwks_client.get_signing_key_from_jwt(token).key
 
+    def remembered(self, authorization: str | None) -> Principal | None:
+        """The principal of a token verified earlier and not expired yet, else None."""
+        if not authorization:
+            return None
+        entry = self._verified.get(hashlib.sha256(authorization.encode()).digest())
+        if entry is None or entry[0] <= time.time():
+            return None
+        return entry[1]
+
     def authenticate(self, authorization: str | None) -> Principal:
+        found = self.remembered(authorization)
+        if found is not None:
+            return found
         token = _bearer(authorization)
         try:
             claims = self._jwt.decode(
@@ -217,7 +238,13 @@ class EntraAuth:
         # oid: the object id of the user or service principal (a managed identity), the
         # same for every token it gets; sub as a fallback (per application)
         subject = f"entra:{claims.get('oid') or claims.get('sub') or client_id}"
-        return Principal(name, frozenset(roles), frozenset(types), subject=subject)
+        found = Principal(name, frozenset(roles), frozenset(types), subject=subject)
+        if len(self._verified) >= _TOKENS_REMEMBERED:
+            self._verified.clear()
+        assert authorization is not None  # _bearer refused a missing one
+        digest = hashlib.sha256(authorization.encode()).digest()
+        self._verified[digest] = (float(claims["exp"]), found)
+        return found
 
 
 def build_authenticator(settings: Settings) -> Authenticator:
@@ -230,10 +257,18 @@ def build_authenticator(settings: Settings) -> Authenticator:
     return EntraAuth(settings)
 
 
-def principal(request: Request) -> Principal:
-    """FastAPI dependency: the authenticated caller."""
+async def principal(request: Request) -> Principal:
+    """FastAPI dependency: the authenticated caller. Checked on the event loop (a sync
+    dependency would cost each request a hop to the thread pool and back), except by an
+    authenticator that may wait on the network (Entra ID fetching its signing keys)."""
     auth: Authenticator = request.app.state.authenticator
-    return auth.authenticate(request.headers.get("authorization"))
+    header = request.headers.get("authorization")
+    if isinstance(auth, EntraAuth):
+        known = auth.remembered(header)
+        if known is not None:
+            return known
+        return await anyio.to_thread.run_sync(auth.authenticate, header)
+    return auth.authenticate(header)
 
 
 def require_role(p: Principal, role: str) -> None:

@@ -5,6 +5,7 @@ and :mod:`~control_plane.services.tasks`."""
 from __future__ import annotations
 
 import json
+import time
 from functools import partial
 from typing import Annotated, Any, cast, get_args
 
@@ -39,18 +40,24 @@ NO_TASK: dict[int | str, dict[str, Any]] = {204: {"description": "No task to han
 
 Caller = Annotated[Principal, Depends(principal)]
 
+#: how often a held poll asks whether its client is still there
+_GONE_CHECK_SECONDS = 0.05
 
-def _service(request: Request) -> TaskService:
+# The dependencies are coroutines: a sync one costs each request a hop to the thread
+# pool and back.
+
+
+async def _service(request: Request) -> TaskService:
     service: TaskService = request.app.state.task_service
     return service
 
 
-def _handout(request: Request) -> TaskHandout:
+async def _handout(request: Request) -> TaskHandout:
     handout: TaskHandout = request.app.state.task_handout
     return handout
 
 
-def _results(request: Request) -> TaskResults:
+async def _results(request: Request) -> TaskResults:
     results: TaskResults = request.app.state.task_results
     return results
 
@@ -78,8 +85,22 @@ async def _poll(
         raise bad_request(f"timeout must be at most {settings.max_poll_timeout_ms} ms", "timeout")
     holder = caller.subject or worker_id or caller.name
 
+    # The first ask takes the request's own (empty) body message off the connection, so
+    # that later asks see a disconnect; here on the event loop it costs no hop.
+    if await request.is_disconnected():
+        return []
+    checked = time.monotonic()
+    gone = False
+
     def receiver_gone() -> bool:  # asked from the poll's thread
-        gone: bool = anyio.from_thread.run(request.is_disconnected)
+        # Asking costs a round trip to the event loop: ask at most every
+        # _GONE_CHECK_SECONDS (a client that asked a moment ago is there; one that left
+        # meanwhile gets its tasks given back below)
+        nonlocal checked, gone
+        now = time.monotonic()
+        if not gone and now - checked >= _GONE_CHECK_SECONDS:
+            checked = now
+            gone = anyio.from_thread.run(request.is_disconnected)
         return gone
 
     call = partial(
@@ -106,6 +127,7 @@ async def _poll(
 @router.get(
     "/poll/batch/{tasktype}",
     summary="Long-poll up to `count` tasks of a type",
+    response_model=list[dict[str, Any]],
     responses=errors(404, 502, 503),
 )
 async def batch_poll(
@@ -117,8 +139,10 @@ async def batch_poll(
     domain: str | None = None,
     count: Annotated[int, Query(ge=1, le=100)] = 1,
     timeout: Annotated[int, Query(ge=0, le=5000, description="milliseconds")] = 100,
-) -> list[dict[str, Any]]:
-    return await _poll(request, handout, caller, tasktype, workerid, domain, count, timeout)
+) -> Response:
+    # the tasks are JSON already: answered as they are, not validated against the model
+    tasks = await _poll(request, handout, caller, tasktype, workerid, domain, count, timeout)
+    return JSONResponse(tasks)
 
 
 @router.get(
@@ -153,11 +177,15 @@ def _update(
 @router.post(
     "",
     response_class=PlainTextResponse,
+    response_model=str,
     summary="Post a task result",
     responses=errors(404, 409, 413, 501, 503),
 )
-def update_task(results: Results, caller: Caller, trace: CallerTrace, result: TaskResultIn) -> str:
-    return _update(results, caller, result, trace).task_id
+def update_task(
+    results: Results, caller: Caller, trace: CallerTrace, result: TaskResultIn
+) -> Response:
+    # the task id is text already: answered as it is, not validated against the model
+    return PlainTextResponse(_update(results, caller, result, trace).task_id)
 
 
 @router.post(

@@ -105,45 +105,53 @@ class TaskHandout(TaskSupport):
                 continue
             if gone():
                 break
-            for i, queue in enumerate(queues):
-                last = i == len(queues) - 1
-                wait = 0.0 if (first or not last) else max(0.0, min(remaining, 0.5))
-                try:
-                    messages = self.deps.queue.receive(
-                        queue, max_messages=want, max_wait_seconds=wait, lock_seconds=60.0
-                    )
-                except QueueNotFound:
-                    if not self.settings.strict_task_definitions:
-                        # Conductor: a type (or domain) nothing was queued for yet has
-                        # no task to hand out; its queue is made on first use
-                        continue
-                    if domain:
-                        raise bad_request(
-                            f"no queue {queue!r}: domain {domain!r} is not declared for "
-                            f"task type {task_type!r}",
-                            "domain",
-                        ) from None
-                    raise ApiError(
-                        503,
-                        f"queue {queue!r} does not exist; re-register the task definition",
-                        retryable=True,
-                    ) from None
-                for message in messages:
-                    if gone():
-                        self._make_visible(queue, message)
-                        continue
-                    began = time.time_ns()
-                    task = self._hand_out(td, task_type, worker_id, holder, queue, message)
-                    if task is not None:
-                        record_handout(self.deps.tracer_provider, task, began)
-                        handed.append(task)
-                want = count - len(handed)
-                if want <= 0:
-                    break
+            wait = 0.0 if first else max(0.0, min(remaining, 0.5))
+            messages = self._receive(queues, task_type, domain, want, wait)
+            for message in messages:
+                if gone():
+                    self._make_visible(message.queue, message)
+                    continue
+                began = time.time_ns()
+                task = self._hand_out(td, task_type, worker_id, holder, message.queue, message)
+                if task is not None:
+                    record_handout(self.deps.tracer_provider, task, began)
+                    handed.append(task)
             first = False
             if handed or time.monotonic() >= deadline:
                 break
         return handed
+
+    def _receive(
+        self, queues: list[str], task_type: str, domain: str | None, want: int, wait: float
+    ) -> list[QueueMessage]:
+        """Up to ``want`` messages from ``queues`` in their order, in one receive; the
+        wait covers all of them."""
+        readable = list(queues)
+        while readable:
+            try:
+                return self.deps.queue.receive_first(
+                    readable, max_messages=want, max_wait_seconds=wait, lock_seconds=60.0
+                )
+            except QueueNotFound as exc:
+                queue = exc.queue
+                if not self.settings.strict_task_definitions and queue in readable:
+                    # Conductor: a type (or domain) nothing was queued for yet has no
+                    # task to hand out; its queue is made on first use
+                    readable.remove(queue)
+                    continue
+                if domain:
+                    raise bad_request(
+                        f"no queue {queue!r}: domain {domain!r} is not declared for "
+                        f"task type {task_type!r}",
+                        "domain",
+                    ) from None
+                raise ApiError(
+                    503,
+                    f"queue {queue!r} does not exist; re-register the task definition",
+                    retryable=True,
+                ) from None
+        time.sleep(wait)  # no queue yet: wait as a receive would
+        return []
 
     def _make_visible(self, queue: str, message: QueueMessage) -> None:
         try:

@@ -86,6 +86,7 @@ from engine.ports.queue import (
     encode_body,
     is_dead_letter_queue,
     lock_token_of,
+    receive_in_order,
     requeue_message_id,
 )
 
@@ -284,6 +285,15 @@ class ServiceBusTaskQueue:
             self._hold(queue, entry, received)
         return [self._convert(queue, m) for m in received]
 
+    def receive_first(
+        self,
+        queues: Sequence[str],
+        max_messages: int = 1,
+        max_wait_seconds: float = 0.0,
+        lock_seconds: float | None = None,
+    ) -> list[QueueMessage]:
+        return receive_in_order(self, queues, max_messages, max_wait_seconds, lock_seconds)
+
     def defer(self, queue: str, message: MessageRef) -> None:
         held = self._take(queue, message)
         with self._errors(queue), held.entry.lock:
@@ -302,6 +312,24 @@ class ServiceBusTaskQueue:
         if missing:
             raise MessageNotFound(queue, missing)
         return [self._convert(queue, m) for m in received]
+
+    def settle_deferred(
+        self,
+        queue: str,
+        sequence_number: int,
+        dead_letter_reason: str | None = None,
+        description: str = "",
+    ) -> bool:
+        # Service Bus settles a message only through a lock: fetch it, then settle
+        try:
+            [message] = self.receive_deferred(queue, [sequence_number])
+        except MessageNotFound:
+            return False
+        if dead_letter_reason is None:
+            self.complete(queue, message)
+        else:
+            self.dead_letter(queue, message, dead_letter_reason, description)
+        return True
 
     def complete(self, queue: str, message: MessageRef) -> None:
         held = self._take(queue, message)

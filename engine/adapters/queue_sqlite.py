@@ -15,10 +15,11 @@ on the same file:
   then increments ``delivery_count`` (and dead-letters at ``max_delivery_count``).
 * A receive first reads whether a message is due; only then does it take the write
   lock, so idle receivers do not queue up on it.
-* ``receive(max_wait_seconds=...)`` long-polls: it waits on a condition variable
-  that sends in this process notify, waking at the next due time (scheduled
-  message, lock expiry) and otherwise after short, growing sleeps (20 ms up to
-  250 ms) to notice sends from other processes.
+* ``receive(max_wait_seconds=...)`` long-polls: it waits until a send in this
+  process to one of its queues wakes it (one waiter per message, the longest
+  waiting, so that a message does not wake every idle receiver of the process), or
+  until the next due time (scheduled message, lock expiry), and otherwise after
+  short, growing sleeps (20 ms up to 250 ms) to notice sends from other processes.
 
 Dead-lettered messages move to the queue ``<q>/$deadletterqueue`` (same table),
 keeping their sequence number. Sequence numbers are unique per file.
@@ -110,8 +111,42 @@ class _FileShared:
 
     def __init__(self) -> None:
         self.write_lock = threading.Lock()
-        self.cond = threading.Condition(threading.Lock())
+        #: receivers waiting, by queue, in the order they began to wait
+        self.waiting: dict[str, list[threading.Event]] = {}
+        self.waiting_lock = threading.Lock()
         self.schema_ready = False
+
+    def wait(self, queues: list[str], timeout: float) -> None:
+        """Wait up to ``timeout`` for a ``wake`` of one of ``queues``."""
+        event = threading.Event()
+        with self.waiting_lock:
+            for queue in queues:
+                self.waiting.setdefault(queue, []).append(event)
+        try:
+            event.wait(timeout)
+        finally:
+            with self.waiting_lock:
+                for queue in queues:
+                    waiters = self.waiting.get(queue)
+                    if waiters is not None:
+                        if event in waiters:
+                            waiters.remove(event)
+                        if not waiters:
+                            del self.waiting[queue]
+
+    def wake(self, queue: str | None) -> None:
+        """Wake the longest-waiting receiver of ``queue`` not woken yet (a message
+        arrived or came back); every receiver when ``queue`` is None."""
+        with self.waiting_lock:
+            if queue is None:
+                for waiters in self.waiting.values():
+                    for event in waiters:
+                        event.set()
+                return
+            for event in self.waiting.get(queue, ()):
+                if not event.is_set():
+                    event.set()
+                    return
 
 
 _registry_lock = threading.Lock()
@@ -211,9 +246,9 @@ class SqliteDatabase:
         finally:
             con.execute("COMMIT")
 
-    def notify(self) -> None:
-        with self.shared.cond:
-            self.shared.cond.notify_all()
+    def notify(self, queue: str | None = None) -> None:
+        """A message of ``queue`` can be received (None: of any queue)."""
+        self.shared.wake(queue)
 
     def close(self) -> None:
         self._closed = True
@@ -222,6 +257,33 @@ class SqliteDatabase:
                 with contextlib.suppress(sqlite3.Error):
                     con.close()
             self._all.clear()
+
+
+def _check_queues(con: sqlite3.Connection, queues: list[str]) -> None:
+    """Raise :class:`QueueNotFound` for the first of ``queues`` that does not exist."""
+    bases = [base_queue_name(q) for q in queues]
+    found = {
+        row[0]
+        for row in con.execute(
+            f"SELECT name FROM sbq_queues WHERE name IN ({','.join('?' * len(bases))})", bases
+        )
+    }
+    for queue, base in zip(queues, bases, strict=True):
+        if base not in found:
+            raise QueueNotFound(queue)
+
+
+def _min_visible(con: sqlite3.Connection, queues: list[str]) -> float | None:
+    """The earliest ``visible_at`` of the active messages of ``queues`` (one scalar
+    query per queue, each an index lookup of its minimum)."""
+    sql = " UNION ALL ".join(
+        ["SELECT MIN(visible_at) FROM sbq_messages WHERE queue = ? AND state = ?"] * len(queues)
+    )
+    args: list[Any] = []
+    for queue in queues:
+        args += [queue, ACTIVE]
+    found = [row[0] for row in con.execute(sql, args).fetchall() if row[0] is not None]
+    return float(min(found)) if found else None
 
 
 def load_settings(con: sqlite3.Connection, queue: str) -> QueueSettings:
@@ -277,7 +339,7 @@ class SqliteTaskQueue:
             if not self._record_message_id(con, queue, message_id, settings, now):
                 return
             self._insert(con, queue, message_id, data, content_type, settings, now, scheduled)
-        self._db.notify()
+        self._db.notify(queue)
 
     def _record_message_id(
         self,
@@ -345,12 +407,24 @@ class SqliteTaskQueue:
         max_wait_seconds: float = 0.0,
         lock_seconds: float | None = None,
     ) -> list[QueueMessage]:
+        return self.receive_first([queue], max_messages, max_wait_seconds, lock_seconds)
+
+    def receive_first(
+        self,
+        queues: Sequence[str],
+        max_messages: int = 1,
+        max_wait_seconds: float = 0.0,
+        lock_seconds: float | None = None,
+    ) -> list[QueueMessage]:
         if max_messages < 1:
             raise ValueError("max_messages must be >= 1")
+        names = list(dict.fromkeys(queues))
+        if not names:
+            raise ValueError("no queue to receive from")
         deadline = time.monotonic() + max(0.0, max_wait_seconds)
         poll = _POLL_MIN
         while True:
-            messages, next_due = self._receive_once(queue, max_messages, lock_seconds)
+            messages, next_due = self._receive_once(names, max_messages, lock_seconds)
             if messages:
                 return messages
             remaining = deadline - time.monotonic()
@@ -359,71 +433,82 @@ class SqliteTaskQueue:
             wait = min(remaining, poll)
             if next_due is not None:
                 wait = min(wait, max(0.0, next_due - self._clock()) + 0.001)
-            with self._db.shared.cond:
-                self._db.shared.cond.wait(wait)
+            self._db.shared.wait(names, wait)
             poll = min(poll * 2, _POLL_MAX)
 
-    def _next_due(self, queue: str) -> float | None:
-        """When the next message of ``queue`` is receivable (None: no message), read
-        without taking the write lock: an empty receive, the common case of an idle
-        long poll, costs a read."""
+    def _next_due(self, queues: list[str]) -> float | None:
+        """When the next message of ``queues`` is receivable (None: no message), read
+        in one statement without taking the write lock: an empty receive, the common
+        case of an idle long poll, costs a read. (One scalar subquery per queue, so
+        that each is an index lookup of its minimum.)"""
         with self._db.read() as con:
-            load_settings(con, queue)
-            nd = con.execute(
-                "SELECT MIN(visible_at) FROM sbq_messages WHERE queue = ? AND state = ?",
-                (queue, ACTIVE),
-            ).fetchone()[0]
-        return None if nd is None else float(nd)
+            _check_queues(con, queues)
+            return _min_visible(con, queues)
 
     def _receive_once(
-        self, queue: str, max_messages: int, lock_seconds: float | None
+        self, queues: list[str], max_messages: int, lock_seconds: float | None
     ) -> tuple[list[QueueMessage], float | None]:
-        due = self._next_due(queue)
+        due = self._next_due(queues)
         if due is None or due > self._clock():
             return [], due
         out: list[QueueMessage] = []
         dead_lettered = False
         with self._db.write() as con:
             now = self._clock()
-            settings = load_settings(con, queue)
-            lock_for = settings.lock_duration_seconds if lock_seconds is None else lock_seconds
-            dlq = is_dead_letter_queue(queue)
-            while len(out) < max_messages:
-                rows = con.execute(
-                    f"SELECT {_COLUMNS} FROM sbq_messages INDEXED BY sbq_messages_ready "
-                    "WHERE queue = ? AND state = ? AND visible_at <= ? "
-                    "ORDER BY visible_at LIMIT ?",
-                    (queue, ACTIVE, now, max_messages - len(out)),
-                ).fetchall()
-                if not rows:
+            for queue in queues:
+                if len(out) >= max_messages:
                     break
-                for row in rows:
-                    seq, delivery_count, lock_token = row[0], row[10], row[11]
-                    if lock_token is not None:
-                        delivery_count += 1  # the previous lock expired unsettled
-                    if not dlq and self._expired_or_exhausted(
-                        con, queue, row, delivery_count, settings, now
-                    ):
-                        dead_lettered = True
-                        continue
-                    token = str(uuid.uuid4())
-                    until = now + lock_for
-                    con.execute(
-                        "UPDATE sbq_messages SET lock_token = ?, locked_until = ?, "
-                        "visible_at = ?, delivery_count = ? WHERE seq = ?",
-                        (token, until, until, delivery_count, seq),
-                    )
-                    out.append(self._message(row, delivery_count, token, until))
-            next_due = None
-            if not out:
-                nd = con.execute(
-                    "SELECT MIN(visible_at) FROM sbq_messages WHERE queue = ? AND state = ?",
-                    (queue, ACTIVE),
-                ).fetchone()[0]
-                next_due = None if nd is None else float(nd)
+                dead_lettered |= self._lock_ready(
+                    con, queue, max_messages - len(out), lock_seconds, now, out
+                )
+            next_due = None if out else _min_visible(con, queues)
         if dead_lettered:
             self._db.notify()
         return out, next_due
+
+    def _lock_ready(
+        self,
+        con: sqlite3.Connection,
+        queue: str,
+        max_messages: int,
+        lock_seconds: float | None,
+        now: float,
+        out: list[QueueMessage],
+    ) -> bool:
+        """Lock up to ``max_messages`` receivable messages of ``queue`` into ``out``;
+        True when one was dead-lettered on the way."""
+        settings = load_settings(con, queue)
+        lock_for = settings.lock_duration_seconds if lock_seconds is None else lock_seconds
+        dlq = is_dead_letter_queue(queue)
+        dead_lettered = False
+        wanted = len(out) + max_messages
+        while len(out) < wanted:
+            rows = con.execute(
+                f"SELECT {_COLUMNS} FROM sbq_messages INDEXED BY sbq_messages_ready "
+                "WHERE queue = ? AND state = ? AND visible_at <= ? "
+                "ORDER BY visible_at LIMIT ?",
+                (queue, ACTIVE, now, wanted - len(out)),
+            ).fetchall()
+            if not rows:
+                break
+            for row in rows:
+                seq, delivery_count, lock_token = row[0], row[10], row[11]
+                if lock_token is not None:
+                    delivery_count += 1  # the previous lock expired unsettled
+                if not dlq and self._expired_or_exhausted(
+                    con, queue, row, delivery_count, settings, now
+                ):
+                    dead_lettered = True
+                    continue
+                token = str(uuid.uuid4())
+                until = now + lock_for
+                con.execute(
+                    "UPDATE sbq_messages SET lock_token = ?, locked_until = ?, "
+                    "visible_at = ?, delivery_count = ? WHERE seq = ?",
+                    (token, until, until, delivery_count, seq),
+                )
+                out.append(self._message(row, delivery_count, token, until))
+        return dead_lettered
 
     def _expired_or_exhausted(
         self,
@@ -541,6 +626,43 @@ class SqliteTaskQueue:
                 raise MessageNotFound(queue, missing)
         return out
 
+    def settle_deferred(
+        self,
+        queue: str,
+        sequence_number: int,
+        dead_letter_reason: str | None = None,
+        description: str = "",
+    ) -> bool:
+        if dead_letter_reason is not None and is_dead_letter_queue(queue):
+            raise QueueError("a dead-letter queue message cannot be dead-lettered again")
+        with self._db.write() as con:
+            now = self._clock()
+            row = con.execute(
+                "SELECT delivery_count, lock_token, locked_until FROM sbq_messages "
+                "WHERE seq = ? AND queue = ? AND state = ?",
+                (sequence_number, queue, DEFERRED),
+            ).fetchone()
+            if row is None:
+                return False
+            delivery_count, lock_token, locked_until = row
+            if lock_token is not None:
+                if locked_until > now:
+                    return False  # fetched and locked by another caller
+                delivery_count += 1
+            if dead_letter_reason is None:
+                con.execute("DELETE FROM sbq_messages WHERE seq = ?", (sequence_number,))
+            else:
+                self._move_to_dlq(
+                    con,
+                    queue,
+                    sequence_number,
+                    delivery_count,
+                    dead_letter_reason,
+                    description,
+                    now,
+                )
+        return True
+
     # -- settlement --------------------------------------------------------
 
     def _locked_row(self, con: sqlite3.Connection, queue: str, token: str, now: float) -> Any:
@@ -584,7 +706,7 @@ class SqliteTaskQueue:
                 "delivery_count = ? WHERE seq = ?",
                 (now, count, row[0]),
             )
-        self._db.notify()
+        self._db.notify(queue)
 
     def defer(self, queue: str, message: MessageRef) -> None:
         token = lock_token_of(message)
@@ -624,7 +746,7 @@ class SqliteTaskQueue:
                     con, queue, new_id, bytes(row[5]), row[6], settings, now, now + delay_seconds
                 )
             con.execute("DELETE FROM sbq_messages WHERE seq = ?", (row[0],))
-        self._db.notify()
+        self._db.notify(queue)
         return new_id
 
     # -- inspection --------------------------------------------------------

@@ -23,13 +23,18 @@ Statements
 ----------
 The statements of the hot paths (task rows, hand-out, leases, poll data, run rows)
 are built once per store and per shape (``_stmt``) with bind parameters, so a call
-costs the execution, not the building of a statement and its cache key.
+costs the execution, not the building of a statement and its cache key. On SQLite
+they are also compiled once per set of parameter names and run on the driver's cursor
+(``_exec``, ``_Prepared``): SQLAlchemy's per-call work (parameter processing, result
+metadata) cost more than SQLite's own. Their status lists are written into the SQL
+(``_one_of``) so that no parameter list is expanded per call. PostgreSQL runs them
+through SQLAlchemy.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Hashable, Iterator
+from collections.abc import Callable, Hashable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -237,6 +242,70 @@ def _b(name: str) -> Any:
 
 _LEASE_LABELS = [c.label(f"lease_{c.name}") for c in leases.c]
 
+#: the JSON columns of every table, by name (a result column of that name is JSON)
+_JSON_COLUMNS = frozenset(
+    c.name for t in metadata.tables.values() for c in t.c if isinstance(c.type, sa.JSON)
+)
+
+
+def _one_of(column: Any, values: list[str], *, negate: bool = False) -> Any:
+    """``column IN ('a', 'b')`` with the (constant) values written into the statement,
+    so that executing it expands no parameter list."""
+    literals: list[Any] = [sa.literal_column("'" + v.replace("'", "''") + "'") for v in values]
+    return column.not_in(literals) if negate else column.in_(literals)
+
+
+class _Rows:
+    """The rows of a statement as dicts, and the count of rows it changed."""
+
+    __slots__ = ("rowcount", "rows")
+
+    def __init__(self, rows: list[dict[str, Any]], rowcount: int) -> None:
+        self.rows = rows
+        self.rowcount = rowcount
+
+    def first(self) -> dict[str, Any] | None:
+        return self.rows[0] if self.rows else None
+
+    def scalar(self) -> Any:
+        return next(iter(self.rows[0].values())) if self.rows else None
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        return iter(self.rows)
+
+
+class _Prepared:
+    """A statement compiled once for SQLite, run as its SQL text with the parameters
+    in order: no per-call compilation, cache key or parameter processing by
+    SQLAlchemy."""
+
+    __slots__ = ("constants", "order", "processors", "sql")
+
+    def __init__(self, stmt: Any, dialect: Any, keys: list[str]) -> None:
+        compiled = stmt.compile(dialect=dialect, column_keys=keys)
+        if compiled.literal_execute_params or compiled.post_compile_params:
+            raise ValueError("a statement with expanding parameters cannot be prepared")
+        self.sql: str = compiled.string
+        self.order: list[str] = list(compiled.positiontup or [])
+        self.constants: dict[str, Any] = {}
+        self.processors: dict[str, Callable[[Any], Any]] = {}
+        for name in self.order:
+            bind = compiled.binds[name]
+            if name not in keys:
+                self.constants[name] = bind.effective_value
+            processor = bind.type.dialect_impl(dialect).bind_processor(dialect)
+            if processor is not None:
+                self.processors[name] = processor
+
+    def args(self, params: dict[str, Any]) -> list[Any]:
+        out: list[Any] = []
+        processors, constants = self.processors, self.constants
+        for name in self.order:
+            value = params[name] if name in params else constants[name]
+            processor = processors.get(name)
+            out.append(value if processor is None else processor(value))
+        return out
+
 
 # --- statuses allowed before a write (the monotonic rules) ---------------------
 
@@ -304,6 +373,12 @@ class SqlRunStore:
             threading.Lock() if self.dialect == "sqlite" else None
         )
         self._stmts: dict[Hashable, Any] = {}
+        self._prepared: dict[Hashable, _Prepared | None] = {}
+        self._json_loads: Callable[[Any], Any] | None = (
+            _json().dialect_impl(self._engine.dialect).result_processor(self._engine.dialect, None)
+            if self.dialect == "sqlite"
+            else None
+        )
         # the connection of this thread's batch (see ``batch``)
         self._batch = threading.local()
         self._closed = threading.Event()
@@ -393,10 +468,68 @@ class SqlRunStore:
             stmt = self._stmts[key] = build()
         return stmt
 
+    def _exec(
+        self, conn: Connection, key: Hashable, build: Callable[[], Any], params: dict[str, Any]
+    ) -> _Rows:
+        """Run the statement ``build`` makes (built once per key) with ``params``. On
+        SQLite it is compiled once per set of parameter names and run as SQL text
+        (``_Prepared``), its JSON result columns decoded here."""
+        stmt = self._stmt(key, build)
+        loads = self._json_loads
+        if loads is None:
+            result = conn.execute(stmt, params)
+            rows = [dict(r._mapping) for r in result] if result.returns_rows else []
+            return _Rows(rows, result.rowcount)
+        pkey = (key, tuple(params))
+        prepared = self._prepared.get(pkey, False)
+        if prepared is False:
+            try:
+                prepared = _Prepared(stmt, self._engine.dialect, list(params))
+            except ValueError:
+                prepared = None
+            self._prepared[pkey] = prepared
+        if prepared is None:
+            result = conn.execute(stmt, params)
+            rows = [dict(r._mapping) for r in result] if result.returns_rows else []
+            return _Rows(rows, result.rowcount)
+        assert isinstance(prepared, _Prepared)
+        return self._run_prepared(conn, prepared, params, loads)
+
+    @staticmethod
+    def _run_prepared(
+        conn: Connection,
+        prepared: _Prepared,
+        params: dict[str, Any],
+        loads: Callable[[Any], Any],
+    ) -> _Rows:
+        """Run on the driver's own cursor (SQLAlchemy's result would rebuild its column
+        metadata from the cursor on every call); listeners of the engine's
+        ``before_cursor_execute`` event still see the statement."""
+        args = prepared.args(params)
+        cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+        try:
+            if conn.dispatch.before_cursor_execute:
+                conn.dispatch.before_cursor_execute(conn, cursor, prepared.sql, args, None, False)
+            cursor.execute(prepared.sql, args)
+            description = cursor.description
+            if description is None:
+                return _Rows([], cursor.rowcount)
+            keys = [d[0] for d in description]
+            json_at = [(i, k) for i, k in enumerate(keys) if k in _JSON_COLUMNS]
+            out: list[dict[str, Any]] = []
+            for values in cursor.fetchall():
+                row = dict(zip(keys, values, strict=True))
+                for i, k in json_at:
+                    row[k] = loads(values[i])
+                out.append(row)
+            return _Rows(out, cursor.rowcount)
+        finally:
+            cursor.close()
+
     # --- conversions ----------------------------------------------------------
 
     @staticmethod
-    def _run(row: RowMapping) -> RunRecord:
+    def _run(row: Mapping[Any, Any]) -> RunRecord:
         data = dict(row)
         data["variables"] = data["variables"] or {}
         data["task_to_domain"] = data["task_to_domain"] or {}
@@ -404,13 +537,13 @@ class SqlRunStore:
         return RunRecord.model_validate(data)
 
     @staticmethod
-    def _task(row: RowMapping) -> TaskRecord:
+    def _task(row: Mapping[Any, Any]) -> TaskRecord:
         data = dict(row)
         data["retried"] = bool(data.get("retried"))
         return TaskRecord.model_validate(data)
 
     @staticmethod
-    def _lease(row: RowMapping) -> Lease:
+    def _lease(row: Mapping[Any, Any]) -> Lease:
         data = dict(row)
         data["released"] = bool(data["released"])
         return Lease.model_validate(data)
@@ -421,12 +554,12 @@ class SqlRunStore:
         values = run.model_dump()
         values["status"] = run.status.value
         values["update_time"] = run.create_time
-        stmt = self._stmt(
-            "create_run",
-            lambda: self._insert(runs).on_conflict_do_nothing().returning(runs.c.workflow_id),
-        )
+
+        def build() -> Any:
+            return self._insert(runs).on_conflict_do_nothing().returning(runs.c.workflow_id)
+
         with self._write() as conn:
-            if conn.execute(stmt, values).first() is not None:
+            if self._exec(conn, "create_run", build, values).first() is not None:
                 return CreateRunResult(workflow_id=run.workflow_id, created=True)
             if run.idempotency_key is not None:
                 existing = conn.execute(
@@ -439,12 +572,12 @@ class SqlRunStore:
             return CreateRunResult(workflow_id=run.workflow_id, created=False)
 
     def get_run(self, workflow_id: str) -> RunRecord | None:
-        stmt = self._stmt(
-            "get_run", lambda: sa.select(runs).where(runs.c.workflow_id == _b("b_workflow_id"))
-        )
+        def build() -> Any:
+            return sa.select(runs).where(runs.c.workflow_id == _b("b_workflow_id"))
+
         with self._read() as conn:
-            row = conn.execute(stmt, {"b_workflow_id": workflow_id}).first()
-        return None if row is None else self._run(row._mapping)
+            row = self._exec(conn, "get_run", build, {"b_workflow_id": workflow_id}).first()
+        return None if row is None else self._run(row)
 
     def update_run(self, workflow_id: str, update: RunUpdate, now: int) -> bool:
         values: dict[str, Any] = update.model_dump(exclude_unset=True)
@@ -456,21 +589,23 @@ class SqlRunStore:
                 values["end_time"] = now
         elif "status" in values:
             del values["status"]
-        stmt = self._stmt(
-            ("update_run", tuple(sorted(values))),
-            lambda: (
+
+        def build() -> Any:
+            return (
                 sa.update(runs)
                 .where(
                     runs.c.workflow_id == _b("b_workflow_id"),
-                    runs.c.status.in_(_values(RUN_ACTIVE)),
+                    _one_of(runs.c.status, _values(RUN_ACTIVE)),
                 )
                 .values({k: _b(f"v_{k}") for k in values})
-            ),
-        )
+            )
+
         params = {f"v_{k}": v for k, v in values.items()}
         params["b_workflow_id"] = workflow_id
         with self._write() as conn:
-            return conn.execute(stmt, params).rowcount == 1
+            return (
+                self._exec(conn, ("update_run", tuple(sorted(values))), build, params).rowcount == 1
+            )
 
     def reopen_run(self, workflow_id: str, now: int) -> bool:
         stmt = (
@@ -488,11 +623,16 @@ class SqlRunStore:
             return conn.execute(stmt).rowcount == 1
 
     def mark_retried(self, task_id: str, now: int) -> bool:
-        stmt = (
-            sa.update(tasks).where(tasks.c.task_id == task_id).values(retried=True, update_time=now)
-        )
+        def build() -> Any:
+            return (
+                sa.update(tasks)
+                .where(tasks.c.task_id == _b("b_task_id"))
+                .values(retried=True, update_time=_b("v_now"))
+            )
+
         with self._write() as conn:
-            return conn.execute(stmt).rowcount == 1
+            params = {"b_task_id": task_id, "v_now": now}
+            return self._exec(conn, "mark_retried", build, params).rowcount == 1
 
     def delete_tasks(self, workflow_id: str, task_ids: list[str] | None = None) -> int:
         rows = sa.select(tasks.c.task_id).where(tasks.c.workflow_id == workflow_id)
@@ -560,10 +700,11 @@ class SqlRunStore:
             ex = ins.excluded
             same_attempt = sa.and_(
                 tasks.c.attempt == ex.attempt,
-                tasks.c.status.in_(_task_from_statuses(task.status)),
+                _one_of(tasks.c.status, _task_from_statuses(task.status)),
             )
             newer_attempt = sa.and_(
-                tasks.c.attempt < ex.attempt, tasks.c.status.not_in(_values(TASK_SUCCEEDED))
+                tasks.c.attempt < ex.attempt,
+                _one_of(tasks.c.status, _values(TASK_SUCCEEDED), negate=True),
             )
             return ins.on_conflict_do_update(
                 index_elements=[tasks.c.task_id],
@@ -571,8 +712,7 @@ class SqlRunStore:
                 where=sa.or_(same_attempt, newer_attempt),
             ).returning(tasks.c.task_id)
 
-        stmt = self._stmt(("upsert_task", task.status), build)
-        return conn.execute(stmt, values).first() is not None
+        return self._exec(conn, ("upsert_task", task.status), build, values).first() is not None
 
     def update_task(self, task_id: str, attempt: int, update: TaskUpdate, now: int) -> bool:
         with self._write() as conn:
@@ -594,21 +734,22 @@ class SqlRunStore:
             allowed = [TaskStatus.SCHEDULED.value, TaskStatus.IN_PROGRESS.value]
         if values.get("callback_after_seconds") is None:
             values.pop("callback_after_seconds", None)
-        stmt = self._stmt(
-            ("update_task", tuple(sorted(values)), tuple(allowed)),
-            lambda: (
+
+        def build() -> Any:
+            return (
                 sa.update(tasks)
                 .where(
                     tasks.c.task_id == _b("b_task_id"),
                     tasks.c.attempt == _b("b_attempt"),
-                    tasks.c.status.in_(allowed),
+                    _one_of(tasks.c.status, allowed),
                 )
                 .values({k: _b(f"v_{k}") for k in values})
-            ),
-        )
+            )
+
         params = {f"v_{k}": v for k, v in values.items()}
         params["b_task_id"], params["b_attempt"] = task_id, attempt
-        return conn.execute(stmt, params).rowcount == 1
+        key = ("update_task", tuple(sorted(values)), tuple(allowed))
+        return self._exec(conn, key, build, params).rowcount == 1
 
     def finish_task(
         self, task_id: str, attempt: int, update: TaskUpdate, now: int, *, holder: str
@@ -657,14 +798,15 @@ class SqlRunStore:
     ) -> HandOut:
         # The task row first: its row lock orders concurrent starts of one task. The
         # counters last: their row is the hottest, held for the least time.
-        mark = self._stmt(
-            "mark_started",
-            lambda: (
+        def mark() -> Any:
+            return (
                 sa.update(tasks)
                 .where(
                     tasks.c.task_id == _b("b_task_id"),
                     tasks.c.attempt == _b("b_attempt"),
-                    tasks.c.status.in_([TaskStatus.SCHEDULED.value, TaskStatus.IN_PROGRESS.value]),
+                    _one_of(
+                        tasks.c.status, [TaskStatus.SCHEDULED.value, TaskStatus.IN_PROGRESS.value]
+                    ),
                 )
                 .values(
                     status=TaskStatus.IN_PROGRESS.value,
@@ -674,8 +816,8 @@ class SqlRunStore:
                     update_time=_b("v_now"),
                 )
                 .returning(*tasks.c)
-            ),
-        )
+            )
+
         params = {
             "b_task_id": task_id,
             "b_attempt": attempt,
@@ -685,7 +827,7 @@ class SqlRunStore:
         slot = limits.task_type if limits is not None and limits.concurrency_limit > 0 else None
         try:
             with self._write(partial=True) as conn:
-                row = conn.execute(mark, params).first()
+                row = self._exec(conn, "mark_started", mark, params).first()
                 if row is None:
                     raise _Rollback
                 if not self._acquire_lease(
@@ -713,24 +855,23 @@ class SqlRunStore:
                         now,
                     ):
                         raise _Limited
-                return HandOut(task=self._task(row._mapping))
+                return HandOut(task=self._task(row))
         except _Limited:
             return HandOut(limited=True)
         except _Rollback:
             return HandOut()
 
     def get_task(self, task_id: str) -> TaskRecord | None:
-        stmt = self._stmt(
-            "get_task", lambda: sa.select(tasks).where(tasks.c.task_id == _b("b_task_id"))
-        )
+        def build() -> Any:
+            return sa.select(tasks).where(tasks.c.task_id == _b("b_task_id"))
+
         with self._read() as conn:
-            row = conn.execute(stmt, {"b_task_id": task_id}).first()
-        return None if row is None else self._task(row._mapping)
+            row = self._exec(conn, "get_task", build, {"b_task_id": task_id}).first()
+        return None if row is None else self._task(row)
 
     def get_task_with_lease(self, task_id: str) -> tuple[TaskRecord | None, Lease | None]:
-        stmt = self._stmt(
-            "get_task_with_lease",
-            lambda: (
+        def build() -> Any:
+            return (
                 sa.select(tasks, *_LEASE_LABELS)
                 .select_from(
                     tasks.outerjoin(
@@ -741,27 +882,29 @@ class SqlRunStore:
                     )
                 )
                 .where(tasks.c.task_id == _b("b_task_id"))
-            ),
-        )
+            )
+
         with self._read() as conn:
-            row = conn.execute(stmt, {"b_task_id": task_id}).first()
-        if row is None:
+            data = self._exec(conn, "get_task_with_lease", build, {"b_task_id": task_id}).first()
+        if data is None:
             return None, None
-        data = row._mapping
-        task = self._task({c.name: data[c.name] for c in tasks.c})  # type: ignore[arg-type]
+        task = self._task({c.name: data[c.name] for c in tasks.c})
         if data["lease_task_id"] is None:
             return task, None
-        lease = self._lease({c.name: data[f"lease_{c.name}"] for c in leases.c})  # type: ignore[arg-type]
+        lease = self._lease({c.name: data[f"lease_{c.name}"] for c in leases.c})
         return task, lease
 
     def list_tasks(self, workflow_id: str) -> list[TaskRecord]:
-        stmt = (
-            sa.select(tasks)
-            .where(tasks.c.workflow_id == workflow_id)
-            .order_by(tasks.c.seq, tasks.c.task_id)
-        )
+        def build() -> Any:
+            return (
+                sa.select(tasks)
+                .where(tasks.c.workflow_id == _b("b_workflow_id"))
+                .order_by(tasks.c.seq, tasks.c.task_id)
+            )
+
         with self._read() as conn:
-            return [self._task(r._mapping) for r in conn.execute(stmt)]
+            rows = self._exec(conn, "list_tasks", build, {"b_workflow_id": workflow_id})
+        return [self._task(r) for r in rows]
 
     def list_open_tasks(
         self, task_type: str, *, start: int = 0, size: int = 100
@@ -781,8 +924,9 @@ class SqlRunStore:
             return [self._task(r._mapping) for r in conn.execute(stmt)]
 
     def append_task_log(self, task_id: str, log: str, now: int) -> None:
+        params = {"task_id": task_id, "log": log, "created_time": now}
         with self._write() as conn:
-            conn.execute(sa.insert(task_logs).values(task_id=task_id, log=log, created_time=now))
+            self._exec(conn, "append_task_log", lambda: sa.insert(task_logs), params)
 
     def list_task_logs(self, task_id: str) -> list[TaskLog]:
         stmt = (
@@ -806,16 +950,22 @@ class SqlRunStore:
         with self._write() as conn:
             conn.execute(stmt)
 
-    def _versioned(self, table: sa.Table, name: str, version: int | None) -> RowMapping | None:
+    def _versioned(self, table: sa.Table, name: str, version: int | None) -> dict[str, Any] | None:
         """The row of ``name`` at ``version``, or its latest version when None."""
-        stmt = sa.select(table).where(table.c.name == name)
-        if version is None:
-            stmt = stmt.order_by(table.c.version.desc()).limit(1)
-        else:
-            stmt = stmt.where(table.c.version == version)
+
+        def build() -> Any:
+            stmt = sa.select(table).where(table.c.name == _b("b_name"))
+            if version is None:
+                return stmt.order_by(table.c.version.desc()).limit(1)
+            return stmt.where(table.c.version == _b("b_version"))
+
+        params: dict[str, Any] = {"b_name": name}
+        if version is not None:
+            params["b_version"] = version
         with self._read() as conn:
-            row = conn.execute(stmt).first()
-        return None if row is None else row._mapping
+            return self._exec(
+                conn, ("versioned", table.name, version is None), build, params
+            ).first()
 
     def get_definition(self, name: str, version: int | None = None) -> DefinitionRecord | None:
         row = self._versioned(definitions, name, version)
@@ -847,9 +997,12 @@ class SqlRunStore:
             conn.execute(stmt)
 
     def get_task_def(self, name: str) -> TaskDefRecord | None:
+        def build() -> Any:
+            return sa.select(task_defs).where(task_defs.c.name == _b("b_name"))
+
         with self._read() as conn:
-            row = conn.execute(sa.select(task_defs).where(task_defs.c.name == name)).first()
-        return None if row is None else TaskDefRecord.model_validate(dict(row._mapping))
+            row = self._exec(conn, "get_task_def", build, {"b_name": name}).first()
+        return None if row is None else TaskDefRecord.model_validate(row)
 
     def list_task_defs(self) -> list[TaskDefRecord]:
         with self._read() as conn:
@@ -898,7 +1051,7 @@ class SqlRunStore:
             "last_poll_time": now,
         }
         with self._write() as conn:
-            conn.execute(self._stmt("record_poll", build), values)
+            self._exec(conn, "record_poll", build, values)
 
     @staticmethod
     def _poll(row: RowMapping) -> PollData:
@@ -965,7 +1118,7 @@ class SqlRunStore:
             "slot": slot,
             "b_now": now,
         }
-        return conn.execute(self._stmt("acquire_lease", build), values).first() is not None
+        return self._exec(conn, "acquire_lease", build, values).first() is not None
 
     def acquire_lease(
         self,
@@ -984,32 +1137,31 @@ class SqlRunStore:
             )
 
     def get_lease(self, task_id: str, attempt: int | None = None) -> Lease | None:
-        if attempt is None:
-            stmt = self._stmt(
-                "get_current_lease",
-                lambda: (
-                    sa.select(leases)
-                    .join(
-                        tasks,
-                        sa.and_(
-                            tasks.c.task_id == leases.c.task_id, tasks.c.attempt == leases.c.attempt
-                        ),
-                    )
-                    .where(leases.c.task_id == _b("b_task_id"))
-                ),
+        def current() -> Any:
+            return (
+                sa.select(leases)
+                .join(
+                    tasks,
+                    sa.and_(
+                        tasks.c.task_id == leases.c.task_id, tasks.c.attempt == leases.c.attempt
+                    ),
+                )
+                .where(leases.c.task_id == _b("b_task_id"))
             )
-            params: dict[str, Any] = {"b_task_id": task_id}
-        else:
-            stmt = self._stmt(
-                "get_lease",
-                lambda: sa.select(leases).where(
-                    leases.c.task_id == _b("b_task_id"), leases.c.attempt == _b("b_attempt")
-                ),
+
+        def of_attempt() -> Any:
+            return sa.select(leases).where(
+                leases.c.task_id == _b("b_task_id"), leases.c.attempt == _b("b_attempt")
             )
-            params = {"b_task_id": task_id, "b_attempt": attempt}
+
         with self._read() as conn:
-            row = conn.execute(stmt, params).first()
-        return None if row is None else self._lease(row._mapping)
+            if attempt is None:
+                rows = self._exec(conn, "get_current_lease", current, {"b_task_id": task_id})
+            else:
+                params = {"b_task_id": task_id, "b_attempt": attempt}
+                rows = self._exec(conn, "get_lease", of_attempt, params)
+            row = rows.first()
+        return None if row is None else self._lease(row)
 
     def is_lease_holder(
         self, task_id: str, worker_id: str, *, attempt: int | None = None, now: int | None = None
@@ -1051,43 +1203,58 @@ class SqlRunStore:
                 stmt = stmt.where(leases.c.worker_id == _b("b_worker_id"))
             return stmt.values(released=True).returning(leases.c.slot)
 
-        stmt = self._stmt(("release_lease", worker_id is not None), build)
         params = {"b_task_id": task_id, "b_attempt": attempt, "b_worker_id": worker_id}
         if worker_id is None:
             del params["b_worker_id"]
-        row = conn.execute(stmt, params).first()
+        row = self._exec(conn, ("release_lease", worker_id is not None), build, params).first()
         if row is None:
             return False
-        if row.slot is not None:
-            self._release_slot(conn, row.slot)
+        if row["slot"] is not None:
+            self._release_slot(conn, row["slot"])
         return True
 
     def extend_lease(
         self, task_id: str, attempt: int, worker_id: str, *, expires_at: int, now: int
     ) -> bool:
-        stmt = (
-            sa.update(leases)
-            .where(
-                leases.c.task_id == task_id,
-                leases.c.attempt == attempt,
-                leases.c.worker_id == worker_id,
-                leases.c.released == sa.false(),
-            )
-            .values(expires_at=expires_at, acquired_at=now)
+        stmt = self._stmt(
+            "extend_lease",
+            lambda: (
+                sa.update(leases)
+                .where(
+                    leases.c.task_id == _b("b_task_id"),
+                    leases.c.attempt == _b("b_attempt"),
+                    leases.c.worker_id == _b("b_worker_id"),
+                    leases.c.released == sa.false(),
+                )
+                .values(expires_at=_b("v_expires_at"), acquired_at=_b("v_now"))
+            ),
         )
+        params = {
+            "b_task_id": task_id,
+            "b_attempt": attempt,
+            "b_worker_id": worker_id,
+            "v_expires_at": expires_at,
+            "v_now": now,
+        }
         with self._write() as conn:
-            return conn.execute(stmt).rowcount == 1
+            return self._exec(conn, "extend_lease", lambda: stmt, params).rowcount == 1
 
     def expire_lease(self, task_id: str, attempt: int, now: int) -> bool:
-        stmt = (
-            sa.update(leases)
-            .where(
-                leases.c.task_id == task_id, leases.c.attempt == attempt, leases.c.expires_at > now
-            )
-            .values(expires_at=now)
+        stmt = self._stmt(
+            "expire_lease",
+            lambda: (
+                sa.update(leases)
+                .where(
+                    leases.c.task_id == _b("b_task_id"),
+                    leases.c.attempt == _b("b_attempt"),
+                    leases.c.expires_at > _b("b_now"),
+                )
+                .values(expires_at=_b("b_now"))
+            ),
         )
+        params = {"b_task_id": task_id, "b_attempt": attempt, "b_now": now}
         with self._write() as conn:
-            return conn.execute(stmt).rowcount == 1
+            return self._exec(conn, "expire_lease", lambda: stmt, params).rowcount == 1
 
     # --- limits ---------------------------------------------------------------
 
@@ -1103,7 +1270,7 @@ class SqlRunStore:
         params: dict[str, Any] = {"task_type": task_type, "in_use": 1}
         if limit > 0:
             params["b_limit"] = limit
-        return conn.execute(self._stmt(("take_slot", limit > 0), build), params).first() is not None
+        return self._exec(conn, ("take_slot", limit > 0), build, params).first() is not None
 
     def _release_slot(self, conn: Connection, task_type: str) -> None:
         stmt = self._stmt(
@@ -1117,7 +1284,7 @@ class SqlRunStore:
                 .values(in_use=concurrency_counters.c.in_use - 1)
             ),
         )
-        conn.execute(stmt, {"b_task_type": task_type})
+        self._exec(conn, "release_slot", lambda: stmt, {"b_task_type": task_type})
 
     def try_acquire_concurrency(self, task_type: str, limit: int) -> bool:
         with self._write() as conn:
@@ -1135,7 +1302,9 @@ class SqlRunStore:
             ),
         )
         with self._read() as conn:
-            value = conn.execute(stmt, {"b_task_type": task_type}).scalar()
+            value = self._exec(
+                conn, "concurrency_in_use", lambda: stmt, {"b_task_type": task_type}
+            ).scalar()
         return int(value or 0)
 
     def _take_rate(
@@ -1167,7 +1336,7 @@ class SqlRunStore:
             "granted": 1,
             "b_per": per_frequency,
         }
-        return conn.execute(self._stmt("take_rate", build), params).first() is not None
+        return self._exec(conn, "take_rate", build, params).first() is not None
 
     def try_acquire_rate(
         self, task_type: str, per_frequency: int, frequency_seconds: int, now: int

@@ -26,6 +26,10 @@ Semantics every adapter implements (the contract suite in
   ``receive_deferred`` by any caller (another adapter instance, another process).
   A fetched deferred message is locked; settle it like any locked message. If
   that lock expires it goes back to the deferred state.
+* ``receive_first`` receives from several queues in priority order (one read and
+  one transaction on SQLite, whatever the number of queues).
+* ``settle_deferred`` completes or dead-letters a deferred message by sequence
+  number in one step (one transaction where the backend allows it).
 * Settling (``complete``, ``abandon``, ``dead_letter``, ``defer``, ``requeue``)
   needs a live lock: settling after the lock expired, or twice, raises
   :class:`MessageLockLost`.
@@ -98,6 +102,25 @@ def is_dead_letter_queue(queue: str) -> bool:
 def base_queue_name(queue: str) -> str:
     """``q`` for ``q`` and for ``q/$deadletterqueue``."""
     return queue[: -len(DEAD_LETTER_SUFFIX)] if is_dead_letter_queue(queue) else queue
+
+
+def receive_in_order(
+    queue: TaskQueue,
+    queues: Sequence[str],
+    max_messages: int,
+    max_wait_seconds: float,
+    lock_seconds: float | None,
+) -> list[QueueMessage]:
+    """``receive_first`` made of ``receive`` calls: each queue in turn without waiting,
+    then (nothing received) the last one waits."""
+    out: list[QueueMessage] = []
+    for i, name in enumerate(queues):
+        last = i == len(queues) - 1
+        wait = max_wait_seconds if last and not out else 0.0
+        out += queue.receive(name, max_messages - len(out), wait, lock_seconds)
+        if len(out) >= max_messages:
+            break
+    return out
 
 
 def encode_body(body: bytes | Mapping[str, Any]) -> bytes:
@@ -231,6 +254,20 @@ class TaskQueue(Protocol):
         allows it (SQLite); Service Bus always uses the queue's lock duration."""
         ...
 
+    def receive_first(
+        self,
+        queues: Sequence[str],
+        max_messages: int = 1,
+        max_wait_seconds: float = 0.0,
+        lock_seconds: float | None = None,
+    ) -> list[QueueMessage]:
+        """Peek-lock receive of up to ``max_messages`` from ``queues`` in their order
+        (the first queue's messages before the second's: priorities), waiting up to
+        ``max_wait_seconds`` for the first message on any of them. Each message names
+        its queue. Raises :class:`QueueNotFound` (for the first one, in order) when a
+        queue does not exist."""
+        ...
+
     def defer(self, queue: str, message: MessageRef) -> None:
         """Defer a locked message; fetch it later with :meth:`receive_deferred`."""
         ...
@@ -238,6 +275,19 @@ class TaskQueue(Protocol):
     def receive_deferred(self, queue: str, sequence_numbers: Sequence[int]) -> list[QueueMessage]:
         """Fetch and lock deferred messages by sequence number (any caller).
         Raises :class:`MessageNotFound` (and locks nothing) if one is not available."""
+        ...
+
+    def settle_deferred(
+        self,
+        queue: str,
+        sequence_number: int,
+        dead_letter_reason: str | None = None,
+        description: str = "",
+    ) -> bool:
+        """Fetch the deferred message ``sequence_number`` and complete it (or, with a
+        reason, dead-letter it), as :meth:`receive_deferred` then :meth:`complete` or
+        :meth:`dead_letter` would. False, settling nothing, when it is not available
+        (not deferred, settled, or locked by another caller)."""
         ...
 
     def complete(self, queue: str, message: MessageRef) -> None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 
-from engine.ports.queue import MessageNotFound, QueueError, TaskQueue
+from engine.ports.queue import QueueError, TaskQueue
 from engine.ports.run_store import Lease, RunStore
 
 __all__ = ["DEAD_LETTER_REASON", "MessageSettlement", "release_slot"]
@@ -47,17 +47,17 @@ class MessageSettlement:
         if lease.sequence_number is None or not lease.queue_name:
             return
         try:
-            messages = self.queue.receive_deferred(lease.queue_name, [lease.sequence_number])
-        except (MessageNotFound, QueueError) as exc:
-            log.info("deferred message of %s already settled: %s", lease.task_id, exc)
+            settled = self.queue.settle_deferred(
+                lease.queue_name,
+                lease.sequence_number,
+                None if dead_letter_reason is None else DEAD_LETTER_REASON,
+                (dead_letter_reason or "")[:1000],
+            )
+        except QueueError as exc:
+            log.info("deferred message of %s not settled: %s", lease.task_id, exc)
             return
-        for message in messages:
-            if dead_letter_reason is not None:
-                self.queue.dead_letter(
-                    lease.queue_name, message, DEAD_LETTER_REASON, dead_letter_reason[:1000]
-                )
-            else:
-                self.queue.complete(lease.queue_name, message)
+        if not settled:
+            log.info("deferred message of %s already settled", lease.task_id)
 
 
 def release_slot(run_store: RunStore, task_id: str, attempt: int) -> None:

@@ -242,6 +242,41 @@ def test_abandon_returns_message_at_once(harness: Harness) -> None:
     q.complete(name, again)
 
 
+def test_receive_first_takes_the_queues_in_their_order(harness: Harness) -> None:
+    q = harness.queue
+    high, normal = harness.new_queue(), harness.new_queue()
+    q.send(normal, {"n": 1}, "n:1")
+    q.send(high, {"h": 1}, "h:1")
+    q.send(normal, {"n": 2}, "n:2")
+    [first] = q.receive_first([high, normal], 1, 2.0)
+    assert (first.queue, first.json()) == (high, {"h": 1})
+    rest = q.receive_first([high, normal], 5, 2.0)
+    assert [(m.queue, m.json()) for m in rest] == [(normal, {"n": 1}), (normal, {"n": 2})]
+    for m in [first, *rest]:
+        q.complete(m.queue, m)
+
+
+def test_receive_first_waits_for_a_message_on_any_of_its_queues(harness: Harness) -> None:
+    q = harness.queue
+    high, normal = harness.new_queue(), harness.new_queue()
+    timer = threading.Timer(0.3, lambda: harness.replica().send(high, {"late": True}, "l:1"))
+    timer.start()
+    try:
+        got = q.receive_first([high, normal], 1, 10.0)
+    finally:
+        timer.join()
+    assert [(m.queue, m.json()) for m in got] == [(high, {"late": True})]
+    q.complete(high, got[0])
+
+
+def test_receive_first_names_a_missing_queue(harness: Harness) -> None:
+    name = harness.new_queue()
+    missing = f"missing{uuid.uuid4().hex[:8]}"
+    with pytest.raises(QueueNotFound) as raised:
+        harness.queue.receive_first([name, missing], 1, 0.0)
+    assert raised.value.queue == missing
+
+
 # -- deferral --------------------------------------------------------------------
 
 
@@ -283,6 +318,46 @@ def test_fetched_deferred_message_returns_to_deferred_when_its_lock_expires(
     assert again.delivery_count == fetched.delivery_count + 1
     with pytest.raises(MessageLockLost):
         q.complete(name, fetched)
+
+
+def test_settle_deferred_completes_a_deferred_message_by_sequence_number(
+    harness: Harness,
+) -> None:
+    q, name = harness.queue, harness.new_queue()
+    q.send(name, {"task": "s"}, "s:1")
+    m = _receive_one(q, name)
+    q.defer(name, m)
+    assert harness.replica().settle_deferred(name, m.sequence_number) is True
+    assert q.depth(name).total == 0
+    with pytest.raises(MessageNotFound):
+        q.receive_deferred(name, [m.sequence_number])
+    # settled already: nothing to settle
+    assert q.settle_deferred(name, m.sequence_number) is False
+
+
+def test_settle_deferred_dead_letters_with_the_reason(harness: Harness) -> None:
+    q, name = harness.queue, harness.new_queue()
+    q.send(name, {"task": "s"}, "s:2")
+    m = _receive_one(q, name)
+    q.defer(name, m)
+    assert q.settle_deferred(name, m.sequence_number, "RetriesExhausted", "boom") is True
+    dead = _receive_one(q, dead_letter_queue_name(name))
+    assert dead.json() == {"task": "s"}
+    assert (dead.dead_letter_reason, dead.dead_letter_description) == ("RetriesExhausted", "boom")
+    q.complete(dead_letter_queue_name(name), dead)
+
+
+def test_settle_deferred_leaves_an_active_or_fetched_message_alone(harness: Harness) -> None:
+    q, name = harness.queue, harness.new_queue()
+    q.send(name, {"x": 1}, "s:3")
+    [peeked] = q.peek(name, 1)
+    assert q.settle_deferred(name, peeked.sequence_number) is False  # active, not deferred
+    m = _receive_one(q, name)
+    q.defer(name, m)
+    [fetched] = harness.replica().receive_deferred(name, [m.sequence_number])
+    assert q.settle_deferred(name, m.sequence_number) is False  # locked by the replica
+    q.complete(name, fetched)  # the replica's lock still holds
+    assert q.depth(name).total == 0
 
 
 def test_receive_deferred_of_an_active_message_is_not_found(harness: Harness) -> None:
