@@ -4,8 +4,9 @@
   of a HUMAN task or of a WAIT without a duration; payload :class:`TaskResultEvent`.
 * :func:`started_event` (``<taskId>.started``): a worker took the attempt (or extended
   its lease), so the response timeout runs from ``startTime``; payload
-  :class:`TaskStartedEvent`. Optional: the interpreter applies it when it comes, and
-  otherwise reads the hand-out from the run store when a deadline is due.
+  :class:`TaskStartedEvent`. Optional: the Task API no longer raises it (a hand-out
+  costs the run no event); the interpreter reads the hand-out from the run store when a
+  deadline is due, and still applies the event when one comes.
 * :data:`TERMINATE_EVENT`: end the run TERMINATED (the API's terminate, or a parent run
   that ended); payload :class:`TerminateEvent`.
 

@@ -36,7 +36,6 @@ from engine.ports.queue import (
 )
 from engine.ports.queue_provisioning import queue_names
 from engine.ports.run_store import TaskLimits
-from protocol.events import TaskStartedEvent, started_event
 from protocol.messages import TaskMessage
 from protocol.queues import poll_queues
 
@@ -222,11 +221,8 @@ class TaskHandout(TaskSupport):
             # handed out already
             q.complete(queue, message)
             return None
-        self._signal(
-            started.workflow_id,
-            started_event(task_id),
-            TaskStartedEvent(attempt=attempt, worker_id=worker_id, start_time=now).payload(),
-        )
+        # no event to the run: the engine reads the hand-out (lease) from the run store
+        # when a response deadline is due (engine/runtime/interpreter.py, check_task)
         try:
             q.defer(queue, message)
         except MessageLockLost:

@@ -34,7 +34,7 @@ from engine.ports.payload_store import (
 )
 from engine.ports.run_store import Lease, TaskRecord, TaskStatus, TaskUpdate
 from engine.runtime.settlement import MessageSettlement
-from protocol.events import TaskResultEvent, TaskStartedEvent, result_event, started_event
+from protocol.events import TaskResultEvent, result_event
 from protocol.limits import MAX_INT32
 from protocol.payload_keys import OUTPUT_REF, UPLOAD_PREFIX, task_output_key
 
@@ -255,11 +255,6 @@ class TaskResults(TaskSupport):
         lease = self.deps.run_store.get_lease(row.task_id, row.attempt)
         if started is None or lease is None:
             raise conflict(f"task {row.task_id} attempt {row.attempt} was handed out meanwhile")
-        self._signal(
-            row.workflow_id,
-            started_event(row.task_id),
-            TaskStartedEvent(attempt=row.attempt, worker_id=worker_id, start_time=now).payload(),
-        )
         return lease
 
     def _in_progress(
@@ -294,14 +289,8 @@ class TaskResults(TaskSupport):
             store.extend_lease(
                 row.task_id, row.attempt, holder, expires_at=now + rto * 1000, now=now
             )
-            # a new startTime re-arms the run's response timeout
-            self._signal(
-                row.workflow_id,
-                started_event(row.task_id),
-                TaskStartedEvent(
-                    attempt=row.attempt, worker_id=worker_id, start_time=now
-                ).payload(),
-            )
+            # the lease's new acquired time moves the response deadline: the engine reads
+            # it when the deadline it knew comes due
 
     def _store_output(
         self, row: TaskRecord, result: TaskResultIn, task_type: str, caller: Principal
