@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Hashable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +43,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import RowMapping, make_url
 
+from engine.adapters.run_watches import RunWatches
 from engine.language.definitions import RunStatus, TaskStatus
 from engine.ports.run_store import (
     RUN_ACTIVE,
@@ -58,6 +59,7 @@ from engine.ports.run_store import (
     RunQuery,
     RunRecord,
     RunUpdate,
+    RunWatch,
     SearchResult,
     TaskDefRecord,
     TaskLimits,
@@ -307,6 +309,7 @@ class SqlRunStore:
         # the connection of this thread's batch (see ``batch``)
         self._batch = threading.local()
         self._closed = threading.Event()
+        self._watches = RunWatches()
         if migrate:
             upgrade_to_head(self._engine)
 
@@ -342,12 +345,22 @@ class SqlRunStore:
 
     @contextmanager
     def _begin(self) -> Iterator[Connection]:
-        if self._write_lock is None:
-            with self._engine.begin() as conn:
-                yield conn
-            return
-        with self._write_lock, self._engine.begin() as conn:
-            yield conn
+        """A write transaction; once it committed, the readers watching the runs it
+        touched are woken (``watch``)."""
+        try:
+            if self._write_lock is None:
+                with self._engine.begin() as conn:
+                    yield conn
+            else:
+                with self._write_lock, self._engine.begin() as conn:
+                    yield conn
+        except BaseException:
+            self._watches.discarded()
+            raise
+        self._watches.committed()
+
+    def watch(self, workflow_id: str) -> AbstractContextManager[RunWatch]:
+        return self._watches.watch(workflow_id)
 
     @contextmanager
     def _write(self, *, partial: bool = False) -> Iterator[Connection]:
@@ -426,6 +439,7 @@ class SqlRunStore:
             lambda: self._insert(runs).on_conflict_do_nothing().returning(runs.c.workflow_id),
         )
         with self._write() as conn:
+            self._watches.touched(run.workflow_id)
             if conn.execute(stmt, values).first() is not None:
                 return CreateRunResult(workflow_id=run.workflow_id, created=True)
             if run.idempotency_key is not None:
@@ -470,6 +484,7 @@ class SqlRunStore:
         params = {f"v_{k}": v for k, v in values.items()}
         params["b_workflow_id"] = workflow_id
         with self._write() as conn:
+            self._watches.touched(workflow_id)
             return conn.execute(stmt, params).rowcount == 1
 
     def reopen_run(self, workflow_id: str, now: int) -> bool:
@@ -485,6 +500,7 @@ class SqlRunStore:
             )
         )
         with self._write() as conn:
+            self._watches.touched(workflow_id)
             return conn.execute(stmt).rowcount == 1
 
     def mark_retried(self, task_id: str, now: int) -> bool:
@@ -499,6 +515,7 @@ class SqlRunStore:
         if task_ids is not None:
             rows = rows.where(tasks.c.task_id.in_(task_ids))
         with self._write() as conn:
+            self._watches.touched(workflow_id)
             conn.execute(sa.delete(task_logs).where(task_logs.c.task_id.in_(rows)))
             conn.execute(sa.delete(leases).where(leases.c.task_id.in_(rows)))
             stmt = sa.delete(tasks).where(tasks.c.workflow_id == workflow_id)
@@ -509,6 +526,7 @@ class SqlRunStore:
     def delete_run(self, workflow_id: str) -> bool:
         task_ids = sa.select(tasks.c.task_id).where(tasks.c.workflow_id == workflow_id)
         with self._write() as conn:
+            self._watches.touched(workflow_id)
             conn.execute(sa.delete(task_logs).where(task_logs.c.task_id.in_(task_ids)))
             conn.execute(sa.delete(leases).where(leases.c.task_id.in_(task_ids)))
             conn.execute(sa.delete(tasks).where(tasks.c.workflow_id == workflow_id))
@@ -549,6 +567,7 @@ class SqlRunStore:
             return self._upsert_task(conn, task, now)
 
     def _upsert_task(self, conn: Connection, task: TaskRecord, now: int) -> bool:
+        self._watches.touched(task.workflow_id)
         values = task.model_dump()
         values["status"] = task.status.value
         values["update_time"] = now
@@ -602,11 +621,16 @@ class SqlRunStore:
                     tasks.c.status.in_(allowed),
                 )
                 .values({k: _b(f"v_{k}") for k in values})
+                .returning(tasks.c.workflow_id)
             ),
         )
         params = {f"v_{k}": v for k, v in values.items()}
         params["b_task_id"], params["b_attempt"] = task_id, attempt
-        return conn.execute(stmt, params).rowcount == 1
+        row = conn.execute(stmt, params).first()
+        if row is None:
+            return False
+        self._watches.touched(row.workflow_id)
+        return True
 
     def finish_task(
         self, task_id: str, attempt: int, update: TaskUpdate, now: int, *, holder: str
@@ -686,6 +710,7 @@ class SqlRunStore:
                 row = conn.execute(mark, params).first()
                 if row is None:
                     raise _Rollback
+                self._watches.touched(row.workflow_id)
                 if not self._acquire_lease(
                     conn,
                     task_id,
