@@ -22,7 +22,6 @@ import re
 import uuid
 from typing import Any
 
-import jsonschema
 from opentelemetry.trace import SpanKind
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
@@ -33,12 +32,12 @@ from control_plane.services.metadata import MetadataService
 from control_plane.services.replays import RerunWorkflowRequest, RunReplays, SkipTaskRequest
 from control_plane.services.settling import Reached, RunSettling
 from control_plane.services.signals import ReturnStrategy, RunWaits
-from control_plane.services.start_cache import StartCache
+from control_plane.services.start_cache import StartCache, input_validator
 from control_plane.services.tasks import TaskService
 from control_plane.services.wire import read_offloaded, run_summary, task_def_name, workflow_json
 from control_plane.services.wire_types import Text
 from control_plane.services.worker_queues import ensure_worker_queues
-from engine.language.definitions import WorkflowDef, schema_document
+from engine.language.definitions import WorkflowDef
 from engine.ports.payload_store import (
     PayloadKind,
     PayloadTooLarge,
@@ -198,12 +197,12 @@ class WorkflowService:
             )
             definition_json = request.workflow_def
             ensure_worker_queues(self.settings, self.deps, wf, request.task_to_domain)
+            validator = input_validator(wf)
         else:
             record, wf = self._definition(request.name, request.version)
             definition_json = record.definition
-        input_schema = schema_document(wf.input_schema)
-        if input_schema:
-            validator = jsonschema.Draft202012Validator(input_schema)
+            validator = self.start_cache.validator(record, wf)
+        if validator is not None:
             errors = sorted(validator.iter_errors(request.input), key=lambda e: list(e.path))
             if errors:
                 issues = [

@@ -830,14 +830,19 @@ class SqlRunStore:
             conn.execute(stmt)
 
     def _versioned(self, table: sa.Table, name: str, version: int | None) -> RowMapping | None:
-        """The row of ``name`` at ``version``, or its latest version when None."""
-        stmt = sa.select(table).where(table.c.name == name)
-        if version is None:
-            stmt = stmt.order_by(table.c.version.desc()).limit(1)
-        else:
-            stmt = stmt.where(table.c.version == version)
+        """The row of ``name`` at ``version``, or its latest version when None (every
+        start reads its definition: the statement is built once)."""
+
+        def build() -> Any:
+            stmt = sa.select(table).where(table.c.name == _b("b_name"))
+            if version is None:
+                return stmt.order_by(table.c.version.desc()).limit(1)
+            return stmt.where(table.c.version == _b("b_version"))
+
+        stmt = self._stmt(("versioned", table.name, version is None), build)
         with self._read() as conn:
-            row = conn.execute(stmt).first()
+            params = {"b_name": name} if version is None else {"b_name": name, "b_version": version}
+            row = conn.execute(stmt, params).first()
         return None if row is None else row._mapping
 
     def get_definition(self, name: str, version: int | None = None) -> DefinitionRecord | None:
