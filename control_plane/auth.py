@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+import anyio.to_thread
 import yaml
 from fastapi import Request
 
@@ -72,6 +73,9 @@ ANONYMOUS = Principal("anonymous", frozenset(ROLES), None)
 
 
 class Authenticator(Protocol):
+    #: ``authenticate`` may wait on the network (an identity provider's keys)
+    blocking: bool
+
     def authenticate(self, authorization: str | None) -> Principal: ...
 
 
@@ -89,6 +93,8 @@ def _bearer(authorization: str | None) -> str:
 
 
 class NoAuth:
+    blocking = False
+
     def authenticate(self, authorization: str | None) -> Principal:
         return ANONYMOUS
 
@@ -108,6 +114,8 @@ def _principal(name: str, roles: Iterable[str], task_types: Iterable[str] | None
 
 class TokenAuth:
     """Opaque tokens from a local file."""
+
+    blocking = False
 
     def __init__(self, entries: Iterable[tuple[str, Principal]]) -> None:
         self._entries = [(hashlib.sha256(t.encode()).digest(), p) for t, p in entries]
@@ -155,6 +163,8 @@ class TokenAuth:
 
 class EntraAuth:
     """Entra ID JWT validation with PyJWT."""
+
+    blocking = True  # the signing keys are fetched (and refreshed) from Entra ID
 
     def __init__(self, settings: Settings) -> None:
         import jwt
@@ -230,10 +240,16 @@ def build_authenticator(settings: Settings) -> Authenticator:
     return EntraAuth(settings)
 
 
-def principal(request: Request) -> Principal:
-    """FastAPI dependency: the authenticated caller."""
+async def principal(request: Request) -> Principal:
+    """FastAPI dependency: the authenticated caller. An authenticator that may wait on
+    the network runs in a worker thread; the others answer on the event loop, where a
+    token look-up costs less than the hop to a thread (a sync dependency is one more
+    thread-pool round trip per request)."""
     auth: Authenticator = request.app.state.authenticator
-    return auth.authenticate(request.headers.get("authorization"))
+    header = request.headers.get("authorization")
+    if auth.blocking:
+        return await anyio.to_thread.run_sync(auth.authenticate, header)
+    return auth.authenticate(header)
 
 
 def require_role(p: Principal, role: str) -> None:

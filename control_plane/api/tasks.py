@@ -41,17 +41,17 @@ NO_TASK: dict[int | str, dict[str, Any]] = {204: {"description": "No task to han
 Caller = Annotated[Principal, Depends(principal)]
 
 
-def _service(request: Request) -> TaskService:
+async def _service(request: Request) -> TaskService:
     service: TaskService = request.app.state.task_service
     return service
 
 
-def _handout(request: Request) -> TaskHandout:
+async def _handout(request: Request) -> TaskHandout:
     handout: TaskHandout = request.app.state.task_handout
     return handout
 
 
-def _results(request: Request) -> TaskResults:
+async def _results(request: Request) -> TaskResults:
     results: TaskResults = request.app.state.task_results
     return results
 

@@ -9,7 +9,7 @@ from fastapi import Depends, Request
 __all__ = ["CallerTrace"]
 
 
-def _caller_trace(http: Request) -> str | None:
+async def _caller_trace(http: Request) -> str | None:
     return http.headers.get("traceparent")
 
 
