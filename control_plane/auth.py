@@ -74,6 +74,9 @@ ANONYMOUS = Principal("anonymous", frozenset(ROLES), None)
 
 
 class Authenticator(Protocol):
+    #: ``authenticate`` may wait on the network (an identity provider's keys)
+    blocking: bool
+
     def authenticate(self, authorization: str | None) -> Principal: ...
 
 
@@ -91,6 +94,8 @@ def _bearer(authorization: str | None) -> str:
 
 
 class NoAuth:
+    blocking = False
+
     def authenticate(self, authorization: str | None) -> Principal:
         return ANONYMOUS
 
@@ -110,6 +115,8 @@ def _principal(name: str, roles: Iterable[str], task_types: Iterable[str] | None
 
 class TokenAuth:
     """Opaque tokens from a local file."""
+
+    blocking = False
 
     def __init__(self, entries: Iterable[tuple[str, Principal]]) -> None:
         self._entries = [(hashlib.sha256(t.encode()).digest(), p) for t, p in entries]
@@ -163,6 +170,8 @@ class EntraAuth:
     """Entra ID JWT validation with PyJWT. A verified token is remembered (by its
     SHA-256) until its ``exp``, so that a worker's polls and results do not each pay
     the signature check (nor a trip to a thread, see ``principal``)."""
+
+    blocking = True  # the signing keys are fetched (and refreshed) from Entra ID
 
     def __init__(self, settings: Settings) -> None:
         import jwt
@@ -258,15 +267,17 @@ def build_authenticator(settings: Settings) -> Authenticator:
 
 
 async def principal(request: Request) -> Principal:
-    """FastAPI dependency: the authenticated caller. Checked on the event loop (a sync
-    dependency would cost each request a hop to the thread pool and back), except by an
-    authenticator that may wait on the network (Entra ID fetching its signing keys)."""
+    """FastAPI dependency: the authenticated caller. An authenticator that may wait on
+    the network (Entra ID fetching its signing keys) runs in a worker thread, unless it
+    remembers the token; the others answer on the event loop (a sync dependency would
+    cost each request a hop to the thread pool and back)."""
     auth: Authenticator = request.app.state.authenticator
     header = request.headers.get("authorization")
     if isinstance(auth, EntraAuth):
         known = auth.remembered(header)
         if known is not None:
             return known
+    if auth.blocking:
         return await anyio.to_thread.run_sync(auth.authenticate, header)
     return auth.authenticate(header)
 

@@ -54,8 +54,9 @@ class Settings(BaseModel):
     #: every WORKER type a workflow uses must have a registered task definition, and a
     #: poll of a type without one is 404 (off: Conductor's rule, a default task definition)
     strict_task_definitions: bool = False
-    #: start, terminate, retry, restart, rerun and skip answer once the run store shows
-    #: their effect (Conductor answers after deciding), waiting at most this long
+    #: terminate, retry, restart, rerun and skip answer once the run store shows their
+    #: effect (Conductor answers after deciding), waiting at most this long; a read of a
+    #: run started less than this long ago waits (as long) for its first decision
     settle_seconds: float = 5.0
 
     max_body_bytes: int = 12 * 1024 * 1024

@@ -25,7 +25,7 @@ Version = Annotated[int, Path(ge=1, le=MAX_INT32)]
 Caller = Annotated[Principal, Depends(principal)]
 
 
-def _service(request: Request) -> MetadataService:
+async def _service(request: Request) -> MetadataService:
     service: MetadataService = request.app.state.metadata_service
     return service
 

@@ -4,6 +4,7 @@ and :mod:`~control_plane.services.tasks`."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from functools import partial
@@ -14,7 +15,7 @@ import anyio.to_thread
 from fastapi import APIRouter, Body, Depends, Query, Request, Response
 from fastapi.responses import JSONResponse, PlainTextResponse
 
-from control_plane.api.errors import bad_request, not_found
+from control_plane.api.errors import ApiError, bad_request, not_found
 from control_plane.api.openapi import COMMON, errors
 from control_plane.api.routing import StepwayRoute
 from control_plane.api.tracing import CallerTrace
@@ -283,6 +284,15 @@ def external_storage_location(
     return service.storage_location(path, operation, payloadType, taskType, caller)
 
 
+def _decided(request: Request, workflow_id: str) -> None:
+    """Wait until a run started a moment ago shows its first decision (a task update by
+    reference right after the start finds its task, as in Conductor); a run that does
+    not exist is left to the update to report."""
+    workflows: WorkflowService = request.app.state.workflow_service
+    with contextlib.suppress(ApiError):
+        workflows.run(workflow_id)
+
+
 def _signal(
     request: Request,
     results: TaskResults,
@@ -300,8 +310,7 @@ def _signal(
             "status",
         )
     workflows: WorkflowService = request.app.state.workflow_service
-    if results.deps.run_store.get_run(workflow_id) is None:
-        raise not_found(f"Workflow with id: {workflow_id} not found.")
+    workflows.run(workflow_id)  # 404, or the run once its first decision is visible
     row = workflows.waits.blocked_wait_task(workflow_id)
     if row is None:
         return None
@@ -364,6 +373,7 @@ def signal_sync(
     responses=errors(404, 409, 413, 501, 503),
 )
 def update_by_ref(
+    request: Request,
     results: Results,
     caller: Caller,
     workflowId: str,
@@ -372,6 +382,7 @@ def update_by_ref(
     output: Annotated[dict[str, Any], Body()],
     workerid: str | None = None,
 ) -> str:
+    _decided(request, workflowId)
     return results.update_by_ref(workflowId, taskRefName, status, output, workerid, caller)
 
 
@@ -390,6 +401,7 @@ def update_by_ref_sync(
     output: Annotated[dict[str, Any], Body()],
     workerid: str | None = None,
 ) -> Any:
+    _decided(request, workflowId)
     rows = [
         r
         for r in results.deps.run_store.list_tasks(workflowId)

@@ -32,7 +32,7 @@ MAX_CORRELATION_IDS = 1000
 Caller = Annotated[Principal, Depends(principal)]
 
 
-def _service(request: Request) -> WorkflowService:
+async def _service(request: Request) -> WorkflowService:
     service: WorkflowService = request.app.state.workflow_service
     return service
 

@@ -1,5 +1,5 @@
-"""What starting a run can reuse: the parsed definition of a registration and the
-reference of its snapshot.
+"""What starting a run can reuse: the parsed definition of a registration, the
+validator of its ``inputSchema`` and the reference of its snapshot.
 
 A start still reads the definition's row (a registration overwritten a moment ago is
 what the next start runs), but parses it and builds, hashes and stores its snapshot
@@ -16,9 +16,11 @@ import threading
 import time
 from collections import OrderedDict
 
+import jsonschema
+
 from control_plane.deps import Deps, Settings
 from control_plane.services.task_support import TaskDefCache
-from engine.language.definitions import WorkflowDef
+from engine.language.definitions import WorkflowDef, schema_document
 from engine.ports.run_store import DefinitionRecord
 from engine.runtime.snapshots import publish_snapshot
 
@@ -28,6 +30,12 @@ _ENTRIES = 256
 _Key = tuple[str, int, int]
 
 
+def input_validator(wf: WorkflowDef) -> jsonschema.Draft202012Validator | None:
+    """The validator of a run's input, None when the workflow has no input schema."""
+    schema = schema_document(wf.input_schema)
+    return jsonschema.Draft202012Validator(schema) if schema else None
+
+
 class StartCache:
     def __init__(self, settings: Settings, deps: Deps, taskdefs: TaskDefCache) -> None:
         self.settings = settings
@@ -35,6 +43,7 @@ class StartCache:
         self.taskdefs = taskdefs
         self._parsed: OrderedDict[_Key, WorkflowDef] = OrderedDict()
         self._snapshots: OrderedDict[_Key, tuple[float, int, str | None]] = OrderedDict()
+        self._validators: OrderedDict[_Key, jsonschema.Draft202012Validator | None] = OrderedDict()
         self._lock = threading.Lock()
 
     @staticmethod
@@ -54,6 +63,22 @@ class StartCache:
             if len(self._parsed) > _ENTRIES:
                 self._parsed.popitem(last=False)
         return wf
+
+    def validator(
+        self, record: DefinitionRecord, wf: WorkflowDef
+    ) -> jsonschema.Draft202012Validator | None:
+        """``input_validator`` of the registration, built once."""
+        key = self._key(record)
+        with self._lock:
+            if key in self._validators:
+                self._validators.move_to_end(key)
+                return self._validators[key]
+        validator = input_validator(wf)
+        with self._lock:
+            self._validators[key] = validator
+            if len(self._validators) > _ENTRIES:
+                self._validators.popitem(last=False)
+        return validator
 
     def snapshot(self, record: DefinitionRecord, wf: WorkflowDef) -> str | None:
         """The reference of the snapshot a run of ``record`` starts with."""

@@ -2,8 +2,10 @@
 
 A start writes the run row RUNNING first (``create_run``; a repeated idempotency key
 returns the existing run's id and starts nothing), then starts the orchestration; if
-that fails the row is deleted again, so nothing is left half-started. Pause, resume,
-terminate, restart and retry signal the orchestration through ``RunSignals``.
+that fails the row is deleted again, so nothing is left half-started. It answers then,
+without waiting for the engine: a read of the run waits for its first decision instead
+(:mod:`control_plane.services.settling`). Pause, resume, terminate, restart and retry
+signal the orchestration through ``RunSignals``.
 
 Restart, retry and rerun run a finished run again (:mod:`control_plane.services.replays`).
 
@@ -17,12 +19,9 @@ from __future__ import annotations
 
 import logging
 import re
-import time
 import uuid
-from collections.abc import Callable
 from typing import Any
 
-import jsonschema
 from opentelemetry.trace import SpanKind
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
@@ -31,13 +30,14 @@ from control_plane.api.errors import ApiError, bad_request, conflict, not_found
 from control_plane.deps import Deps, Settings
 from control_plane.services.metadata import MetadataService
 from control_plane.services.replays import RerunWorkflowRequest, RunReplays, SkipTaskRequest
+from control_plane.services.settling import Reached, RunSettling
 from control_plane.services.signals import ReturnStrategy, RunWaits
-from control_plane.services.start_cache import StartCache
+from control_plane.services.start_cache import StartCache, input_validator
 from control_plane.services.tasks import TaskService
 from control_plane.services.wire import read_offloaded, run_summary, task_def_name, workflow_json
 from control_plane.services.wire_types import Text
 from control_plane.services.worker_queues import ensure_worker_queues
-from engine.language.definitions import WorkflowDef, schema_document
+from engine.language.definitions import WorkflowDef
 from engine.ports.payload_store import (
     PayloadKind,
     PayloadTooLarge,
@@ -50,7 +50,6 @@ from engine.ports.run_store import (
     RunRecord,
     RunStatus,
     RunUpdate,
-    TaskRecord,
 )
 from engine.runtime.snapshots import publish_snapshot_of
 from engine.runtime.tracing import WORKFLOW_ID, link_to, span, traceparent_of, tracer
@@ -122,6 +121,7 @@ class WorkflowService:
         self.tasks = tasks
         self.start_cache = StartCache(settings, deps, tasks.taskdefs)
         self.tracer = tracer(deps.tracer_provider, "stepway.control_plane")
+        self.settling = RunSettling(settings, deps)
         self.replays = RunReplays(settings, deps, self.settle)
         self.waits = RunWaits(deps, self.workflow_json, self.tasks.row_json)
 
@@ -197,12 +197,12 @@ class WorkflowService:
             )
             definition_json = request.workflow_def
             ensure_worker_queues(self.settings, self.deps, wf, request.task_to_domain)
+            validator = input_validator(wf)
         else:
             record, wf = self._definition(request.name, request.version)
             definition_json = record.definition
-        input_schema = schema_document(wf.input_schema)
-        if input_schema:
-            validator = jsonschema.Draft202012Validator(input_schema)
+            validator = self.start_cache.validator(record, wf)
+        if validator is not None:
             errors = sorted(validator.iter_errors(request.input), key=lambda e: list(e.path))
             if errors:
                 issues = [
@@ -257,22 +257,14 @@ class WorkflowService:
             log.exception("could not start run %s", workflow_id)
             self.deps.run_store.delete_run(workflow_id)
             raise ApiError(503, f"could not start the run: {exc}", retryable=True) from exc
-        # Conductor answers after the first decision: a client reading the run next sees
-        # its first tasks (or its end)
-        self.settle(workflow_id, lambda run, tasks: bool(tasks) or run.status.is_terminal)
+        # Conductor answers after the first decision; Stepway answers now, and a client
+        # reading the run next waits for its first tasks (or its end): ``run``
         return workflow_id
 
-    def settle(
-        self, workflow_id: str, reached: Callable[[RunRecord, list[TaskRecord]], bool]
-    ) -> None:
+    def settle(self, workflow_id: str, reached: Reached) -> None:
         """Wait until the run store shows what a call just caused (``reached``), at most
         ``settle_seconds``; the engine acts on the call's signal a moment later."""
-        deadline = time.monotonic() + self.settings.settle_seconds
-        while time.monotonic() < deadline:
-            run = self.deps.run_store.get_run(workflow_id)
-            if run is None or reached(run, self.deps.run_store.list_tasks(workflow_id)):
-                return
-            time.sleep(0.01)
+        self.settling.settle(workflow_id, reached)
 
     def _offload_input(self, workflow_id: str, value: dict[str, Any]) -> tuple[Any, str | None]:
         """Keep a workflow input above the threshold in the payload store (413 above the
@@ -289,8 +281,12 @@ class WorkflowService:
         except PayloadTooLarge as exc:
             raise ApiError(413, str(exc), validation_errors=[("$.input", str(exc))]) from None
 
-    def _run(self, workflow_id: str) -> RunRecord:
+    def run(self, workflow_id: str) -> RunRecord:
+        """The run as a client may read it: a run started a moment ago once its first
+        decision is visible (:mod:`control_plane.services.settling`); 404 if none."""
         run = self.deps.run_store.get_run(workflow_id)
+        if run is not None:
+            run = self.settling.decided(run)
         if run is None:
             raise not_found(f"Workflow with id: {workflow_id} not found.")
         return run
@@ -321,7 +317,7 @@ class WorkflowService:
         ended in the backend without the interpreter recording it (a history limit, a
         backend-side terminate) is recorded FAILED with that reason, so no run shows
         RUNNING forever. No sweeper: the read that notices it repairs it."""
-        run = self._run(workflow_id)
+        run = self.run(workflow_id)
         if run.status.is_terminal:
             return run
         try:
@@ -337,7 +333,7 @@ class WorkflowService:
             RunUpdate(status=RunStatus.FAILED, reason_for_incompletion=reason, end_time=now),
             now,
         )
-        return self._run(workflow_id)
+        return self.run(workflow_id)
 
     def get(self, workflow_id: str, include_tasks: bool) -> dict[str, Any]:
         return self.workflow_json(self._current(workflow_id), include_tasks)
@@ -357,7 +353,7 @@ class WorkflowService:
         }
 
     def pause(self, workflow_id: str) -> None:
-        run = self._run(workflow_id)
+        run = self.run(workflow_id)
         if run.status.is_terminal:
             raise conflict(f"workflow {workflow_id} is {run.status.value}")
         if run.status == RunStatus.PAUSED:
@@ -368,7 +364,7 @@ class WorkflowService:
         )
 
     def resume(self, workflow_id: str) -> None:
-        run = self._run(workflow_id)
+        run = self.run(workflow_id)
         if run.status.is_terminal:
             raise conflict(f"workflow {workflow_id} is {run.status.value}")
         if run.status == RunStatus.RUNNING:
@@ -379,7 +375,7 @@ class WorkflowService:
         )
 
     def terminate(self, workflow_id: str, reason: str | None) -> None:
-        run = self._run(workflow_id)
+        run = self.run(workflow_id)
         if run.status == RunStatus.TERMINATED:
             return  # Conductor: terminating a terminated run again is a no-op
         if run.status.is_terminal:
@@ -408,14 +404,14 @@ class WorkflowService:
     def remove(self, workflow_id: str) -> None:
         """Delete a run and its task rows (Conductor's ``remove``); a run still going is
         terminated first."""
-        run = self._run(workflow_id)
+        run = self.run(workflow_id)
         if not run.status.is_terminal:
             self.terminate(workflow_id, "removed through the API")
         self.deps.run_store.delete_run(workflow_id)
 
     def terminate_remove(self, workflow_id: str, reason: str | None) -> None:
         """Conductor's ``terminate-remove``: terminate a run still going, then delete it."""
-        run = self._run(workflow_id)
+        run = self.run(workflow_id)
         if not run.status.is_terminal:
             self.terminate(workflow_id, reason)
         self.deps.run_store.delete_run(workflow_id)
@@ -465,7 +461,7 @@ class WorkflowService:
     def decide(self, workflow_id: str) -> None:
         """Conductor's ``decide``: the engine decides a run on every event it gets, so
         there is nothing to do beyond finding the run."""
-        self._run(workflow_id)
+        self.run(workflow_id)
 
     def correlated(
         self, name: str, correlation_id: str, include_closed: bool, include_tasks: bool
@@ -496,7 +492,11 @@ class WorkflowService:
                 )
             )
             for run in page.results:
-                found[run.correlation_id or ""].append(self.workflow_json(run, include_tasks))
+                decided = self.settling.decided(run)
+                if decided is not None:
+                    found[decided.correlation_id or ""].append(
+                        self.workflow_json(decided, include_tasks)
+                    )
             start += len(page.results)
             if not page.results or start >= page.total_hits:
                 break

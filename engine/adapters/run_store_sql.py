@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Hashable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +48,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import RowMapping, make_url
 
+from engine.adapters.run_watches import RunWatches
 from engine.language.definitions import RunStatus, TaskStatus
 from engine.ports.run_store import (
     RUN_ACTIVE,
@@ -63,6 +64,7 @@ from engine.ports.run_store import (
     RunQuery,
     RunRecord,
     RunUpdate,
+    RunWatch,
     SearchResult,
     TaskDefRecord,
     TaskLimits,
@@ -382,6 +384,7 @@ class SqlRunStore:
         # the connection of this thread's batch (see ``batch``)
         self._batch = threading.local()
         self._closed = threading.Event()
+        self._watches = RunWatches()
         if migrate:
             upgrade_to_head(self._engine)
 
@@ -417,12 +420,22 @@ class SqlRunStore:
 
     @contextmanager
     def _begin(self) -> Iterator[Connection]:
-        if self._write_lock is None:
-            with self._engine.begin() as conn:
-                yield conn
-            return
-        with self._write_lock, self._engine.begin() as conn:
-            yield conn
+        """A write transaction; once it committed, the readers watching the runs it
+        touched are woken (``watch``)."""
+        try:
+            if self._write_lock is None:
+                with self._engine.begin() as conn:
+                    yield conn
+            else:
+                with self._write_lock, self._engine.begin() as conn:
+                    yield conn
+        except BaseException:
+            self._watches.discarded()
+            raise
+        self._watches.committed()
+
+    def watch(self, workflow_id: str) -> AbstractContextManager[RunWatch]:
+        return self._watches.watch(workflow_id)
 
     @contextmanager
     def _write(self, *, partial: bool = False) -> Iterator[Connection]:
@@ -559,6 +572,7 @@ class SqlRunStore:
             return self._insert(runs).on_conflict_do_nothing().returning(runs.c.workflow_id)
 
         with self._write() as conn:
+            self._watches.touched(run.workflow_id)
             if self._exec(conn, "create_run", build, values).first() is not None:
                 return CreateRunResult(workflow_id=run.workflow_id, created=True)
             if run.idempotency_key is not None:
@@ -603,6 +617,7 @@ class SqlRunStore:
         params = {f"v_{k}": v for k, v in values.items()}
         params["b_workflow_id"] = workflow_id
         with self._write() as conn:
+            self._watches.touched(workflow_id)
             return (
                 self._exec(conn, ("update_run", tuple(sorted(values))), build, params).rowcount == 1
             )
@@ -620,6 +635,7 @@ class SqlRunStore:
             )
         )
         with self._write() as conn:
+            self._watches.touched(workflow_id)
             return conn.execute(stmt).rowcount == 1
 
     def mark_retried(self, task_id: str, now: int) -> bool:
@@ -639,6 +655,7 @@ class SqlRunStore:
         if task_ids is not None:
             rows = rows.where(tasks.c.task_id.in_(task_ids))
         with self._write() as conn:
+            self._watches.touched(workflow_id)
             conn.execute(sa.delete(task_logs).where(task_logs.c.task_id.in_(rows)))
             conn.execute(sa.delete(leases).where(leases.c.task_id.in_(rows)))
             stmt = sa.delete(tasks).where(tasks.c.workflow_id == workflow_id)
@@ -649,6 +666,7 @@ class SqlRunStore:
     def delete_run(self, workflow_id: str) -> bool:
         task_ids = sa.select(tasks.c.task_id).where(tasks.c.workflow_id == workflow_id)
         with self._write() as conn:
+            self._watches.touched(workflow_id)
             conn.execute(sa.delete(task_logs).where(task_logs.c.task_id.in_(task_ids)))
             conn.execute(sa.delete(leases).where(leases.c.task_id.in_(task_ids)))
             conn.execute(sa.delete(tasks).where(tasks.c.workflow_id == workflow_id))
@@ -691,6 +709,7 @@ class SqlRunStore:
             return self._upsert_task(conn, task, now)
 
     def _upsert_task(self, conn: Connection, task: TaskRecord, now: int) -> bool:
+        self._watches.touched(task.workflow_id)
         values = task.model_dump()
         values["status"] = task.status.value
         values["update_time"] = now
@@ -744,12 +763,17 @@ class SqlRunStore:
                     _one_of(tasks.c.status, allowed),
                 )
                 .values({k: _b(f"v_{k}") for k in values})
+                .returning(tasks.c.workflow_id)
             )
 
         params = {f"v_{k}": v for k, v in values.items()}
         params["b_task_id"], params["b_attempt"] = task_id, attempt
         key = ("update_task", tuple(sorted(values)), tuple(allowed))
-        return self._exec(conn, key, build, params).rowcount == 1
+        row = self._exec(conn, key, build, params).first()
+        if row is None:
+            return False
+        self._watches.touched(row["workflow_id"])
+        return True
 
     def finish_task(
         self, task_id: str, attempt: int, update: TaskUpdate, now: int, *, holder: str
@@ -830,6 +854,7 @@ class SqlRunStore:
                 row = self._exec(conn, "mark_started", mark, params).first()
                 if row is None:
                     raise _Rollback
+                self._watches.touched(row["workflow_id"])
                 if not self._acquire_lease(
                     conn,
                     task_id,

@@ -269,6 +269,17 @@ class HandOut(_Record):
     limited: bool = False
 
 
+class RunWatch(Protocol):
+    """Wakes a reader waiting for a run to change (``RunStore.watch``)."""
+
+    def wait(self, timeout: float) -> bool:
+        """Wait at most ``timeout`` seconds for a write to the watched run (its row or
+        one of its task rows) committed by this process since the watch began or since
+        the last ``wait``; whether one was. Writes of other processes wake nobody: a
+        reader re-reads the store after the timeout as well."""
+        ...
+
+
 @runtime_checkable
 class RunStore(Protocol):
     """The run store port. Adapters: ``engine.adapters.run_store_sql.SqlRunStore``."""
@@ -280,6 +291,13 @@ class RunStore(Protocol):
         its end, rolled back when it raises; reads inside it see its writes. A batch
         inside a batch is part of it. Other threads' calls wait for (SQLite) or do not
         see (PostgreSQL) its writes until it ends."""
+        ...
+
+    def watch(self, workflow_id: str) -> AbstractContextManager[RunWatch]:
+        """Watch a run for the duration of a block: a reader that read the store inside
+        the block and did not find what it waits for calls ``wait`` instead of polling.
+        Its writers in this process (the embedded engine, this process's API) wake it
+        once their transaction committed."""
         ...
 
     # --- runs ---------------------------------------------------------------

@@ -817,6 +817,53 @@ def test_a_batch_is_one_transaction(store: SqlRunStore, store_url: str) -> None:
         other.close()
 
 
+# --- watches ---------------------------------------------------------------------
+
+
+def test_a_watch_wakes_after_a_commit_to_its_run(store: SqlRunStore) -> None:
+    store.create_run(run("w1"))
+    store.create_run(run("w2"))
+    with store.watch("w1") as watch:
+        assert not watch.wait(0)  # nothing written since the watch began
+        store.upsert_task(task("t1", workflow_id="w2"), T0)
+        store.update_run("w2", RunUpdate(variables={"x": 1}), T0)
+        assert not watch.wait(0)  # another run's writes
+        store.upsert_task(task("t1b"), T0)  # a first task row
+        assert watch.wait(0)
+        assert not watch.wait(0)  # one wake per change
+        store.update_task("t1b", 1, TaskUpdate(status=TaskStatus.IN_PROGRESS), T0 + 1)
+        assert watch.wait(0)
+        assert store.hand_out_task("t1b", 1, "wk", lease_expires_at=T0 + 9, now=T0 + 2).task
+        assert watch.wait(0)
+        store.update_run("w1", RunUpdate(status=RunStatus.TERMINATED), T0 + 3)
+        assert watch.wait(0)
+
+
+def test_a_watch_wakes_once_a_batch_committed_never_for_a_rollback(
+    store: SqlRunStore,
+) -> None:
+    store.create_run(run("w1"))
+    with store.watch("w1") as watch:
+        with store.batch():
+            store.upsert_task(task("t1"), T0)
+            assert not watch.wait(0)  # not committed yet
+        assert watch.wait(0)
+        with pytest.raises(RuntimeError), store.batch():
+            store.upsert_task(task("t2"), T0)
+            raise RuntimeError("boom")
+        assert not watch.wait(0)
+
+
+def test_a_watch_wakes_a_reader_waiting_in_another_thread(store: SqlRunStore) -> None:
+    store.create_run(run("w1"))
+    with store.watch("w1") as watch:
+        writer = threading.Thread(target=lambda: store.upsert_task(task("t1"), T0))
+        writer.start()
+        assert watch.wait(30)
+        writer.join()
+    assert [r.task_id for r in store.list_tasks("w1")] == ["t1"]
+
+
 # --- definitions ---------------------------------------------------------------
 
 
