@@ -257,7 +257,8 @@ def test_complete_log_validate_and_offload_against_the_control_plane(
         stored = json.loads(cp.deps.payloads.get(offloaded["externalOutputPayloadStoragePath"]))  # type: ignore[union-attr]
         assert stored["rows"][1999] == "row-01999"
         events = [e.name for e in cp.signals.events()]
-        assert ok in events and f"{ok}.started" in events
+        # one event per result; a hand-out raises none
+        assert events.count(ok) == 1 and f"{ok}.started" not in events
 
 
 def test_in_progress_callback_resumes_with_the_previous_output(
