@@ -48,23 +48,6 @@ def human_time(ms: int | None, now_ms: int) -> str:
     return f"{stamp:%Y-%m-%d %H:%M}"
 
 
-def human_duration(ms: int | None) -> str:
-    if ms is None or ms < 0:
-        return "-"
-    if ms < 1000:
-        return f"{ms} ms"
-    seconds = ms / 1000
-    if seconds < 60:
-        return f"{seconds:.1f} s"
-    minutes, sec = divmod(int(seconds), 60)
-    if minutes < 60:
-        return f"{minutes} min {sec} s"
-    hours, minutes = divmod(minutes, 60)
-    if hours < 48:
-        return f"{hours} h {minutes} min"
-    return f"{hours // 24} d {hours % 24} h"
-
-
 def table(headers: list[str], rows: list[list[str]]) -> str:
     """Left-aligned columns as wide as their widest cell (the last one is not padded)."""
     widths = [len(h) for h in headers]

@@ -15,13 +15,13 @@ import typer
 
 from control_plane.cli.present import (
     OutputFormat,
-    human_duration,
     human_time,
     print_json,
     short,
     table,
     wants_json,
 )
+from control_plane.durations import human_duration
 
 DEFAULT_SERVER = "http://127.0.0.1:8080"
 FAILED_TASK = {"FAILED", "FAILED_WITH_TERMINAL_ERROR", "TIMED_OUT", "CANCELED"}

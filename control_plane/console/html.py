@@ -15,6 +15,7 @@ from urllib.parse import urlencode
 from markupsafe import Markup, escape
 
 from control_plane.auth import Principal
+from control_plane.durations import human_duration
 
 #: JSON shown inline is cut here; the full value is a download away
 INLINE_JSON_LIMIT = 20_000
@@ -93,20 +94,7 @@ def ago(delta_ms: int) -> str:
 
 
 def duration(ms: int | None) -> str:
-    if ms is None or ms < 0:
-        return ""
-    if ms < 1000:
-        return f"{ms} ms"
-    seconds = ms / 1000
-    if seconds < 60:
-        return f"{seconds:.1f} s"
-    minutes, sec = divmod(int(seconds), 60)
-    if minutes < 60:
-        return f"{minutes} min {sec} s"
-    hours, minutes = divmod(minutes, 60)
-    if hours < 48:
-        return f"{hours} h {minutes} min"
-    return f"{hours // 24} d {hours % 24} h"
+    return human_duration(ms, missing="")
 
 
 def json_text(value: Any) -> str:

@@ -17,7 +17,8 @@ import pytest
 from typer.testing import CliRunner
 
 from control_plane.cli.main import app
-from control_plane.cli.present import human_duration, human_time, table
+from control_plane.cli.present import human_time, table
+from control_plane.durations import human_duration
 from engine.language.definitions import RunStatus
 from engine.ports.run_store import RunQuery, RunUpdate, TaskRecord, TaskStatus
 from tests.unit.control_plane.conftest import Server, taskdef
