@@ -402,14 +402,9 @@ def update_by_ref_sync(
     workerid: str | None = None,
 ) -> Any:
     _decided(request, workflowId)
-    rows = [
-        r
-        for r in results.deps.run_store.list_tasks(workflowId)
-        if r.reference_task_name == taskRefName and not r.status.is_terminal
-    ]
-    if not rows:
-        raise not_found(f"Found no running task {taskRefName} of workflow {workflowId} to update")
-    task_id = results.update_by_ref(workflowId, taskRefName, status, output, workerid, caller)
+    task_id = results.update_by_ref(
+        workflowId, taskRefName, status, output, workerid, caller, pending_only=True
+    )
     workflows: WorkflowService = request.app.state.workflow_service
     if status != "IN_PROGRESS":
         # answer once the run shows the result (Conductor decides before it answers)

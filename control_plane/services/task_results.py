@@ -362,15 +362,22 @@ class TaskResults(TaskSupport):
         output: dict[str, Any],
         worker_id: str | None,
         caller: Principal,
+        *,
+        pending_only: bool = False,
     ) -> str:
+        """Post the result to the task of reference ``ref``: its latest pending attempt,
+        else its latest row (a repeat, or a 409). ``pending_only``: 404 when none is
+        pending (Conductor's text for the synchronous form). The task's id."""
         rows = [
             r for r in self.deps.run_store.list_tasks(workflow_id) if r.reference_task_name == ref
         ]
         if self.deps.run_store.get_run(workflow_id) is None:
             raise not_found(f"Workflow with id: {workflow_id} not found.")
+        pending = [r for r in rows if not r.status.is_terminal]
+        if pending_only and not pending:
+            raise not_found(f"Found no running task {ref} of workflow {workflow_id} to update")
         if not rows:
             raise not_found(f"workflow {workflow_id} has no task {ref!r}")
-        pending = [r for r in rows if not r.status.is_terminal]
         row = pending[-1] if pending else rows[-1]
         self.update(
             TaskResultIn(
