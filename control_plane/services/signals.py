@@ -28,7 +28,7 @@ from protocol.task_types import conductor_task_type
 
 __all__ = ["ReturnStrategy", "RunWaits"]
 
-#: how often a waiting call reads the run again (Conductor polls every 100 ms)
+#: how often a waiting call re-reads the run when no write of this process wakes it
 POLL_SECONDS = 0.1
 
 
@@ -119,18 +119,22 @@ class RunWaits:
         as Conductor answers an empty body)."""
         request_id = request_id or str(uuid.uuid4())
         deadline = time.monotonic() + timeout_seconds
-        while True:
-            run = self.deps.run_store.get_run(workflow_id)
-            if run is None:
-                return None
-            blocking = _Blocking()
-            if not run.status.is_terminal:
-                self._blocking(run, refs, blocking)
-            if run.status.is_terminal or blocking.tasks:
-                return self._response(run, blocking, strategy, request_id, False)
-            if time.monotonic() >= deadline:
-                return self._response(run, _Blocking(), strategy, request_id, True)
-            time.sleep(POLL_SECONDS)
+        # woken by this process's writes to the run (the embedded engine); a blocking
+        # task in a sub-workflow, or an engine elsewhere, is seen at the next re-read
+        with self.deps.run_store.watch(workflow_id) as watch:
+            while True:
+                run = self.deps.run_store.get_run(workflow_id)
+                if run is None:
+                    return None
+                blocking = _Blocking()
+                if not run.status.is_terminal:
+                    self._blocking(run, refs, blocking)
+                if run.status.is_terminal or blocking.tasks:
+                    return self._response(run, blocking, strategy, request_id, False)
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return self._response(run, _Blocking(), strategy, request_id, True)
+                watch.wait(min(remaining, POLL_SECONDS))
 
     def _response(
         self,
