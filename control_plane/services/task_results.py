@@ -367,7 +367,7 @@ class TaskResults(TaskSupport):
     ) -> str:
         """Post the result to the task of reference ``ref``: its latest pending attempt,
         else its latest row (a repeat, or a 409). ``pending_only``: 404 when none is
-        pending (Conductor's text for the synchronous form). The task's id."""
+        pending (the synchronous form's answer). The task's id."""
         rows = [
             r for r in self.deps.run_store.list_tasks(workflow_id) if r.reference_task_name == ref
         ]
