@@ -32,6 +32,7 @@ from engine.adapters.backend.embedded import EmbeddedBackend
 from engine.adapters.queue_provisioning_sqlite import SqliteQueueProvisioner
 from engine.adapters.queue_sqlite import SqliteTaskQueue
 from engine.adapters.run_store_sql import SqlRunStore
+from engine.app.config import EnvReader, read_orchestration_sessions
 from engine.language.definitions import TaskStatus, TaskType
 from engine.ports.run_store import NewRun, TaskRecord
 from protocol.messages import TaskMessage, message_id
@@ -99,7 +100,14 @@ class StepwayDev:
         self.data_dir = data_dir
         port = free_port()
         # repo_root without workers/ or definitions/: no example registrations
-        self.platform = DevPlatform(data_dir=data_dir / "data", port=port, repo_root=data_dir)
+        # STEPWAY_ORCHESTRATION_SESSIONS as `stepway dev` reads it (0: full replays)
+        sessions = read_orchestration_sessions(EnvReader())
+        self.platform = DevPlatform(
+            data_dir=data_dir / "data",
+            port=port,
+            repo_root=data_dir,
+            orchestration_sessions=sessions,
+        )
         app = self.platform.start()
         self._served = _Served(app, http=http, loop=loop)
         self.url = self._served.url

@@ -42,6 +42,7 @@ from control_plane.services.metadata import MetadataService
 from engine.adapters.backend.config import BackendConfig
 from engine.adapters.backend.connect import start_worker, stop_worker
 from engine.adapters.backend.embedded import EmbeddedBackend
+from engine.adapters.backend.sessions import DEFAULT_SESSION_CAPACITY
 from engine.adapters.queue_provisioning_sqlite import SqliteQueueProvisioner
 from engine.adapters.run_signals_durable import DurableRunSignals
 from engine.app.config import ConfigError, EnvReader
@@ -184,6 +185,8 @@ class DevPlatform:
     payload_limits: PayloadLimits = field(default_factory=PayloadLimits)
     evaluator_limits: EvaluatorLimits = field(default_factory=EvaluatorLimits)
     run_limits: RunLimits = field(default_factory=RunLimits)
+    #: live orchestrations kept between their work items (engine/adapters/backend/sessions.py)
+    orchestration_sessions: int = DEFAULT_SESSION_CAPACITY
 
     def start(self) -> Any:
         """Start backend and engine; return the control plane ASGI app."""
@@ -205,7 +208,9 @@ class DevPlatform:
         if self.services.activity_deps.evaluators is not None:
             self.services.activity_deps.evaluators.start()
         self.lost_runs = fail_lost_runs(self.services)
-        self.engine = make_engine_worker(config, self.services)
+        self.engine = make_engine_worker(
+            config, self.services, sessions=self.orchestration_sessions
+        )
         start_worker(self.engine)
         self.client = make_engine_client(config)
         catalog_dir = self.repo_root / "workers"
@@ -333,11 +338,16 @@ def serve(data_dir: Path, host: str, port: int, with_workers: bool) -> None:
             "authentication, so anyone who can reach it could run and change workflows. "
             "Use 127.0.0.1, or set STEPWAY_ALLOW_ANONYMOUS=true if that is really intended."
         )
-    from engine.app.config import read_engine_limits, read_payload_limits
+    from engine.app.config import (
+        read_engine_limits,
+        read_orchestration_sessions,
+        read_payload_limits,
+    )
 
     env = EnvReader()
     payload_limits = read_payload_limits(env)
     evaluator_limits, run_limits = read_engine_limits(env)
+    sessions = read_orchestration_sessions(env)
     telemetry = TelemetryConfig.read(env, "stepway-dev")
     try:
         env.raise_if_errors()
@@ -351,6 +361,7 @@ def serve(data_dir: Path, host: str, port: int, with_workers: bool) -> None:
         payload_limits=payload_limits,
         evaluator_limits=evaluator_limits,
         run_limits=run_limits,
+        orchestration_sessions=sessions,
         tracer_provider=tracer_provider,
     )
     # SIGTERM and SIGINT stop the platform cleanly (workers, engine, backend) and the

@@ -40,6 +40,7 @@ from sqlalchemy.exc import ArgumentError
 
 from engine.adapters.backend.config import BackendConfig, CredentialKind
 from engine.adapters.backend.connect import ROLES, Role
+from engine.adapters.backend.sessions import DEFAULT_SESSION_CAPACITY
 from engine.app.telemetry import TelemetryConfig
 from engine.ports.payload_store import PayloadLimits
 from engine.runtime.builtins.results import OutboundSettings
@@ -566,6 +567,8 @@ class EngineConfig(BaseModel):
     no_worker_warning_ms: int = 10_000
     #: per process: concurrent work items of each kind (None = durabletask's default)
     max_concurrent_work_items: int | None = None
+    #: live orchestrations kept between their work items (0: every work item replays)
+    orchestration_sessions: int = DEFAULT_SESSION_CAPACITY
     #: where traces go (engine/app/telemetry.py); default: nowhere
     telemetry: TelemetryConfig = Field(default_factory=TelemetryConfig)
     #: limits of script and jq evaluations (engine.runtime.evaluators)
@@ -597,6 +600,7 @@ class EngineConfig(BaseModel):
         outbound = _read_outbound(env)
         warning_ms = env.integer("STEPWAY_NO_WORKER_WARNING_MS", 10_000)
         concurrency = env.optional_int("STEPWAY_MAX_CONCURRENT_WORK_ITEMS", minimum=1)
+        sessions = read_orchestration_sessions(env)
         telemetry = TelemetryConfig.read(env, _SERVICE_NAMES.get(role_value or "", "stepway"))
         evaluators, run_limits = read_engine_limits(env)
         env.raise_if_errors()
@@ -612,6 +616,7 @@ class EngineConfig(BaseModel):
             outbound=outbound,
             no_worker_warning_ms=warning_ms,
             max_concurrent_work_items=concurrency,
+            orchestration_sessions=sessions,
             telemetry=telemetry,
             evaluators=evaluators,
             run_limits=run_limits,
@@ -644,6 +649,12 @@ def _read_outbound(env: EnvReader) -> OutboundSettings:
         else:
             values[item.name] = env.number(var, float(default), minimum=0.0)
     return OutboundSettings(**values)
+
+
+def read_orchestration_sessions(env: EnvReader) -> int:
+    """``STEPWAY_ORCHESTRATION_SESSIONS``: live orchestrations an engine process keeps
+    between their work items; read by ``stepway engine`` and by ``stepway dev``."""
+    return env.integer("STEPWAY_ORCHESTRATION_SESSIONS", DEFAULT_SESSION_CAPACITY, minimum=0)
 
 
 def read_engine_limits(env: EnvReader) -> tuple[EvaluatorLimits, RunLimits]:

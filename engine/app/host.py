@@ -16,6 +16,7 @@ from opentelemetry.trace import NoOpTracerProvider, TracerProvider
 
 from engine.adapters.backend.config import BackendConfig
 from engine.adapters.backend.connect import Role, make_client, make_worker, register
+from engine.adapters.backend.sessions import DEFAULT_SESSION_CAPACITY
 from engine.adapters.payload_local import LocalPayloadStore
 from engine.adapters.queue_provisioning_sqlite import SqliteQueueProvisioner
 from engine.adapters.queue_sqlite import SqliteTaskQueue
@@ -88,17 +89,20 @@ def make_engine_worker(
     role: Role = "all",
     *,
     concurrency: ConcurrencyOptions | None = None,
+    sessions: int = DEFAULT_SESSION_CAPACITY,
 ) -> TaskHubGrpcWorker:
     """A durabletask worker (not started) hosting what ``role`` names, bound to
     ``services``. It logs through the standard ``logging`` tree (``durabletask-worker``),
     so the process's logging configuration applies (durabletask's own default logger
-    ignores it)."""
+    ignores it). ``sessions``: live orchestrations kept between their work items
+    (engine/adapters/backend/sessions.py)."""
     worker = make_worker(
         backend,
         concurrency_options=concurrency,
         logger=logging.getLogger("durabletask-worker"),
         # the interpreter's activity inputs are encoded once (engine/runtime/encoded_json.py)
         data_converter=EncodedJsonConverter(),
+        session_capacity=sessions,
     )
     register(worker, role, orchestrators(services), activities(services))
     return worker

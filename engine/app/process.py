@@ -54,7 +54,13 @@ def run_engine(config: EngineConfig, stop: threading.Event | None = None) -> Non
             maximum_concurrent_activity_work_items=n,
             maximum_concurrent_orchestration_work_items=n,
         )
-    worker = make_engine_worker(config.backend, services, config.role, concurrency=concurrency)
+    worker = make_engine_worker(
+        config.backend,
+        services,
+        config.role,
+        concurrency=concurrency,
+        sessions=config.orchestration_sessions,
+    )
     start_worker(worker)
     target = (
         config.backend.address if config.backend.kind == "embedded" else config.backend.endpoint

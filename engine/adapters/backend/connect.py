@@ -18,13 +18,17 @@ from azure.core.credentials import TokenCredential
 from azure.identity import DefaultAzureCredential, ManagedIdentityCredential
 from durabletask import task
 from durabletask.azuremanaged.client import DurableTaskSchedulerClient
-from durabletask.azuremanaged.worker import DurableTaskSchedulerWorker
 from durabletask.client import TaskHubGrpcClient
 from durabletask.grpc_options import GrpcChannelOptions
 from durabletask.serialization import DataConverter
 from durabletask.worker import ConcurrencyOptions, TaskHubGrpcWorker
 
 from engine.adapters.backend.config import GRPC_MAX_MESSAGE_BYTES, BackendConfig
+from engine.adapters.backend.sessions import (
+    DEFAULT_SESSION_CAPACITY,
+    SchedulerSessionWorker,
+    SessionWorker,
+)
 
 __all__ = [
     "ROLES",
@@ -78,21 +82,25 @@ def make_worker(
     credential: TokenCredential | None = None,
     logger: logging.Logger | None = None,
     data_converter: DataConverter | None = None,
+    session_capacity: int = DEFAULT_SESSION_CAPACITY,
 ) -> TaskHubGrpcWorker:
     """A worker (not started) for the configured backend. ``credential`` overrides the
     one the config selects (Azure only); ``data_converter`` encodes and decodes the
-    payloads (default: durabletask's JSON)."""
+    payloads (default: durabletask's JSON); ``session_capacity`` is how many live
+    orchestrations it keeps between their work items (sessions.py; 0: replay every
+    work item in full)."""
     if config.kind == "embedded":
-        return TaskHubGrpcWorker(
+        return SessionWorker(
             host_address=config.address,
             secure_channel=False,
             concurrency_options=concurrency_options,
             logger=logger,
             channel_options=channel_options(config),
             data_converter=data_converter,
+            session_capacity=session_capacity,
         )
     endpoint, task_hub = _azure_target(config)
-    return DurableTaskSchedulerWorker(
+    return SchedulerSessionWorker(
         host_address=endpoint,
         taskhub=task_hub,
         token_credential=credential if credential is not None else make_credential(config),
@@ -100,6 +108,7 @@ def make_worker(
         logger=logger,
         channel_options=channel_options(config),
         data_converter=data_converter,
+        session_capacity=session_capacity,
     )
 
 

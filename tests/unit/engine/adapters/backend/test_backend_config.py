@@ -16,6 +16,11 @@ from pydantic import ValidationError
 
 from engine.adapters.backend import connect
 from engine.adapters.backend.config import BackendConfig
+from engine.adapters.backend.sessions import (
+    DEFAULT_SESSION_CAPACITY,
+    SchedulerSessionWorker,
+    SessionWorker,
+)
 
 ENDPOINT = "https://stepway-dev.westeurope.durabletask.io"
 
@@ -72,7 +77,10 @@ def test_credential_selection() -> None:
 def test_embedded_factories_use_plain_grpc() -> None:
     cfg = BackendConfig.embedded("127.0.0.1:5999")
     worker = connect.make_worker(cfg)
-    assert type(worker) is TaskHubGrpcWorker
+    # durabletask's worker, with orchestration sessions (sessions.py)
+    assert isinstance(worker, TaskHubGrpcWorker) and isinstance(worker, SessionWorker)
+    assert worker.sessions.capacity == DEFAULT_SESSION_CAPACITY
+    assert connect.make_worker(cfg, session_capacity=0).sessions.capacity == 0  # type: ignore[attr-defined]
     assert worker._host_address == "127.0.0.1:5999"
     client = connect.make_client(cfg)
     assert type(client) is TaskHubGrpcClient
@@ -93,7 +101,7 @@ def test_azure_factories_pass_endpoint_task_hub_and_credential(
 
     cfg = BackendConfig.azure(ENDPOINT, "stepway-hub", managed_identity_client_id="cid")
     cred = FakeCredential()
-    monkeypatch.setattr(connect, "DurableTaskSchedulerWorker", recorder("worker"))
+    monkeypatch.setattr(connect, "SchedulerSessionWorker", recorder("worker"))
     monkeypatch.setattr(connect, "DurableTaskSchedulerClient", recorder("client"))
     connect.make_worker(cfg, credential=cred)
     connect.make_client(cfg, credential=cred)
@@ -113,6 +121,8 @@ def test_azure_factories_build_real_dts_objects_without_network() -> None:
     worker = connect.make_worker(cfg, credential=cred)
     client = connect.make_client(cfg, credential=cred)
     assert isinstance(worker, DurableTaskSchedulerWorker)
+    assert isinstance(worker, SchedulerSessionWorker)
+    assert worker.emit_trace_spans is False  # Stepway's spans are its own
     assert isinstance(client, DurableTaskSchedulerClient)
     assert worker._host_address == ENDPOINT
     interceptor = worker._interceptors[-1]  # type: ignore[index]
