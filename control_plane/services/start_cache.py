@@ -1,13 +1,15 @@
 """What starting a run can reuse: the parsed definition of a registration, the
 validator of its ``inputSchema`` and the reference of its snapshot.
 
-A start still reads the definition's row (a registration overwritten a moment ago is
-what the next start runs), but parses it and builds, hashes and stores its snapshot
-(``engine.runtime.snapshots``) only once per registration: the entries are keyed by the
-row's ``update_time``. The snapshot also holds the task definitions the workflow names;
-its reference is reused for ``taskdef_cache_seconds`` at most, and not at all after a
-task definition was registered through this process (``TaskDefCache.generation``), the
-same freshness the Task API gives task definitions.
+A start still asks the run store which registration is current (a registration
+overwritten a moment ago is what the next start runs), but only for its version and
+``update_time`` (``RunStore.definition_stamp``); it reads and decodes the definition, parses
+it and builds, hashes and stores its snapshot (``engine.runtime.snapshots``) only once per
+registration: the entries are keyed by the row's ``update_time``. The snapshot also
+holds the task definitions the workflow names; its reference is reused for
+``taskdef_cache_seconds`` at most, and not at all after a task definition was registered
+through this process (``TaskDefCache.generation``), the same freshness the Task API gives
+task definitions.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ class StartCache:
         self.deps = deps
         self.taskdefs = taskdefs
         self._parsed: OrderedDict[_Key, WorkflowDef] = OrderedDict()
+        self._records: OrderedDict[_Key, DefinitionRecord] = OrderedDict()
         self._snapshots: OrderedDict[_Key, tuple[float, int, str | None]] = OrderedDict()
         self._validators: OrderedDict[_Key, jsonschema.Draft202012Validator | None] = OrderedDict()
         self._lock = threading.Lock()
@@ -49,6 +52,28 @@ class StartCache:
     @staticmethod
     def _key(record: DefinitionRecord) -> _Key:
         return record.name, record.version, record.update_time
+
+    def record(self, name: str, version: int | None) -> DefinitionRecord | None:
+        """The current registration of ``name`` (its latest version when ``version`` is
+        None): read whole only when its ``update_time`` is not the one remembered."""
+        store = self.deps.run_store
+        stamp = store.definition_stamp(name, version)
+        if stamp is None:
+            return None
+        key = (name, *stamp)
+        with self._lock:
+            record = self._records.get(key)
+            if record is not None:
+                self._records.move_to_end(key)
+                return record
+        record = store.get_definition(name, stamp[0])
+        if record is None:
+            return None  # deleted in between
+        with self._lock:
+            self._records[self._key(record)] = record
+            if len(self._records) > _ENTRIES:
+                self._records.popitem(last=False)
+        return record
 
     def parsed(self, record: DefinitionRecord) -> WorkflowDef:
         key = self._key(record)

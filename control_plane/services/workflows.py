@@ -128,7 +128,7 @@ class WorkflowService:
     def _definition(self, name: str, version: int | None) -> tuple[DefinitionRecord, WorkflowDef]:
         """The registered definition, read once (parsed once per registration; the
         snapshot a run starts with is built from it)."""
-        record = self.deps.run_store.get_definition(name, version)
+        record = self.start_cache.record(name, version)
         if record is None:
             raise not_found(
                 f"No such workflow found by name: {name}, version: "

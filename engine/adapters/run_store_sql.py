@@ -996,6 +996,22 @@ class SqlRunStore:
         row = self._versioned(definitions, name, version)
         return None if row is None else DefinitionRecord.model_validate(dict(row))
 
+    def definition_stamp(self, name: str, version: int | None = None) -> tuple[int, int] | None:
+        t = definitions
+
+        def build() -> Any:
+            stmt = sa.select(t.c.version, t.c.update_time).where(t.c.name == _b("b_name"))
+            if version is None:
+                return stmt.order_by(t.c.version.desc()).limit(1)
+            return stmt.where(t.c.version == _b("b_version"))
+
+        params: dict[str, Any] = {"b_name": name}
+        if version is not None:
+            params["b_version"] = version
+        with self._read() as conn:
+            row = self._exec(conn, ("stamp", version is None), build, params).first()
+        return None if row is None else (int(row["version"]), int(row["update_time"]))
+
     def list_definitions(self, name: str | None = None) -> list[DefinitionRecord]:
         stmt = sa.select(definitions).order_by(definitions.c.name, definitions.c.version)
         if name is not None:

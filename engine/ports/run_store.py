@@ -431,6 +431,11 @@ class RunStore(Protocol):
         """``version=None`` returns the latest (highest) version."""
         ...
 
+    def definition_stamp(self, name: str, version: int | None = None) -> tuple[int, int] | None:
+        """``(version, update_time)`` of what :meth:`get_definition` would return, without
+        reading the definition itself (a start checks its cache with it)."""
+        ...
+
     def list_definitions(self, name: str | None = None) -> list[DefinitionRecord]:
         """Ordered by name, then version."""
         ...

@@ -894,6 +894,20 @@ def test_definitions(store: SqlRunStore) -> None:
     assert store.get_definition("missing") is None and store.get_definition("wf", 9) is None
 
 
+def test_definition_stamp_names_the_registration_get_definition_returns(
+    store: SqlRunStore,
+) -> None:
+    store.put_definition("wf", 1, {"name": "wf", "version": 1}, T0)
+    store.put_definition("wf", 2, {"name": "wf", "version": 2}, T0 + 1)
+    assert store.definition_stamp("wf") == (2, T0 + 1)
+    assert store.definition_stamp("wf", 1) == (1, T0)
+    store.put_definition("wf", 1, {"name": "wf", "version": 1, "x": 1}, T0 + 7)
+    assert store.definition_stamp("wf", 1) == (1, T0 + 7)  # an overwrite moves the stamp
+    assert store.definition_stamp("wf") == (2, T0 + 1)
+    assert store.definition_stamp("missing") is None
+    assert store.definition_stamp("wf", 9) is None
+
+
 def test_task_definitions(store: SqlRunStore) -> None:
     store.put_task_def("parse_pdf", {"name": "parse_pdf", "retryCount": 2}, T0)
     store.put_task_def("a_task", {"name": "a_task"}, T0)

@@ -35,6 +35,9 @@ def reads_of(table: str, seen: list[str]) -> list[str]:
 
 
 def test_a_start_reads_the_definition_once_and_not_the_run_it_wrote(srv: Server) -> None:
+    """The first start of a registration reads which one is current and then the
+    definition; the next start only which one is current (its definition is not read
+    nor decoded again), and no start reads back the run it wrote."""
     srv.register(taskdef("parse"))
     schema = {"type": "object", "properties": {"url": {"type": "string"}}}
     definition = {
@@ -49,9 +52,16 @@ def test_a_start_reads_the_definition_once_and_not_the_run_it_wrote(srv: Server)
         r = srv.client.post("/api/workflow/wf", json={"url": "u"})
     assert r.status_code == 200, r.text
 
-    assert len(reads_of("definitions", seen)) == 1
+    first = reads_of("definitions", seen)
+    assert len(first) == 2 and "definitions.definition" in first[1]
+    assert "definitions.definition" not in first[0]  # which registration is current
     inserted = next(i for i, s in enumerate(seen) if s.startswith("INSERT INTO runs"))
     assert reads_of("runs", seen[inserted:]) == []
+
+    with statements(srv) as seen:
+        again = srv.client.post("/api/workflow/wf", json={"url": "u"})
+    assert again.status_code == 200, again.text
+    assert reads_of("definitions", seen) == first[:1]
     # the run was started with the snapshot of what was read
     start = next(s for s in srv.signals.calls if s.kind == "start")
     assert start.workflow_id == r.text and start.data["definitionRef"].startswith("definitions/")
