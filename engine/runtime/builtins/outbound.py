@@ -26,13 +26,14 @@ Environment proxy settings are ignored (``trust_env=False``): a proxy would conn
 our behalf and defeat the address check.
 
 Clients are reused across calls through :class:`OutboundClients` (one per engine
-process, in ``ActivityDeps``), and so are https connections: a pooled connection is
-keyed by the pinned address, and there is one client per TLS server name, so a
-connection made (and its certificate verified) for one name never carries a request for
-another. A plain http connection is closed after its response: a TCP connect costs
-little, while a kept-alive connection to a server that writes a response's headers and
-body in two segments (Python's ``http.server`` does) waits out the client's delayed ACK,
-about 40 ms per request on Linux.
+process, in ``ActivityDeps``), and so are connections: a pooled connection is keyed by
+the pinned address, and there is one client per TLS server name, so a connection made
+(and its certificate verified) for one name never carries a request for another. A
+kept-alive connection to a server that writes a response's headers and body in two
+segments (Python's ``http.server`` does) would wait out the client's delayed ACK, about
+40 ms per request on Linux: every connection acknowledges at once instead
+(``quickack.py``). Where that cannot be switched on (not Linux), plain http connections
+are closed after their response, as a fresh connection does not delay its ACKs.
 
 Failures raise :class:`OutboundError` with ``retryable`` set the way the activities map
 it to a result: connection errors and timeouts are retryable, a blocked address, an
@@ -55,6 +56,7 @@ from typing import Any
 
 import httpx
 
+from engine.runtime.builtins.quickack import QUICKACK, quickack_transport
 from engine.runtime.builtins.results import (
     ActivityError,
     ActivityResult,
@@ -264,6 +266,7 @@ class OutboundClients:
     per TLS server name, at most ``max_clients`` (the least recently used goes; its
     connections close when it is collected), each keeping at most ``max_connections``
     connections, ``max_keepalive`` of them idle; and one for plain http, which keeps
+    as many idle where connections acknowledge at once (``quickack.QUICKACK``), else
     none."""
 
     def __init__(
@@ -276,7 +279,10 @@ class OutboundClients:
             max_connections=max_connections, max_keepalive_connections=max_keepalive
         )
         self._plain = _new_client(
-            httpx.Limits(max_connections=max_connections, max_keepalive_connections=0)
+            httpx.Limits(
+                max_connections=max_connections,
+                max_keepalive_connections=max_keepalive if QUICKACK else 0,
+            )
         )
 
     def for_url(self, url: httpx.URL) -> httpx.Client:
@@ -300,11 +306,11 @@ class OutboundClients:
 
 
 def _new_client(limits: httpx.Limits | None = None) -> httpx.Client:
+    transport = httpx.HTTPTransport(
+        verify=_verify_context(), trust_env=False, limits=limits or httpx.Limits()
+    )
     return httpx.Client(
-        follow_redirects=False,
-        trust_env=False,
-        verify=_verify_context(),
-        limits=limits or httpx.Limits(),
+        follow_redirects=False, trust_env=False, transport=quickack_transport(transport)
     )
 
 
