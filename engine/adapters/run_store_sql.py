@@ -894,6 +894,16 @@ class SqlRunStore:
             row = self._exec(conn, "get_task", build, {"b_task_id": task_id}).first()
         return None if row is None else self._task(row)
 
+    def task_state(self, task_id: str) -> tuple[int, TaskStatus] | None:
+        def build() -> Any:
+            return sa.select(tasks.c.attempt, tasks.c.status).where(
+                tasks.c.task_id == _b("b_task_id")
+            )
+
+        with self._read() as conn:
+            row = self._exec(conn, "task_state", build, {"b_task_id": task_id}).first()
+        return None if row is None else (int(row["attempt"]), TaskStatus(row["status"]))
+
     def get_task_with_lease(self, task_id: str) -> tuple[TaskRecord | None, Lease | None]:
         def build() -> Any:
             return (

@@ -393,6 +393,10 @@ class RunStore(Protocol):
 
     def get_task(self, task_id: str) -> TaskRecord | None: ...
 
+    def task_state(self, task_id: str) -> tuple[int, TaskStatus] | None:
+        """``(attempt, status)`` of the task's row, without reading its data."""
+        ...
+
     def get_task_with_lease(self, task_id: str) -> tuple[TaskRecord | None, Lease | None]:
         """The task row and the lease of its current attempt, read together."""
         ...

@@ -735,9 +735,10 @@ class RunActivities:
             self.store.update_run(workflow_id, RunUpdate(variables=variables[-1]), now)
         for change in changes:
             row = self._with_instructions(store_row(workflow_id, change))
-            existing = self.store.get_task(row.task_id)
-            if existing is not None and existing.attempt == row.attempt:
-                if row.task_type == TaskType.WORKER and existing.status == row.status:
+            existing = self.store.task_state(row.task_id)
+            if existing is not None and existing[0] == row.attempt:
+                stored = existing[1]
+                if row.task_type == TaskType.WORKER and stored == row.status:
                     pass  # the Task API wrote this transition already (hand-out, result)
                 else:
                     # keep what the dispatch and the Task API wrote (queue, lease, polls)
@@ -753,11 +754,7 @@ class RunActivities:
                         ),
                         now,
                     )
-                    if (
-                        applied
-                        and row.status.is_terminal
-                        and existing.status == TaskStatus.IN_PROGRESS
-                    ):
+                    if applied and row.status.is_terminal and stored == TaskStatus.IN_PROGRESS:
                         # the engine ended an attempt a worker holds (timeout, cancel)
                         self._release_lease(row.task_id, row.attempt)
             else:

@@ -458,6 +458,18 @@ def test_search_filters_and_paging(store: SqlRunStore) -> None:
 # --- tasks ----------------------------------------------------------------------
 
 
+def test_task_state_is_the_attempt_and_status_of_the_row(store: SqlRunStore) -> None:
+    assert store.task_state("t1") is None
+    assert store.upsert_task(task("t1", input_data={"doc": "x" * 1000}), T0)
+    assert store.task_state("t1") == (1, TaskStatus.SCHEDULED)
+    store.update_task("t1", 1, TaskUpdate(status=TaskStatus.COMPLETED, end_time=T0 + 1), T0 + 1)
+    assert store.task_state("t1") == (1, TaskStatus.COMPLETED)
+    assert store.upsert_task(task("t2"), T0)
+    store.update_task("t2", 1, TaskUpdate(status=TaskStatus.FAILED), T0 + 1)
+    assert store.upsert_task(task("t2", attempt=2, retry_count=1), T0 + 2)  # a retry
+    assert store.task_state("t2") == (2, TaskStatus.SCHEDULED)
+
+
 def test_task_roundtrip_and_listing(store: SqlRunStore) -> None:
     assert store.upsert_task(
         task(
