@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 import time
-from functools import partial
+from collections.abc import Callable
 from typing import Annotated, Any, cast, get_args
 
 import anyio.from_thread
@@ -40,6 +40,10 @@ router = APIRouter(prefix="/api/tasks", tags=["tasks"], route_class=StepwayRoute
 NO_TASK: dict[int | str, dict[str, Any]] = {204: {"description": "No task to hand out"}}
 
 Caller = Annotated[Principal, Depends(principal)]
+
+#: how long update-v2 waits for the next task (Conductor's ExecutionService polls one
+#: task with a 100 ms timeout there)
+UPDATE_V2_POLL_MS = 100
 
 #: how often a held poll asks whether its client is still there
 _GONE_CHECK_SECONDS = 0.05
@@ -90,6 +94,30 @@ async def _poll(
     # that later asks see a disconnect; here on the event loop it costs no hop.
     if await request.is_disconnected():
         return []
+
+    def poll(receiver_gone: Callable[[], bool]) -> tuple[list[dict[str, Any]], str]:
+        tasks = service.poll(
+            task_type,
+            worker_id or caller.name,
+            domain or None,
+            count,
+            timeout,
+            holder=holder,
+            receiver_gone=receiver_gone,
+        )
+        return tasks, holder
+
+    return await _handed_out(request, service, poll)
+
+
+async def _handed_out(
+    request: Request,
+    service: TaskHandout,
+    poll: Callable[[Callable[[], bool]], tuple[list[dict[str, Any]], str]],
+) -> list[dict[str, Any]]:
+    """Run ``poll`` (given ``receiver_gone``; answers the tasks it handed out and their
+    lease holder) in one hop to a poll thread; the tasks, or none when the client went
+    away meanwhile (they are given back)."""
     checked = time.monotonic()
     gone = False
 
@@ -104,18 +132,8 @@ async def _poll(
             gone = anyio.from_thread.run(request.is_disconnected)
         return gone
 
-    call = partial(
-        service.poll,
-        task_type,
-        worker_id or caller.name,
-        domain or None,
-        count,
-        timeout,
-        holder=holder,
-        receiver_gone=receiver_gone,
-    )
-    result: list[dict[str, Any]] = await anyio.to_thread.run_sync(
-        call, limiter=request.app.state.poll_limiter
+    result, holder = await anyio.to_thread.run_sync(
+        poll, receiver_gone, limiter=request.app.state.poll_limiter
     )
     if result and await request.is_disconnected():
         # nobody receives this response: the tasks go back to their queue now rather
@@ -194,17 +212,42 @@ def update_task(
     summary="Post a task result; returns the next task of the same type for this worker, or 204",
     responses={**NO_TASK, **errors(404, 409, 413, 501, 502, 503)},
 )
-def update_task_v2(
-    results: Results, handout: Handout, caller: Caller, trace: CallerTrace, result: TaskResultIn
+async def update_task_v2(
+    request: Request,
+    results: Results,
+    handout: Handout,
+    caller: Caller,
+    trace: CallerTrace,
+    result: TaskResultIn,
 ) -> Response:
-    outcome = _update(results, caller, result, trace)
-    worker_id = outcome.worker_id or result.worker_id or caller.name
-    if not caller.serves(outcome.task_type) or (
-        handout.settings.strict_task_definitions and handout.taskdefs.get(outcome.task_type) is None
-    ):
-        return Response(status_code=204)
-    holder = caller.subject or worker_id
-    tasks = handout.poll(outcome.task_type, worker_id, outcome.domain, 1, 0, holder=holder)
+    """As Conductor's ``updateTaskV2``: the result is accepted, then one task of the
+    updated task's type and domain is polled for the worker, waiting up to
+    ``UPDATE_V2_POLL_MS``. A caller that does not serve the type, or a type without a
+    task definition where they are required, gets 204. Both happen in one hop to a poll
+    thread; a task handed out to a client that went away meanwhile is given back, as
+    by a poll."""
+
+    def update_then_poll(receiver_gone: Callable[[], bool]) -> tuple[list[dict[str, Any]], str]:
+        outcome = _update(results, caller, result, trace)
+        worker_id = outcome.worker_id or result.worker_id or caller.name
+        holder = caller.subject or worker_id
+        if not caller.serves(outcome.task_type) or (
+            handout.settings.strict_task_definitions
+            and handout.taskdefs.get(outcome.task_type) is None
+        ):
+            return [], holder
+        tasks = handout.poll(
+            outcome.task_type,
+            worker_id,
+            outcome.domain,
+            1,
+            UPDATE_V2_POLL_MS,
+            holder=holder,
+            receiver_gone=receiver_gone,
+        )
+        return tasks, holder
+
+    tasks = await _handed_out(request, handout, update_then_poll)
     if not tasks:
         return Response(status_code=204)
     return JSONResponse(tasks[0])
