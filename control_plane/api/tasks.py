@@ -18,7 +18,6 @@ from fastapi.responses import JSONResponse, PlainTextResponse
 from control_plane.api.errors import ApiError, bad_request, not_found
 from control_plane.api.openapi import COMMON, errors
 from control_plane.api.routing import StepwayRoute
-from control_plane.api.tracing import CallerTrace
 from control_plane.auth import Principal, principal, require_role, require_worker
 from control_plane.services.signals import ReturnStrategy
 from control_plane.services.task_handout import TaskHandout
@@ -49,7 +48,9 @@ UPDATE_V2_POLL_MS = 100
 _GONE_CHECK_SECONDS = 0.05
 
 # The dependencies are coroutines: a sync one costs each request a hop to the thread
-# pool and back.
+# pool and back. The hot routes (poll, batch poll, update, update-v2) read their
+# services and the caller's traceparent from the app and the request themselves: each
+# dependency costs every request its resolution (bench/profile_handoffs.py).
 
 
 async def _service(request: Request) -> TaskService:
@@ -151,7 +152,6 @@ async def _handed_out(
 )
 async def batch_poll(
     request: Request,
-    handout: Handout,
     caller: Caller,
     tasktype: str,
     workerid: str | None = None,
@@ -160,6 +160,7 @@ async def batch_poll(
     timeout: Annotated[int, Query(ge=0, le=5000, description="milliseconds")] = 100,
 ) -> Response:
     # the tasks are JSON already: answered as they are, not validated against the model
+    handout: TaskHandout = request.app.state.task_handout
     tasks = await _poll(request, handout, caller, tasktype, workerid, domain, count, timeout)
     return JSONResponse(tasks)
 
@@ -171,12 +172,12 @@ async def batch_poll(
 )
 async def poll(
     request: Request,
-    handout: Handout,
     caller: Caller,
     tasktype: str,
     workerid: str | None = None,
     domain: str | None = None,
 ) -> Response:
+    handout: TaskHandout = request.app.state.task_handout
     tasks = await _poll(request, handout, caller, tasktype, workerid, domain, 1, 100)
     if not tasks:
         return Response(status_code=204)
@@ -200,9 +201,9 @@ def _update(
     summary="Post a task result",
     responses=errors(404, 409, 413, 501, 503),
 )
-def update_task(
-    results: Results, caller: Caller, trace: CallerTrace, result: TaskResultIn
-) -> Response:
+def update_task(request: Request, caller: Caller, result: TaskResultIn) -> Response:
+    results: TaskResults = request.app.state.task_results
+    trace = request.headers.get("traceparent")
     # the task id is text already: answered as it is, not validated against the model
     return PlainTextResponse(_update(results, caller, result, trace).task_id)
 
@@ -212,20 +213,16 @@ def update_task(
     summary="Post a task result; returns the next task of the same type for this worker, or 204",
     responses={**NO_TASK, **errors(404, 409, 413, 501, 502, 503)},
 )
-async def update_task_v2(
-    request: Request,
-    results: Results,
-    handout: Handout,
-    caller: Caller,
-    trace: CallerTrace,
-    result: TaskResultIn,
-) -> Response:
+async def update_task_v2(request: Request, caller: Caller, result: TaskResultIn) -> Response:
     """As Conductor's ``updateTaskV2``: the result is accepted, then one task of the
     updated task's type and domain is polled for the worker, waiting up to
     ``UPDATE_V2_POLL_MS``. A caller that does not serve the type, or a type without a
     task definition where they are required, gets 204. Both happen in one hop to a poll
     thread; a task handed out to a client that went away meanwhile is given back, as
     by a poll."""
+    results: TaskResults = request.app.state.task_results
+    handout: TaskHandout = request.app.state.task_handout
+    trace = request.headers.get("traceparent")
 
     def update_then_poll(receiver_gone: Callable[[], bool]) -> tuple[list[dict[str, Any]], str]:
         outcome = _update(results, caller, result, trace)
