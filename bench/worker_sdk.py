@@ -1,5 +1,6 @@
 """A gated worker process on Stepway's own SDK: ``python -m bench.worker_sdk URL TYPES
-[THREADS]``. Every handler answers ``{"ok": true}`` at once."""
+[THREADS]``. Every handler answers ``{"ok": true}`` at once. The ``STEPWAY_*``
+environment applies (e.g. ``STEPWAY_NEXT_TASK_WITH_RESULT=false``)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,10 @@ def main() -> int:
             return {"ok": True}
 
         worker_task(task_type, registry=registry)(handler)
-    settings = WorkerSettings(server_url=url, worker_id=f"bench-sdk-{os.getpid()}", threads=threads)
+    # from the environment too: STEPWAY_NEXT_TASK_WITH_RESULT=false measures the plain post
+    settings = WorkerSettings.from_env(
+        server_url=url, worker_id=f"bench-sdk-{os.getpid()}", threads=threads
+    )
     worker = Worker(registry, settings=settings)
     gate = Gate()
     gate.ready()

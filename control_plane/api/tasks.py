@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 import time
-from functools import partial
+from collections.abc import Callable
 from typing import Annotated, Any, cast, get_args
 
 import anyio.from_thread
@@ -18,7 +18,6 @@ from fastapi.responses import JSONResponse, PlainTextResponse
 from control_plane.api.errors import ApiError, bad_request, not_found
 from control_plane.api.openapi import COMMON, errors
 from control_plane.api.routing import StepwayRoute
-from control_plane.api.tracing import CallerTrace
 from control_plane.auth import Principal, principal, require_role, require_worker
 from control_plane.services.signals import ReturnStrategy
 from control_plane.services.task_handout import TaskHandout
@@ -41,11 +40,17 @@ NO_TASK: dict[int | str, dict[str, Any]] = {204: {"description": "No task to han
 
 Caller = Annotated[Principal, Depends(principal)]
 
+#: how long update-v2 waits for the next task (Conductor's ExecutionService polls one
+#: task with a 100 ms timeout there)
+UPDATE_V2_POLL_MS = 100
+
 #: how often a held poll asks whether its client is still there
 _GONE_CHECK_SECONDS = 0.05
 
 # The dependencies are coroutines: a sync one costs each request a hop to the thread
-# pool and back.
+# pool and back. The hot routes (poll, batch poll, update, update-v2) read their
+# services and the caller's traceparent from the app and the request themselves: each
+# dependency costs every request its resolution (bench/profile_handoffs.py).
 
 
 async def _service(request: Request) -> TaskService:
@@ -90,6 +95,30 @@ async def _poll(
     # that later asks see a disconnect; here on the event loop it costs no hop.
     if await request.is_disconnected():
         return []
+
+    def poll(receiver_gone: Callable[[], bool]) -> tuple[list[dict[str, Any]], str]:
+        tasks = service.poll(
+            task_type,
+            worker_id or caller.name,
+            domain or None,
+            count,
+            timeout,
+            holder=holder,
+            receiver_gone=receiver_gone,
+        )
+        return tasks, holder
+
+    return await _handed_out(request, service, poll)
+
+
+async def _handed_out(
+    request: Request,
+    service: TaskHandout,
+    poll: Callable[[Callable[[], bool]], tuple[list[dict[str, Any]], str]],
+) -> list[dict[str, Any]]:
+    """Run ``poll`` (given ``receiver_gone``; answers the tasks it handed out and their
+    lease holder) in one hop to a poll thread; the tasks, or none when the client went
+    away meanwhile (they are given back)."""
     checked = time.monotonic()
     gone = False
 
@@ -104,18 +133,8 @@ async def _poll(
             gone = anyio.from_thread.run(request.is_disconnected)
         return gone
 
-    call = partial(
-        service.poll,
-        task_type,
-        worker_id or caller.name,
-        domain or None,
-        count,
-        timeout,
-        holder=holder,
-        receiver_gone=receiver_gone,
-    )
-    result: list[dict[str, Any]] = await anyio.to_thread.run_sync(
-        call, limiter=request.app.state.poll_limiter
+    result, holder = await anyio.to_thread.run_sync(
+        poll, receiver_gone, limiter=request.app.state.poll_limiter
     )
     if result and await request.is_disconnected():
         # nobody receives this response: the tasks go back to their queue now rather
@@ -133,7 +152,6 @@ async def _poll(
 )
 async def batch_poll(
     request: Request,
-    handout: Handout,
     caller: Caller,
     tasktype: str,
     workerid: str | None = None,
@@ -142,6 +160,7 @@ async def batch_poll(
     timeout: Annotated[int, Query(ge=0, le=5000, description="milliseconds")] = 100,
 ) -> Response:
     # the tasks are JSON already: answered as they are, not validated against the model
+    handout: TaskHandout = request.app.state.task_handout
     tasks = await _poll(request, handout, caller, tasktype, workerid, domain, count, timeout)
     return JSONResponse(tasks)
 
@@ -153,12 +172,12 @@ async def batch_poll(
 )
 async def poll(
     request: Request,
-    handout: Handout,
     caller: Caller,
     tasktype: str,
     workerid: str | None = None,
     domain: str | None = None,
 ) -> Response:
+    handout: TaskHandout = request.app.state.task_handout
     tasks = await _poll(request, handout, caller, tasktype, workerid, domain, 1, 100)
     if not tasks:
         return Response(status_code=204)
@@ -182,9 +201,9 @@ def _update(
     summary="Post a task result",
     responses=errors(404, 409, 413, 501, 503),
 )
-def update_task(
-    results: Results, caller: Caller, trace: CallerTrace, result: TaskResultIn
-) -> Response:
+def update_task(request: Request, caller: Caller, result: TaskResultIn) -> Response:
+    results: TaskResults = request.app.state.task_results
+    trace = request.headers.get("traceparent")
     # the task id is text already: answered as it is, not validated against the model
     return PlainTextResponse(_update(results, caller, result, trace).task_id)
 
@@ -194,17 +213,38 @@ def update_task(
     summary="Post a task result; returns the next task of the same type for this worker, or 204",
     responses={**NO_TASK, **errors(404, 409, 413, 501, 502, 503)},
 )
-def update_task_v2(
-    results: Results, handout: Handout, caller: Caller, trace: CallerTrace, result: TaskResultIn
-) -> Response:
-    outcome = _update(results, caller, result, trace)
-    worker_id = outcome.worker_id or result.worker_id or caller.name
-    if not caller.serves(outcome.task_type) or (
-        handout.settings.strict_task_definitions and handout.taskdefs.get(outcome.task_type) is None
-    ):
-        return Response(status_code=204)
-    holder = caller.subject or worker_id
-    tasks = handout.poll(outcome.task_type, worker_id, outcome.domain, 1, 0, holder=holder)
+async def update_task_v2(request: Request, caller: Caller, result: TaskResultIn) -> Response:
+    """As Conductor's ``updateTaskV2``: the result is accepted, then one task of the
+    updated task's type and domain is polled for the worker, waiting up to
+    ``UPDATE_V2_POLL_MS``. A caller that does not serve the type, or a type without a
+    task definition where they are required, gets 204. Both happen in one hop to a poll
+    thread; a task handed out to a client that went away meanwhile is given back, as
+    by a poll."""
+    results: TaskResults = request.app.state.task_results
+    handout: TaskHandout = request.app.state.task_handout
+    trace = request.headers.get("traceparent")
+
+    def update_then_poll(receiver_gone: Callable[[], bool]) -> tuple[list[dict[str, Any]], str]:
+        outcome = _update(results, caller, result, trace)
+        worker_id = outcome.worker_id or result.worker_id or caller.name
+        holder = caller.subject or worker_id
+        if not caller.serves(outcome.task_type) or (
+            handout.settings.strict_task_definitions
+            and handout.taskdefs.get(outcome.task_type) is None
+        ):
+            return [], holder
+        tasks = handout.poll(
+            outcome.task_type,
+            worker_id,
+            outcome.domain,
+            1,
+            UPDATE_V2_POLL_MS,
+            holder=holder,
+            receiver_gone=receiver_gone,
+        )
+        return tasks, holder
+
+    tasks = await _handed_out(request, handout, update_then_poll)
     if not tasks:
         return Response(status_code=204)
     return JSONResponse(tasks[0])

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from opentelemetry.trace import Span, SpanKind, TracerProvider
+from opentelemetry.trace import INVALID_SPAN, NoOpTracerProvider, Span, SpanKind, TracerProvider
 
 from control_plane.services.task_results import TaskResultIn
 from engine.runtime.tracing import (
@@ -30,7 +30,10 @@ TRACER_NAME = "stepway.control_plane"
 
 def record_handout(provider: TracerProvider, task: dict[str, Any], began_ns: int) -> None:
     """Record the hand-out of ``task`` (Conductor Task JSON), which began at
-    ``began_ns`` and is over, as a span under the dispatch span it names."""
+    ``began_ns`` and is over, as a span under the dispatch span it names. With
+    tracing off (the no-op provider) nothing is parsed or built."""
+    if isinstance(provider, NoOpTracerProvider):
+        return
     hand_out = tracer(provider, TRACER_NAME).start_span(
         "stepway.task.handout",
         context=context_of(task.get(TRACEPARENT)),
@@ -51,7 +54,12 @@ def record_handout(provider: TracerProvider, task: dict[str, Any], began_ns: int
 def result_span(
     provider: TracerProvider, result: TaskResultIn, caller_trace: str | None
 ) -> Iterator[Span]:
-    """The span of accepting a posted TaskResult (set the task type on it once known)."""
+    """The span of accepting a posted TaskResult (set the task type on it once known).
+    With tracing off (the no-op provider): the invalid span, and nothing parsed or
+    built (the caller's ``traceparent`` is not even read)."""
+    if isinstance(provider, NoOpTracerProvider):
+        yield INVALID_SPAN
+        return
     with span(
         tracer(provider, TRACER_NAME),
         "stepway.task.result",

@@ -150,6 +150,26 @@ class TaskClient:
         """Post a TaskResult (``headers``: e.g. the ``traceparent`` of the post)."""
         self._request("POST", "/api/tasks", json=result, extra_headers=headers)
 
+    def update_v2(
+        self, result: dict[str, Any], *, headers: dict[str, str] | None = None
+    ) -> dict[str, Any] | None:
+        """Post a TaskResult and take the next task of the same type for this worker
+        (``POST /api/tasks/update-v2``): the task, handed out (leased) to this worker,
+        or None when there is none (204). A task returned here is the caller's to
+        execute, as one a poll returned."""
+        response = self._request("POST", "/api/tasks/update-v2", json=result, extra_headers=headers)
+        if response.status_code == 204 or not response.content:
+            return None
+        try:
+            body = response.json()
+        except ValueError:
+            body = None
+        if not isinstance(body, dict) or "taskId" not in body:
+            # the result was accepted (2xx): only the next task is unreadable
+            log.error("update-v2 answered no task but %r", response.text[:200])
+            return None
+        return body
+
     def log(self, task_id: str, line: str, *, timeout: float = 5.0) -> None:
         self._request(
             "POST", f"/api/tasks/{quote(task_id, safe='')}/log", json=line, timeout=timeout

@@ -119,26 +119,33 @@ def upload(
 
 
 def send_once(
-    client: TaskClient, pending: PendingResult, tracing: WorkerTracing | None = None
-) -> None:
+    client: TaskClient,
+    pending: PendingResult,
+    tracing: WorkerTracing | None = None,
+    *,
+    take_next: bool = False,
+) -> dict[str, Any] | None:
     """One try: upload a large output if still needed, then post. A refusal for good
     (:class:`RejectedError`) replaces the result by a FAILED one (see
     :func:`replace_refused`) that is posted right away; a transient error on that post
     leaves the replacement in ``pending`` for the next try. Raises the client's errors,
     :class:`RejectedError` only when the replacement is refused too. With ``tracing``
-    the try is a span, and the posts carry its ``traceparent``."""
+    the try is a span, and the posts carry its ``traceparent``. With ``take_next`` the
+    result goes to ``update-v2`` and the next task it hands out is returned (the
+    caller's to execute); otherwise (and when there is none) None."""
     if tracing is None:
-        _try_once(client, pending, {})
-        return
+        return _try_once(client, pending, {}, take_next)
     with tracing.post(
         pending.traceparent, pending.body, pending.task_type, pending.attempt
     ) as headers:
-        _try_once(client, pending, headers)
+        return _try_once(client, pending, headers, take_next)
 
 
-def _try_once(client: TaskClient, pending: PendingResult, headers: dict[str, str]) -> None:
+def _try_once(
+    client: TaskClient, pending: PendingResult, headers: dict[str, str], take_next: bool
+) -> dict[str, Any] | None:
     try:
-        _post(client, pending, headers)
+        return _post(client, pending, headers, take_next)
     except RejectedError as exc:
         if pending.refused is not None:
             raise
@@ -146,10 +153,12 @@ def _try_once(client: TaskClient, pending: PendingResult, headers: dict[str, str
             "result of task %s refused, posting it as FAILED instead: %s", pending.task_id, exc
         )
         replace_refused(pending, exc)
-        _post(client, pending, headers)
+        return _post(client, pending, headers, take_next)
 
 
-def _post(client: TaskClient, pending: PendingResult, headers: dict[str, str]) -> None:
+def _post(
+    client: TaskClient, pending: PendingResult, headers: dict[str, str], take_next: bool
+) -> dict[str, Any] | None:
     if pending.large_output is not None:
         path, _ = upload(
             client,
@@ -162,7 +171,10 @@ def _post(client: TaskClient, pending: PendingResult, headers: dict[str, str]) -
         pending.body["outputData"] = {}
         pending.body["externalOutputPayloadStoragePath"] = path
         pending.large_output = None
+    if take_next:
+        return client.update_v2(pending.body, headers=headers)
     client.update(pending.body, headers=headers)
+    return None
 
 
 class Outbox:
@@ -202,20 +214,38 @@ class Outbox:
 
     def deliver(self, pending: PendingResult) -> bool:
         """Post now; queue for retry on a transient error. True when settled."""
+        settled, _ = self._deliver(pending, take_next=False)
+        return settled
+
+    def deliver_and_take_next(self, pending: PendingResult) -> dict[str, Any] | None:
+        """Post now through ``update-v2`` and return the next task it hands out (None:
+        none, or the result is not settled yet). A result that cannot be posted now
+        is queued for retry as by :meth:`deliver`, by the plain post: the retries run
+        in the outbox's thread, which executes no task."""
+        _, task = self._deliver(pending, take_next=True)
+        return task
+
+    def _deliver(
+        self, pending: PendingResult, *, take_next: bool
+    ) -> tuple[bool, dict[str, Any] | None]:
         with self._cond:
             queued_before = bool(self._queue)
-        if not queued_before and self._try(pending):
-            return True
+        if not queued_before:
+            settled, task = self._try(pending, take_next=take_next)
+            if settled:
+                return True, task
         with self._cond:
             self._queue.append(pending)
             self._cond.notify_all()
-        return False
+        return False, None
 
-    def _try(self, pending: PendingResult) -> bool:
-        """True when the result is settled (posted or dropped for good)."""
+    def _try(
+        self, pending: PendingResult, *, take_next: bool = False
+    ) -> tuple[bool, dict[str, Any] | None]:
+        """(settled: posted or dropped for good, the next task ``update-v2`` handed out)."""
         pending.tries += 1
         try:
-            send_once(self.client, pending, self.tracing)
+            task = send_once(self.client, pending, self.tracing, take_next=take_next)
         except TransientError as exc:
             if pending.tries == 1 or pending.tries % 20 == 0:
                 log.warning(
@@ -224,22 +254,22 @@ class Outbox:
                     pending.tries,
                     exc,
                 )
-            return False
+            return False, None
         except ConflictError as exc:
             log.warning("result of task %s dropped: stale attempt: %s", pending.task_id, exc)
             self.dropped += 1
-            return True
+            return True, None
         except RejectedError as exc:
             log.error("FAILED result of task %s refused too, dropped: %s", pending.task_id, exc)
             self.dropped += 1
-            return True
+            return True, None
         except Exception:
             log.exception("result of task %s: unexpected error, will retry", pending.task_id)
-            return False
+            return False, None
         if pending.tries > 1:
             log.info("result of task %s posted after %d tries", pending.task_id, pending.tries)
         self.delivered += 1
-        return True
+        return True, task
 
     def _loop(self) -> None:
         delay = self.initial
@@ -250,7 +280,8 @@ class Outbox:
                 if not self._queue:
                     return
                 head = self._queue[0]
-            if self._try(head):
+            settled, _ = self._try(head)
+            if settled:
                 with self._cond:
                     self._queue.popleft()
                     self._cond.notify_all()

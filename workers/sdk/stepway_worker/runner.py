@@ -1,10 +1,17 @@
 """The worker loop (docs/architecture.md, "The worker-task protocol"), per task type:
 
-forever:
+poller thread, forever:
+    wait for a free slot
     tasks = GET /api/tasks/poll/batch/{type}?count={free slots}&timeout={long poll}
     if none: poll again at once if the server held the poll (long poll), else wait
              (1 ms, doubling up to the poll interval); continue
-    for each task: run the handler in the type's thread pool, post the result
+    hand each task to the type's thread pool
+handler thread, for each task it is handed:
+    run the handler
+    POST /api/tasks/update-v2 (the result) -> the next task of the type, or none (204)
+    while there is a next task: run it in this thread and post its result the same way
+    (a busy worker makes one request per task; with ``next_task_with_result`` off, or
+    while stopping, the result goes to POST /api/tasks and the thread takes no task)
 """
 
 from __future__ import annotations
@@ -81,6 +88,8 @@ class _TypeRunner:
         self._poller: threading.Thread | None = None
         self.polls = 0
         self.executed = 0
+        #: tasks update-v2 handed out with a result (not polled)
+        self.handed_with_result = 0
         self._last_poll_warning = 0.0
 
     def start(self) -> None:
@@ -163,20 +172,29 @@ class _TypeRunner:
             task = self._work.get()
             if task is None:
                 return
-            try:
-                self._execute(task)
-            except Exception:
-                log.exception("task %s: unexpected error in the worker", task.get("taskId"))
-            finally:
-                with self._cond:
-                    self.in_flight -= 1
-                    self.executed += 1
-                    self._cond.notify_all()
+            # A task that update-v2 handed out with the result of the one before runs
+            # in this thread, in the slot the one before held: never dropped, even
+            # while stopping (as the tasks of a last poll, see join_poller).
+            while task is not None:
+                next_task = None
+                try:
+                    next_task = self._execute(task)
+                except Exception:
+                    log.exception("task %s: unexpected error in the worker", task.get("taskId"))
+                finally:
+                    with self._cond:
+                        self.executed += 1
+                        if next_task is None:
+                            self.in_flight -= 1
+                            self._cond.notify_all()
+                task = next_task
 
-    def _execute(self, task: dict[str, Any]) -> None:
+    def _execute(self, task: dict[str, Any]) -> dict[str, Any] | None:
+        """Run the handler and post the result; the next task when the post (update-v2)
+        handed one out to this thread."""
         if "taskId" not in task:
             log.error("%s: a polled task without taskId: %r", self.settings.task_type, task)
-            return
+            return None
         ws = self.worker.settings
         tracing = self.worker.tracing
         with tracing.execute(task, self.settings.task_type) as span:
@@ -201,7 +219,15 @@ class _TypeRunner:
             )
             pending.traceparent = tracing.carried(span, task)
             pending.attempt = ctx.attempt
+            if ws.next_task_with_result and not self.worker.stopping.is_set():
+                # this thread is free once the result is posted: one request posts it
+                # and takes the next task of the type
+                next_task = self.worker.outbox.deliver_and_take_next(pending)
+                if next_task is not None:
+                    self.handed_with_result += 1
+                return next_task
             self.worker.outbox.deliver(pending)
+            return None
 
     def join_poller(self, deadline: float) -> None:
         if self._poller is not None:

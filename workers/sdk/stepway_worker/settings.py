@@ -32,6 +32,17 @@ def _int(env: Mapping[str, str], key: str) -> int | None:
     return int(value)
 
 
+def _bool(env: Mapping[str, str], key: str) -> bool | None:
+    raw = env.get(key, "").strip().lower()
+    if not raw:
+        return None
+    if raw in ("1", "true", "yes", "on"):
+        return True
+    if raw in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"{key}={env[key]!r} is not true or false")
+
+
 def type_env_prefix(task_type: str) -> str:
     """``STEPWAY_TASK_<TYPE>_``: the type upper-cased, other characters as ``_``."""
     return "STEPWAY_TASK_" + re.sub(r"[^A-Za-z0-9]", "_", task_type).upper() + "_"
@@ -59,8 +70,9 @@ class WorkerSettings:
     ``from_env`` reads ``STEPWAY_SERVER_URL``, ``STEPWAY_WORKER_ID``,
     ``STEPWAY_THREADS``, ``STEPWAY_POLL_INTERVAL`` (seconds), ``STEPWAY_DOMAIN``,
     ``STEPWAY_LONG_POLL_MS``, ``STEPWAY_PAYLOAD_THRESHOLD`` (bytes),
-    ``STEPWAY_SHUTDOWN_GRACE`` (seconds), ``STEPWAY_RETRY_MAX`` (seconds), and per task
-    type ``STEPWAY_TASK_<TYPE>_THREADS|_POLL_INTERVAL|_DOMAIN|_PAYLOAD_THRESHOLD``.
+    ``STEPWAY_SHUTDOWN_GRACE`` (seconds), ``STEPWAY_RETRY_MAX`` (seconds),
+    ``STEPWAY_NEXT_TASK_WITH_RESULT`` (``true``/``false``), and per task type
+    ``STEPWAY_TASK_<TYPE>_THREADS|_POLL_INTERVAL|_DOMAIN|_PAYLOAD_THRESHOLD``.
     """
 
     server_url: str = DEFAULT_SERVER_URL
@@ -81,6 +93,10 @@ class WorkerSettings:
     retry_max: float = 10.0
     #: HTTP timeout of every call except the long poll (which adds its own wait)
     http_timeout: float = 30.0
+    #: post a result through ``update-v2``, which answers with the next task of the type
+    #: for the thread that posted it (one request per task for a busy worker); off: the
+    #: plain ``POST /api/tasks``, and only the poller takes tasks
+    next_task_with_result: bool = True
     #: per-type environment overrides (``STEPWAY_TASK_<TYPE>_*``) are read from here
     env: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
 
@@ -106,6 +122,9 @@ class WorkerSettings:
             value = parse(env, key)
             if value is not None:
                 values[name] = value
+        flag = _bool(env, "STEPWAY_NEXT_TASK_WITH_RESULT")
+        if flag is not None:
+            values["next_task_with_result"] = flag
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values).checked()
 

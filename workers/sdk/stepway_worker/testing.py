@@ -1,7 +1,9 @@
 """A small in-process fake of the Task API over real HTTP, for worker tests.
 
 It speaks the contract of the control plane's Task API (batch poll with a long-poll
-timeout, ``POST /api/tasks``, ``POST /api/tasks/{id}/log``, the external storage
+timeout, ``POST /api/tasks``, ``POST /api/tasks/update-v2`` (the result, then the
+next task of the type for the poster's worker id, waiting up to 100 ms, or 204),
+``POST /api/tasks/{id}/log``, the external storage
 location and a PUT upload URL, ``GET /api/tasks/{id}``) and records every call. An
 IN_PROGRESS result with ``callbackAfterSeconds`` above 0 puts the task back on its queue after
 that delay with the posted output as ``outputData``, like the Task API. A result for a
@@ -50,6 +52,8 @@ class _State:
     logs: dict[str, list[str]] = field(default_factory=dict)
     uploads: dict[str, bytes] = field(default_factory=dict)
     polls: list[PollRecord] = field(default_factory=list)
+    #: the hand-outs of update-v2 posts (not in ``polls``)
+    next_tasks: list[PollRecord] = field(default_factory=list)
     auth_headers: list[str | None] = field(default_factory=list)
     #: status codes to answer the next result posts with, in order
     result_failures: list[int] = field(default_factory=list)
@@ -173,6 +177,11 @@ class FakeTaskServer:
         with self.cond:
             return [p for p in self.state.polls if task_type in (None, p.task_type)]
 
+    def next_tasks(self, task_type: str | None = None) -> list[PollRecord]:
+        """The update-v2 posts of the task type, with the tasks they handed out."""
+        with self.cond:
+            return [p for p in self.state.next_tasks if task_type in (None, p.task_type)]
+
     def fail_next_results(self, *statuses: int) -> None:
         with self.cond:
             self.state.result_failures.extend(statuses)
@@ -184,7 +193,14 @@ class FakeTaskServer:
     # --- the HTTP side ---------------------------------------------------------------
 
     def _poll(
-        self, task_type: str, count: int, timeout_ms: int, worker_id: str | None, domain: str | None
+        self,
+        task_type: str,
+        count: int,
+        timeout_ms: int,
+        worker_id: str | None,
+        domain: str | None,
+        *,
+        record: str = "polls",
     ) -> list[dict[str, Any]]:
         queue = f"{domain}-{task_type}" if domain else task_type
         deadline = time.monotonic() + timeout_ms / 1000.0
@@ -206,7 +222,7 @@ class FakeTaskServer:
                 t["pollCount"] += 1
                 t["workerId"] = worker_id
                 self.state.leases[t["taskId"]] = worker_id or ""
-            self.state.polls.append(
+            getattr(self.state, record).append(
                 PollRecord(
                     task_type, count, timeout_ms, worker_id, domain, len(taken), started, now
                 )
@@ -341,12 +357,29 @@ class FakeTaskServer:
                 raw = self._body()
                 if not self._authorized():
                     return
-                if path == "/api/tasks":
-                    status, text = fake._result(json.loads(raw), self.headers.get("traceparent"))
-                    if status == 200:
+                if path in ("/api/tasks", "/api/tasks/update-v2"):
+                    body = json.loads(raw)
+                    status, text = fake._result(body, self.headers.get("traceparent"))
+                    if status != 200:
+                        self._send(status, {"status": status, "message": text})
+                    elif path == "/api/tasks":
                         self._send(200, text, "text/plain")
                     else:
-                        self._send(status, {"status": status, "message": text})
+                        with fake.cond:
+                            task = fake.state.tasks[text]
+                        tasks = fake._poll(
+                            task["taskType"],
+                            1,
+                            100,
+                            body.get("workerId"),
+                            task.get("domain"),
+                            record="next_tasks",
+                        )
+                        if tasks:
+                            self._send(200, tasks[0])
+                        else:
+                            self.send_response(204)
+                            self.end_headers()
                 elif path.startswith("/api/tasks/") and path.endswith("/log"):
                     task_id = unquote(path.split("/")[3])
                     try:

@@ -307,3 +307,59 @@ def test_an_oversized_output_fails_its_task_with_the_size_in_the_reason(
     assert failed["outputData"] == {}
     events = [e for e in cp.signals.events() if e.name == task_id]
     assert [e.data["status"] for e in events] == ["FAILED_WITH_TERMINAL_ERROR"]
+
+
+def test_a_busy_worker_takes_its_next_task_with_the_result(
+    cp: ControlPlane, handlers: Registry
+) -> None:
+    """Three queued tasks, one handler thread: the first is polled, the others come with
+    the results of the ones before (update-v2), each executed and its result accepted."""
+    assert cp.deps is not None
+    ids = [cp.dispatch("cp_echo", {"value": i}) for i in range(3)]
+    w = _worker(cp, handlers)
+    with w:
+        for i, task_id in enumerate(ids):
+            done = cp.wait_status(task_id, "COMPLETED")
+            assert done["outputData"] == {"value": i} and done["workerId"] == "cp-worker"
+    (runner,) = [r for r in w.runners if r.settings.task_type == "cp_echo"]
+    assert runner.handed_with_result == 2
+    assert [e.name for e in cp.signals.events() if e.name in ids] == ids
+    for task_id in ids:
+        lease = cp.deps.run_store.get_lease(task_id, 1)
+        assert lease is not None and lease.worker_id == "token:w" and lease.released
+
+
+def test_a_task_taken_with_a_result_and_abandoned_at_stop_is_left_to_time_out(
+    cp: ControlPlane,
+) -> None:
+    """The worker stops while the task that update-v2 handed out is still running: the
+    task stays leased to the worker (IN_PROGRESS, message deferred), so that its
+    response timeout hands it out again; it is neither completed nor dropped."""
+    assert cp.deps is not None
+    reg = Registry()
+    release = threading.Event()
+
+    @worker_task("cp_slow", registry=reg)
+    def slow(n: int) -> dict[str, int]:
+        if n == 2:
+            release.wait(10)
+        return {"n": n}
+
+    first = cp.dispatch("cp_slow", {"n": 1})
+    second = cp.dispatch("cp_slow", {"n": 2})
+    w = _worker(cp, reg).start()
+    try:
+        cp.wait_status(first, "COMPLETED")
+        cp.wait_status(second, "IN_PROGRESS")
+        (runner,) = w.runners
+        assert runner.handed_with_result == 1  # the second came with the first's result
+        assert w.stop(grace=0.3) is False  # its handler is still running
+        row = cp.deps.run_store.get_task(second)
+        lease = cp.deps.run_store.get_lease(second, 1)
+        assert row is not None and row.status == TaskStatus.IN_PROGRESS
+        assert lease is not None and lease.worker_id == "token:w" and not lease.released
+        assert lease.expires_at > int(time.time() * 1000)  # its 60 s response timeout
+        assert cp.deps.queue.depth("cp_slow").deferred == 1
+        assert second not in [e.name for e in cp.signals.events()]
+    finally:
+        release.set()

@@ -9,8 +9,10 @@ import threading
 import time
 from typing import Any
 
+import pytest
 from stepway_worker import (
     InProgress,
+    TaskClient,
     TaskContext,
     TerminalError,
     Worker,
@@ -21,7 +23,10 @@ from stepway_worker import (
 from .conftest import fast_settings  # type: ignore[import-not-found]
 
 
-def test_batch_poll_asks_for_free_slots_only(server, reg, start_worker) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize("next_task_with_result", [True, False])
+def test_batch_poll_asks_for_free_slots_only(  # type: ignore[no-untyped-def]
+    server, reg, start_worker, next_task_with_result: bool
+) -> None:
     running = 0
     peak = 0
     lock = threading.Lock()
@@ -38,7 +43,7 @@ def test_batch_poll_asks_for_free_slots_only(server, reg, start_worker) -> None:
         return {"i": i}
 
     ids = [server.enqueue("slow", {"i": i}) for i in range(5)]
-    start_worker(threads=3)
+    start_worker(threads=3, next_task_with_result=next_task_with_result)
     for task_id in ids:
         assert server.wait_result(task_id)["status"] == "COMPLETED"
     polls = server.polls("slow")
@@ -46,9 +51,15 @@ def test_batch_poll_asks_for_free_slots_only(server, reg, start_worker) -> None:
     assert all(p.count <= 3 for p in polls)
     assert all(p.returned <= p.count for p in polls)
     assert peak == 3
-    # the two left were fetched by polls sized to the slots freed meanwhile
-    assert sum(p.returned for p in polls) == 5
     assert all(p.timeout_ms == 200 and p.worker_id == "test-worker" for p in polls)
+    handed_with_results = sum(p.returned for p in server.next_tasks("slow"))
+    if next_task_with_result:
+        # every thread was busy: the two left came with the results of the first ones
+        # (update-v2), in the slots those held, and no poll fetched them
+        assert sum(p.returned for p in polls) == 3 and handed_with_results == 2
+    else:
+        # the two left were fetched by polls sized to the slots freed meanwhile
+        assert sum(p.returned for p in polls) == 5 and not server.next_tasks()
 
 
 def test_idle_worker_backs_off_from_1ms_to_the_poll_interval(server, reg, start_worker) -> None:  # type: ignore[no-untyped-def]
@@ -268,3 +279,39 @@ def test_result_survives_a_task_api_restart(server, reg, start_worker) -> None: 
     while len(w.outbox) and time.monotonic() < deadline:
         time.sleep(0.01)
     assert len(w.outbox) == 0
+
+
+def test_a_task_handed_out_with_a_result_while_stopping_still_runs(server, reg) -> None:  # type: ignore[no-untyped-def]
+    """A stop that comes while update-v2 is in flight: the task it hands out is
+    executed and its result posted (by the plain post, as the worker is stopping)
+    before the worker stops; it is not dropped."""
+    done: list[int] = []
+
+    @worker_task("handover", registry=reg)
+    def handover(n: int) -> dict[str, int]:
+        done.append(n)
+        return {"n": n}
+
+    stopper: list[threading.Thread] = []
+
+    class StopDuringPost(TaskClient):
+        def update_v2(self, result, *, headers=None):  # type: ignore[no-untyped-def]
+            if not stopper:  # the first post: the worker is asked to stop meanwhile
+                stopper.append(threading.Thread(target=worker.stop, kwargs={"grace": 5.0}))
+                stopper[0].start()
+                assert worker.stopping.wait(5)
+            return super().update_v2(result, headers=headers)
+
+    first = server.enqueue("handover", {"n": 1})
+    second = server.enqueue("handover", {"n": 2})
+    settings = fast_settings(server.url)
+    worker = Worker(reg, settings=settings, client=StopDuringPost(server.url, timeout=5.0))
+    worker.start()
+    server.wait_result(first)
+    assert server.wait_result(second)["outputData"] == {"n": 2}
+    stopper[0].join(10)
+    assert done == [1, 2]
+    (handout,) = server.next_tasks("handover")
+    assert handout.returned == 1  # the second came with the first's result
+    # the second's result went by the plain post: a stopping worker takes no task
+    assert len(server.next_tasks()) == 1

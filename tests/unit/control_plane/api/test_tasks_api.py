@@ -168,6 +168,33 @@ def test_update_v2_returns_next_task(srv: Server) -> None:
         "/api/tasks/update-v2", json={"taskId": first, "status": "COMPLETED", "workerId": "w1"}
     )
     assert r.status_code == 200 and r.json()["taskId"] == second
+    # the first's result is accepted, the second is handed out to the poster as by a poll
+    assert [e.name for e in srv.signals.events()] == [first]
+    row = srv.deps.run_store.get_task(second)
+    lease = srv.deps.run_store.get_lease(second, 1)
+    assert row is not None and row.status == "IN_PROGRESS" and row.worker_id == "w1"
+    assert lease is not None and lease.worker_id == "w1" and not lease.released
+    assert srv.deps.queue.depth("v2").deferred == 1
+    # the second's result: no third task, 204
+    r = srv.client.post(
+        "/api/tasks/update-v2", json={"taskId": second, "status": "COMPLETED", "workerId": "w1"}
+    )
+    assert r.status_code == 204 and [e.name for e in srv.signals.events()] == [first, second]
+
+
+def test_update_v2_refuses_a_result_as_the_plain_post_does(srv: Server) -> None:
+    srv.register(taskdef("v2e"))
+    task_id = srv.dispatch("v2e")
+    poll(srv, "v2e", worker="w1")
+    for body in (
+        {"taskId": "nope", "status": "COMPLETED", "workerId": "w1"},
+        {"taskId": task_id, "status": "DONE", "workerId": "w1"},
+        {"taskId": task_id, "status": "COMPLETED", "workerId": "w2", "attempt": 2},
+    ):
+        plain = srv.client.post("/api/tasks", json=body)
+        v2 = srv.client.post("/api/tasks/update-v2", json=body)
+        assert plain.status_code >= 400 and v2.status_code == plain.status_code, body
+        assert v2.json() == plain.json()
 
 
 def test_unpolled_worker_may_post_for_scheduled_task(srv: Server) -> None:
