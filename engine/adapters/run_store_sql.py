@@ -985,11 +985,14 @@ class SqlRunStore:
         with self._write() as conn:
             conn.execute(stmt)
 
-    def _versioned(self, table: sa.Table, name: str, version: int | None) -> dict[str, Any] | None:
-        """The row of ``name`` at ``version``, or its latest version when None."""
+    def _versioned(
+        self, table: sa.Table, name: str, version: int | None, *columns: sa.Column[Any]
+    ) -> dict[str, Any] | None:
+        """The row of ``name`` at ``version``, or its latest version when None (only
+        ``columns`` of it, when given)."""
 
         def build() -> Any:
-            stmt = sa.select(table).where(table.c.name == _b("b_name"))
+            stmt = sa.select(*(columns or (table,))).where(table.c.name == _b("b_name"))
             if version is None:
                 return stmt.order_by(table.c.version.desc()).limit(1)
             return stmt.where(table.c.version == _b("b_version"))
@@ -997,10 +1000,9 @@ class SqlRunStore:
         params: dict[str, Any] = {"b_name": name}
         if version is not None:
             params["b_version"] = version
+        key = ("versioned", table.name, version is None, *(c.name for c in columns))
         with self._read() as conn:
-            return self._exec(
-                conn, ("versioned", table.name, version is None), build, params
-            ).first()
+            return self._exec(conn, key, build, params).first()
 
     def get_definition(self, name: str, version: int | None = None) -> DefinitionRecord | None:
         row = self._versioned(definitions, name, version)
@@ -1008,18 +1010,7 @@ class SqlRunStore:
 
     def definition_stamp(self, name: str, version: int | None = None) -> tuple[int, int] | None:
         t = definitions
-
-        def build() -> Any:
-            stmt = sa.select(t.c.version, t.c.update_time).where(t.c.name == _b("b_name"))
-            if version is None:
-                return stmt.order_by(t.c.version.desc()).limit(1)
-            return stmt.where(t.c.version == _b("b_version"))
-
-        params: dict[str, Any] = {"b_name": name}
-        if version is not None:
-            params["b_version"] = version
-        with self._read() as conn:
-            row = self._exec(conn, ("stamp", version is None), build, params).first()
+        row = self._versioned(t, name, version, t.c.version, t.c.update_time)
         return None if row is None else (int(row["version"]), int(row["update_time"]))
 
     def list_definitions(self, name: str | None = None) -> list[DefinitionRecord]:
