@@ -54,6 +54,8 @@ class Platform:
     services: EngineServices
     client: Any
     provisioner: SqliteQueueProvisioner
+    #: the engine's durabletask worker (its orchestration sessions: ``engine.sessions``)
+    engine: Any = None
 
     def register_task_def(self, data: dict[str, Any]) -> TaskDef:
         task_def = TaskDef.model_validate(data)
@@ -244,7 +246,7 @@ def platform(backend: EmbeddedBackend, tmp_path: Path) -> Iterator[Platform]:
     start_worker(worker)
     client = make_engine_client(config)
     try:
-        yield Platform(services, client, SqliteQueueProvisioner(tmp_path / "queues.db"))
+        yield Platform(services, client, SqliteQueueProvisioner(tmp_path / "queues.db"), worker)
     finally:
         stop_worker(worker)
         services.close()
