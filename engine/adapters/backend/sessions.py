@@ -42,8 +42,9 @@ from durabletask import worker as dtw
 from durabletask.azuremanaged.worker import DurableTaskSchedulerWorker
 
 #: live orchestrations kept per worker by default (each holds a suspended generator and
-#: its run state; a miss costs one full replay)
-DEFAULT_SESSION_CAPACITY = 2000
+#: its run state; a miss costs one full replay). Temporal's Python SDK keeps 1,000 by
+#: default (``max_cached_workflows`` of its Worker, temporalio 1.35).
+DEFAULT_SESSION_CAPACITY = 1000
 
 
 @dataclass
@@ -120,7 +121,8 @@ class OrchestrationSessions:
 class SessionWorkerMixin:
     """Mixed into a ``TaskHubGrpcWorker`` (before it): orchestration work items run
     against :class:`OrchestrationSessions`. Workers configured with durabletask's payload
-    store or its own trace spans keep durabletask's path (Stepway configures neither)."""
+    store or its own trace spans, and rewinds, keep durabletask's path (Stepway uses none
+    of them)."""
 
     sessions: OrchestrationSessions
 
