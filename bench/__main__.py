@@ -26,7 +26,7 @@ from bench.common import MARK, REPO, python_env
 from bench.report import Report, Results
 from bench.workloads import WORKLOADS, Workload
 
-SYSTEMS = ("stepway", "stepway_taskapi", "floor", "dbos", "temporal", "huey")
+SYSTEMS = ("stepway", "stepway_taskapi", "stepway_split", "floor", "dbos", "temporal", "huey")
 BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
 
 

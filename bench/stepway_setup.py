@@ -28,16 +28,18 @@ from bench.common import free_port
 from control_plane.api.app import create_app
 from control_plane.cli.dev import DevPlatform
 from control_plane.deps import Deps, Settings
+from engine.adapters.backend.config import BackendConfig
 from engine.adapters.backend.embedded import EmbeddedBackend
 from engine.adapters.queue_provisioning_sqlite import SqliteQueueProvisioner
 from engine.adapters.queue_sqlite import SqliteTaskQueue
 from engine.adapters.run_store_sql import SqlRunStore
 from engine.app.config import EnvReader, read_orchestration_sessions
+from engine.app.host import make_engine_client
 from engine.language.definitions import TaskStatus, TaskType
 from engine.ports.run_store import NewRun, TaskRecord
 from protocol.messages import TaskMessage, message_id
 
-__all__ = ["StepwayDev", "TaskApiOnly", "embedded_backend", "trace_points"]
+__all__ = ["StepwayDev", "TaskApiOnly", "backend_client", "embedded_backend", "trace_points"]
 
 
 def embedded_backend() -> EmbeddedBackend:
@@ -45,6 +47,11 @@ def embedded_backend() -> EmbeddedBackend:
     backend = EmbeddedBackend()
     backend.start()
     return backend
+
+
+def backend_client(address: str) -> Any:
+    """A durable backend client (durabletask's ``TaskHubGrpcClient``) for ``address``."""
+    return make_engine_client(BackendConfig.embedded(address))
 
 
 def _now_ms() -> int:

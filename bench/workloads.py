@@ -121,7 +121,12 @@ WORKLOADS: tuple[Workload, ...] = (
         "queued one-step runs drained by 8 worker processes",
         "runs/s",
         "higher",
-        (Cell("dbos", "queue", "dbos"), Cell("huey", "task", "huey"), Cell(SW, "sdk", "stepway")),
+        (
+            Cell("dbos", "queue", "dbos"),
+            Cell("huey", "task", "huey"),
+            Cell(SW, "sdk", "stepway", "stepway dev"),
+            Cell("stepway_split", "split", "stepway", "engine and control plane apart"),
+        ),
         full={"runs": 500, "workers": 8},
         smoke={"runs": 5, "workers": 1},
         warmup=False,

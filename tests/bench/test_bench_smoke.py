@@ -1,6 +1,7 @@
 """The benchmark suite keeps working: ``python -m bench --smoke`` (tiny sizes) runs every
-workload for Stepway and the hand-written durabletask floor (the peers are an optional
-dependency group that CI does not install) and writes its tables."""
+workload for Stepway (as ``stepway dev``, and with engine and control plane apart) and
+the hand-written durabletask floor (the peers are an optional dependency group that CI
+does not install) and writes its tables."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ def test_smoke_run_measures_every_workload(tmp_path: Path) -> None:
             "bench",
             "--smoke",
             "--systems",
-            "stepway,stepway_taskapi,floor",
+            "stepway,stepway_taskapi,stepway_split,floor",
             "--out",
             str(out),
             "--json",

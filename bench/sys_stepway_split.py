@@ -1,0 +1,183 @@
+"""Stepway in the deployed shape on one machine: the control plane (``stepway serve``)
+and the engine (``stepway engine --role all``) as processes of their own, configured by
+environment variables as on Azure, on an embedded durable backend this process hosts and
+a shared SQLite data directory (as ``tests/e2e/test_deployed_processes.py`` runs them).
+
+Unlike ``stepway dev`` (``bench/sys_stepway.py``), the Task API, the engine and the
+backend's gRPC server do not share one GIL; the SQLite queue wakes a long poll of
+another process by polling it (20-250 ms), where on Azure Service Bus delivers.
+Server CPU counts all three processes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from bench.common import REPO, free_port, python_env
+from bench.gate import GatedProcesses
+from bench.stepway_setup import backend_client, embedded_backend
+from bench.sys_stepway import _task
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU of a process so far (Linux ``/proc``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class System:
+    def __init__(self, config: dict[str, Any]) -> None:
+        self._tmp = tempfile.TemporaryDirectory(prefix="bench-split-")
+        tmp = Path(self._tmp.name)
+        self.log_dir = Path(config["log_dir"])
+        self.backend = embedded_backend()
+        address = self.backend.address
+        self.client = backend_client(address)
+        port = free_port()
+        env = python_env(
+            STEPWAY_DATA_DIR=str(tmp / "data"),
+            STEPWAY_BACKEND_KIND="embedded",
+            STEPWAY_BACKEND_ADDRESS=address,
+            STEPWAY_PAYLOAD_SECRET="b" * 64,
+        )
+        env = {k: v for k, v in env.items() if not k.startswith("AZURE_")}
+        self.procs = {
+            "serve": self._spawn(
+                ["serve"],
+                {
+                    **env,
+                    "STEPWAY_AUTH_MODE": "none",
+                    "STEPWAY_HOST": "127.0.0.1",
+                    "STEPWAY_PORT": str(port),
+                },
+            ),
+            "engine": self._spawn(["engine", "--role", "all"], env),
+        }
+        self.url = f"http://127.0.0.1:{port}"
+        self.http = httpx.Client(base_url=self.url, timeout=30)
+        deadline = time.monotonic() + 120
+        while True:
+            for name, proc in self.procs.items():
+                if proc.poll() is not None:
+                    raise RuntimeError(f"stepway {name} exited {proc.returncode}")
+            try:
+                if self.http.get("/health").status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                raise TimeoutError("the control plane did not come up")
+            time.sleep(0.2)
+        self._defined: set[str] = set()
+
+    def _spawn(self, args: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
+        log = (self.log_dir / f"split-{args[0]}.log").open("wb")
+        return subprocess.Popen(
+            [sys.executable, "-m", "control_plane.cli", *args],
+            env=env,
+            cwd=REPO,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+
+    def versions(self) -> dict[str, str]:
+        return {"stepway": version("stepway")}
+
+    def _cpu(self) -> float:
+        return time.process_time() + sum(_cpu_seconds(p.pid) for p in self.procs.values())
+
+    def _check(self, response: httpx.Response) -> httpx.Response:
+        if response.status_code >= 400:
+            raise RuntimeError(f"{response.request.url}: {response.status_code} {response.text}")
+        return response
+
+    def _status(self, workflow_id: str) -> str:
+        r = self._check(
+            self.http.get(f"/api/workflow/{workflow_id}", params={"includeTasks": False})
+        )
+        return str(r.json()["status"])
+
+    def run(self, workload: str, variant: str, p: dict[str, Any]) -> dict[str, Any]:
+        if workload != "drain":
+            raise ValueError(workload)
+        n = p["runs"]
+        if "bench_drain" not in self._defined:
+            self._check(
+                self.http.put(
+                    "/api/metadata/taskdefs",
+                    json={"name": "bench_drain", "retryCount": 0, "responseTimeoutSeconds": 300},
+                )
+            )
+            tasks = [_task("WORKER:bench_drain", 0, "")]
+            self._check(
+                self.http.put(
+                    "/api/metadata/workflow", json=[{"name": "bench_drain", "tasks": tasks}]
+                )
+            )
+            self._defined.add("bench_drain")
+        workers = GatedProcesses(
+            "bench.worker_sdk",
+            [self.url, "bench_drain"],
+            p["workers"],
+            env=python_env(),
+            log_dir=self.log_dir,
+        )
+        try:
+            ids = [
+                self._check(self.http.post("/api/workflow/bench_drain", json={})).text
+                for _ in range(n)
+            ]
+            deadline = time.monotonic() + 600
+            while True:
+                size = self._check(
+                    self.http.get("/api/tasks/queue/size", params={"taskType": "bench_drain"})
+                ).json()
+                if int(size) >= n:
+                    break
+                if time.monotonic() > deadline:
+                    raise TimeoutError("runs not queued")
+                time.sleep(0.05)
+            cpu0, started = self._cpu(), time.perf_counter()
+            workers.go()
+            for workflow_id in ids:
+                self.client.wait_for_orchestration_completion(workflow_id, timeout=600)
+            elapsed = time.perf_counter() - started
+            cpu = self._cpu() - cpu0
+        finally:
+            worker_cpu = workers.stop()
+        statuses = Counter(self._status(i) for i in ids)
+        if statuses != Counter({"COMPLETED": n}):
+            raise RuntimeError(f"runs ended {statuses}")
+        return {
+            "value": n / elapsed,
+            "server_cpu_ms": 1000 * cpu / n,
+            "worker_cpu_ms": 1000 * sum(worker_cpu) / n,
+        }
+
+    def end(self, workload: str) -> None:
+        pass
+
+    def close(self) -> None:
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        for proc in self.procs.values():
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        self.http.close()
+        self.client.close()
+        self.backend.stop()
+        self._tmp.cleanup()
