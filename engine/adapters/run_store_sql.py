@@ -941,6 +941,23 @@ class SqlRunStore:
             rows = self._exec(conn, "list_tasks", build, {"b_workflow_id": workflow_id})
         return [self._task(r) for r in rows]
 
+    def failed_task_refs(self, workflow_id: str) -> list[str]:
+        def build() -> Any:
+            return (
+                sa.select(tasks.c.reference_task_name)
+                .where(
+                    tasks.c.workflow_id == _b("b_workflow_id"),
+                    tasks.c.status.in_(
+                        [TaskStatus.FAILED.value, TaskStatus.FAILED_WITH_TERMINAL_ERROR.value]
+                    ),
+                )
+                .order_by(tasks.c.seq, tasks.c.task_id)
+            )
+
+        with self._read() as conn:
+            rows = self._exec(conn, "failed_task_refs", build, {"b_workflow_id": workflow_id})
+        return list(dict.fromkeys(str(r["reference_task_name"]) for r in rows))
+
     def list_open_tasks(
         self, task_type: str, *, start: int = 0, size: int = 100
     ) -> list[TaskRecord]:

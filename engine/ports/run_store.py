@@ -412,6 +412,11 @@ class RunStore(Protocol):
         """Task rows of a run ordered by seq, then task_id."""
         ...
 
+    def failed_task_refs(self, workflow_id: str) -> list[str]:
+        """The reference names of the run's FAILED and FAILED_WITH_TERMINAL_ERROR task
+        rows, each once, in the order of the rows (``seq``); no task data is read."""
+        ...
+
     def list_open_tasks(
         self, task_type: str, *, start: int = 0, size: int = 100
     ) -> list[TaskRecord]:

@@ -600,13 +600,7 @@ class RunActivities:
             if status == RunStatus.COMPLETED:
                 # Conductor's completeWorkflow: the tasks that failed on the way (a retried
                 # attempt, an optional task)
-                failed_refs = list(
-                    dict.fromkeys(
-                        row.reference_task_name
-                        for row in self.store.list_tasks(workflow_id)
-                        if row.status in (TaskStatus.FAILED, TaskStatus.FAILED_WITH_TERMINAL_ERROR)
-                    )
-                )
+                failed_refs = self.store.failed_task_refs(workflow_id)
             self.store.update_run(
                 workflow_id,
                 RunUpdate(

@@ -458,6 +458,26 @@ def test_search_filters_and_paging(store: SqlRunStore) -> None:
 # --- tasks ----------------------------------------------------------------------
 
 
+def test_failed_task_refs_name_the_failed_rows_of_a_run_once_in_order(
+    store: SqlRunStore,
+) -> None:
+    assert store.failed_task_refs("w1") == []
+    rows = [
+        ("t1", "a", 1, TaskStatus.COMPLETED),
+        ("t2", "b", 2, TaskStatus.FAILED),
+        ("t3", "c", 3, TaskStatus.FAILED_WITH_TERMINAL_ERROR),
+        ("t4", "b", 4, TaskStatus.FAILED),  # the same reference again (a loop)
+        ("t5", "d", 5, TaskStatus.TIMED_OUT),
+    ]
+    for task_id, ref, seq, status in rows:
+        assert store.upsert_task(task(task_id, reference_task_name=ref, seq=seq), T0)
+        store.update_task(task_id, 1, TaskUpdate(status=status), T0 + seq)
+    store.upsert_task(task("x1", workflow_id="w2", reference_task_name="z", seq=1), T0)
+    store.update_task("x1", 1, TaskUpdate(status=TaskStatus.FAILED), T0 + 1)
+    assert store.failed_task_refs("w1") == ["b", "c"]
+    assert store.failed_task_refs("w2") == ["z"]
+
+
 def test_task_state_is_the_attempt_and_status_of_the_row(store: SqlRunStore) -> None:
     assert store.task_state("t1") is None
     assert store.upsert_task(task("t1", input_data={"doc": "x" * 1000}), T0)
