@@ -25,7 +25,11 @@ Waits:
 
 History stays bounded: after :data:`STEPS_PER_EXECUTION` outcomes, at a point where no
 activity, timer or child is outstanding, the run carries the Decider's state into
-``continue_as_new(save_events=True)`` so that results raised meanwhile carry over.
+``continue_as_new(save_events=True)`` so that results raised meanwhile carry over. An
+activity whose wait is over but which is still running (a dispatch whose task's result
+came first) counts as outstanding: a backend routes an activity's completion by instance
+and task id, so one arriving in the next execution would be matched to that execution's
+task of the same id.
 """
 
 from __future__ import annotations
@@ -98,6 +102,8 @@ BOOKKEEPING_RETRY = dt.RetryPolicy(
 )
 #: outcomes handled per orchestration execution before carrying state into a new one
 STEPS_PER_EXECUTION = 10
+#: the roles of a wait that are activities (a durable timer or event wait is cancelled)
+_ACTIVITY_ROLES = frozenset({"dispatch", "resolve", "activity", "check"})
 #: the statuses a worker posts that end its attempt
 _POSTED = (TaskStatus.COMPLETED, TaskStatus.FAILED, TaskStatus.FAILED_WITH_TERMINAL_ERROR)
 
@@ -175,6 +181,10 @@ class _Run:
         self.cancel_children: list[str] = []
         #: how many of ``state.warnings`` were recorded already
         self.warned = 0
+        #: activities still running whose wait is over (a dispatch whose task's result
+        #: came first, a cancelled attempt): their completions must arrive in this
+        #: execution, so the run does not continue as new until they have
+        self.orphans: list[dt.Task[Any]] = []
 
     # -- helpers ---------------------------------------------------------------------------
 
@@ -203,10 +213,14 @@ class _Run:
         entry = self.pending.pop(task_id, None)
         if entry is None:
             return
-        for task in entry.tasks.values():
+        for role, task in entry.tasks.items():
             self.owner.pop(id(task), None)
-            if isinstance(task, dt.CancellableTask) and not task.is_complete:
+            if task.is_complete:
+                continue
+            if isinstance(task, dt.CancellableTask):
                 task.cancel()
+            elif role in _ACTIVITY_ROLES:
+                self.orphans.append(task)
 
     def _take_records(self, task_id: str | None = None) -> list[TaskChange]:
         records, self.records = self.records, []
@@ -693,7 +707,8 @@ class _Run:
             else:
                 self._untrack(task_id)
             self.steps += 1
-            if self.steps >= STEPS_PER_EXECUTION and not self.pending:
+            self.orphans = [t for t in self.orphans if not t.is_complete]
+            if self.steps >= STEPS_PER_EXECUTION and not self.pending and not self.orphans:
                 if self.records or len(self.state.warnings) > self.warned:
                     yield from self.flush_records()
                 # only the live part of the state: a long run's state must not grow with
