@@ -1275,9 +1275,8 @@ class SqlRunStore:
     def extend_lease(
         self, task_id: str, attempt: int, worker_id: str, *, expires_at: int, now: int
     ) -> bool:
-        stmt = self._stmt(
-            "extend_lease",
-            lambda: (
+        def build() -> Any:
+            return (
                 sa.update(leases)
                 .where(
                     leases.c.task_id == _b("b_task_id"),
@@ -1286,8 +1285,8 @@ class SqlRunStore:
                     leases.c.released == sa.false(),
                 )
                 .values(expires_at=_b("v_expires_at"), acquired_at=_b("v_now"))
-            ),
-        )
+            )
+
         params = {
             "b_task_id": task_id,
             "b_attempt": attempt,
@@ -1296,12 +1295,11 @@ class SqlRunStore:
             "v_now": now,
         }
         with self._write() as conn:
-            return self._exec(conn, "extend_lease", lambda: stmt, params).rowcount == 1
+            return self._exec(conn, "extend_lease", build, params).rowcount == 1
 
     def expire_lease(self, task_id: str, attempt: int, now: int) -> bool:
-        stmt = self._stmt(
-            "expire_lease",
-            lambda: (
+        def build() -> Any:
+            return (
                 sa.update(leases)
                 .where(
                     leases.c.task_id == _b("b_task_id"),
@@ -1309,11 +1307,11 @@ class SqlRunStore:
                     leases.c.expires_at > _b("b_now"),
                 )
                 .values(expires_at=_b("b_now"))
-            ),
-        )
+            )
+
         params = {"b_task_id": task_id, "b_attempt": attempt, "b_now": now}
         with self._write() as conn:
-            return self._exec(conn, "expire_lease", lambda: stmt, params).rowcount == 1
+            return self._exec(conn, "expire_lease", build, params).rowcount == 1
 
     # --- limits ---------------------------------------------------------------
 
@@ -1332,18 +1330,17 @@ class SqlRunStore:
         return self._exec(conn, ("take_slot", limit > 0), build, params).first() is not None
 
     def _release_slot(self, conn: Connection, task_type: str) -> None:
-        stmt = self._stmt(
-            "release_slot",
-            lambda: (
+        def build() -> Any:
+            return (
                 sa.update(concurrency_counters)
                 .where(
                     concurrency_counters.c.task_type == _b("b_task_type"),
                     concurrency_counters.c.in_use > 0,
                 )
                 .values(in_use=concurrency_counters.c.in_use - 1)
-            ),
-        )
-        self._exec(conn, "release_slot", lambda: stmt, {"b_task_type": task_type})
+            )
+
+        self._exec(conn, "release_slot", build, {"b_task_type": task_type})
 
     def try_acquire_concurrency(self, task_type: str, limit: int) -> bool:
         with self._write() as conn:
@@ -1354,15 +1351,14 @@ class SqlRunStore:
             self._release_slot(conn, task_type)
 
     def concurrency_in_use(self, task_type: str) -> int:
-        stmt = self._stmt(
-            "concurrency_in_use",
-            lambda: sa.select(concurrency_counters.c.in_use).where(
+        def build() -> Any:
+            return sa.select(concurrency_counters.c.in_use).where(
                 concurrency_counters.c.task_type == _b("b_task_type")
-            ),
-        )
+            )
+
         with self._read() as conn:
             value = self._exec(
-                conn, "concurrency_in_use", lambda: stmt, {"b_task_type": task_type}
+                conn, "concurrency_in_use", build, {"b_task_type": task_type}
             ).scalar()
         return int(value or 0)
 
