@@ -18,8 +18,10 @@ on the same file:
 * ``receive(max_wait_seconds=...)`` long-polls: it waits until a send in this
   process to one of its queues wakes it (one waiter per message, the longest
   waiting, so that a message does not wake every idle receiver of the process), or
-  until the next due time (scheduled message, lock expiry), and otherwise after
-  short, growing sleeps (20 ms up to 250 ms) to notice sends from other processes.
+  until the next due time (scheduled message, lock expiry). A send in another process
+  rings this process's doorbell (``engine/adapters/queue_doorbell.py``: a loopback
+  datagram), which wakes it the same way; short, growing re-reads (20 ms up to 250 ms)
+  remain the fallback for a ring that is lost.
 
 Dead-lettered messages move to the queue ``<q>/$deadletterqueue`` (same table),
 keeping their sequence number. Sequence numbers are unique per file.
@@ -39,6 +41,8 @@ from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import Any
 
+from engine.adapters.queue_doorbell import SCHEMA as DOORBELL_SCHEMA
+from engine.adapters.queue_doorbell import Doorbell
 from engine.ports.queue import (
     REASON_MAX_DELIVERY,
     REASON_TTL_EXPIRED,
@@ -61,7 +65,8 @@ from engine.ports.queue import (
 ACTIVE = 0
 DEFERRED = 1
 
-_SCHEMA = """
+_SCHEMA = (
+    """
 CREATE TABLE IF NOT EXISTS sbq_queues (
     name        TEXT PRIMARY KEY,
     settings    TEXT NOT NULL,
@@ -96,6 +101,8 @@ CREATE TABLE IF NOT EXISTS sbq_dedup (
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS sbq_dedup_expiry ON sbq_dedup (expires_at);
 """
+    + DOORBELL_SCHEMA
+)
 
 _COLUMNS = (
     "seq, queue, state, visible_at, message_id, body, content_type, enqueued_at, "
@@ -109,15 +116,37 @@ _POLL_MAX = 0.25
 class _FileShared:
     """Per-file, per-process state shared by every adapter instance on that file."""
 
-    def __init__(self) -> None:
+    def __init__(self, path: str) -> None:
+        self.path = path
         self.write_lock = threading.Lock()
         #: receivers waiting, by queue, in the order they began to wait
         self.waiting: dict[str, list[threading.Event]] = {}
         self.waiting_lock = threading.Lock()
         self.schema_ready = False
+        #: open :class:`SqliteDatabase` objects on the file in this process
+        self.users = 0
+        self.doorbell = self._new_doorbell()
+
+    def _new_doorbell(self) -> Doorbell:
+        return Doorbell(self.path, self.wake, write_lock=self.write_lock)
+
+    def opened(self) -> None:
+        with self.waiting_lock:
+            self.users += 1
+
+    def closed(self) -> None:
+        """The last user of the file in this process stops listening to the doorbell."""
+        with self.waiting_lock:
+            self.users -= 1
+            if self.users > 0:
+                return
+            doorbell, self.doorbell = self.doorbell, self._new_doorbell()
+        doorbell.close()
 
     def wait(self, queues: list[str], timeout: float) -> None:
-        """Wait up to ``timeout`` for a ``wake`` of one of ``queues``."""
+        """Wait up to ``timeout`` for a ``wake`` of one of ``queues`` (a send of this
+        process, or of another that rang the doorbell)."""
+        self.doorbell.listen()
         event = threading.Event()
         with self.waiting_lock:
             for queue in queues:
@@ -158,7 +187,7 @@ def _shared_for(path: str) -> _FileShared:
     with _registry_lock:
         shared = _registry.get(key)
         if shared is None:
-            shared = _registry[key] = _FileShared()
+            shared = _registry[key] = _FileShared(key)
         return shared
 
 
@@ -189,6 +218,7 @@ class SqliteDatabase:
         self.path = os.fspath(path)
         self.busy_timeout_seconds = busy_timeout_seconds
         self.shared = _shared_for(self.path)
+        self.shared.opened()
         self._local = threading.local()
         self._all: list[sqlite3.Connection] = []
         self._all_lock = threading.Lock()
@@ -247,10 +277,14 @@ class SqliteDatabase:
             con.execute("COMMIT")
 
     def notify(self, queue: str | None = None) -> None:
-        """A message of ``queue`` can be received (None: of any queue)."""
+        """A message of ``queue`` can be received (None: of any queue): wakes a receiver
+        of this process and rings the other processes' doorbells."""
         self.shared.wake(queue)
+        self.shared.doorbell.ring(queue)
 
     def close(self) -> None:
+        if not self._closed:
+            self.shared.closed()
         self._closed = True
         with self._all_lock:
             for con in self._all:
@@ -307,9 +341,13 @@ class SqliteTaskQueue:
         *,
         busy_timeout_seconds: float = 5.0,
         clock: Any = time.time,
+        idle_poll_seconds: tuple[float, float] = (_POLL_MIN, _POLL_MAX),
     ) -> None:
         self._db = SqliteDatabase(path, busy_timeout_seconds)
         self._clock = clock
+        #: a long poll that nothing wakes re-reads after the first of these, doubling the
+        #: sleep up to the second
+        self._poll_min, self._poll_max = idle_poll_seconds
 
     @property
     def database(self) -> SqliteDatabase:
@@ -422,7 +460,7 @@ class SqliteTaskQueue:
         if not names:
             raise ValueError("no queue to receive from")
         deadline = time.monotonic() + max(0.0, max_wait_seconds)
-        poll = _POLL_MIN
+        poll = self._poll_min
         while True:
             messages, next_due = self._receive_once(names, max_messages, lock_seconds)
             if messages:
@@ -434,7 +472,7 @@ class SqliteTaskQueue:
             if next_due is not None:
                 wait = min(wait, max(0.0, next_due - self._clock()) + 0.001)
             self._db.shared.wait(names, wait)
-            poll = min(poll * 2, _POLL_MAX)
+            poll = min(poll * 2, self._poll_max)
 
     def _next_due(self, queues: list[str]) -> float | None:
         """When the next message of ``queues`` is receivable (None: no message), read
