@@ -5,7 +5,8 @@ a shared SQLite data directory (as ``tests/e2e/test_deployed_processes.py`` runs
 
 Unlike ``stepway dev`` (``bench/sys_stepway.py``), the Task API, the engine and the
 backend's gRPC server do not share one GIL; the SQLite queue wakes a long poll of
-another process by polling it (20-250 ms), where on Azure Service Bus delivers.
+another process by ringing its doorbell (``engine/adapters/queue_doorbell.py``), where on
+Azure Service Bus delivers.
 Server CPU counts all three processes."""
 
 from __future__ import annotations
@@ -79,6 +80,7 @@ class System:
                 raise TimeoutError("the control plane did not come up")
             time.sleep(0.2)
         self._defined: set[str] = set()
+        self._worker: GatedProcesses | None = None
 
     def _spawn(self, args: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
         log = (self.log_dir / f"split-{args[0]}.log").open("wb")
@@ -107,24 +109,55 @@ class System:
         )
         return str(r.json()["status"])
 
+    def _define_workers(self, name: str, task_type: str, steps: int) -> None:
+        """A workflow ``name`` of ``steps`` WORKER steps of ``task_type``."""
+        if name in self._defined:
+            return
+        self._check(
+            self.http.put(
+                "/api/metadata/taskdefs",
+                json={"name": task_type, "retryCount": 0, "responseTimeoutSeconds": 300},
+            )
+        )
+        tasks = [_task(f"WORKER:{task_type}", i, "") for i in range(steps)]
+        self._check(self.http.put("/api/metadata/workflow", json=[{"name": name, "tasks": tasks}]))
+        self._defined.add(name)
+
     def run(self, workload: str, variant: str, p: dict[str, Any]) -> dict[str, Any]:
-        if workload != "drain":
-            raise ValueError(workload)
+        if workload == "worker20":
+            return self._worker20(p)
+        if workload == "drain":
+            return self._drain(p)
+        raise ValueError(workload)
+
+    def _worker20(self, p: dict[str, Any]) -> dict[str, Any]:
+        """As ``stepway dev``'s cell: ms per step of a run of WORKER steps served by one
+        SDK worker process; here the Task API's poll waits in another process than the
+        engine's dispatch that queues the task."""
+        name = f"bench_split_w{p['steps']}"
+        self._define_workers(name, "bench_split20", p["steps"])
+        if self._worker is None:
+            self._worker = GatedProcesses(
+                "bench.worker_sdk",
+                [self.url, "bench_split20"],
+                1,
+                env=python_env(),
+                log_dir=self.log_dir,
+            )
+            self._worker.go()
+        samples = []
+        for _ in range(p["runs"]):
+            started = time.perf_counter()
+            workflow_id = self._check(self.http.post(f"/api/workflow/{name}", json={})).text
+            self.client.wait_for_orchestration_completion(workflow_id, timeout=600)
+            samples.append((time.perf_counter() - started) * 1000 / p["steps"])
+            if (status := self._status(workflow_id)) != "COMPLETED":
+                raise RuntimeError(f"run {workflow_id} ended {status}")
+        return {"samples": samples}
+
+    def _drain(self, p: dict[str, Any]) -> dict[str, Any]:
         n = p["runs"]
-        if "bench_drain" not in self._defined:
-            self._check(
-                self.http.put(
-                    "/api/metadata/taskdefs",
-                    json={"name": "bench_drain", "retryCount": 0, "responseTimeoutSeconds": 300},
-                )
-            )
-            tasks = [_task("WORKER:bench_drain", 0, "")]
-            self._check(
-                self.http.put(
-                    "/api/metadata/workflow", json=[{"name": "bench_drain", "tasks": tasks}]
-                )
-            )
-            self._defined.add("bench_drain")
+        self._define_workers("bench_drain", "bench_drain", 1)
         workers = GatedProcesses(
             "bench.worker_sdk",
             [self.url, "bench_drain"],
@@ -165,9 +198,12 @@ class System:
         }
 
     def end(self, workload: str) -> None:
-        pass
+        if self._worker is not None:
+            self._worker.stop()
+            self._worker = None
 
     def close(self) -> None:
+        self.end("")
         for proc in self.procs.values():
             if proc.poll() is None:
                 proc.send_signal(signal.SIGTERM)

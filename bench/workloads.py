@@ -111,7 +111,10 @@ WORKLOADS: tuple[Workload, ...] = (
         "20-step WORKER run (SDK worker)",
         "ms per step",
         "lower",
-        (Cell(SW, "sdk", "stepway"),),
+        (
+            Cell(SW, "sdk", "stepway", "stepway dev"),
+            Cell("stepway_split", "split", "stepway", "engine and control plane apart"),
+        ),
         full={"steps": 20, "runs": 2},
         smoke={"steps": 3, "runs": 1},
     ),
