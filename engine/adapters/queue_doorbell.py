@@ -135,11 +135,11 @@ class Doorbell:
     def listen(self) -> None:
         """Start listening (once; idempotent). A failure to bind or register leaves the
         process on its idle re-reads, logged once."""
-        if self._thread is not None or self._broken:
+        if self._thread is not None or self._broken or self._stop.is_set():
             return
         with self._lock:
-            if self._thread is not None or self._broken:
-                return
+            if self._thread is not None or self._broken or self._stop.is_set():
+                return  # listening already, cannot, or closed
             try:
                 self._socket().settimeout(HEARTBEAT_SECONDS)
             except OSError as exc:
@@ -208,7 +208,7 @@ class Doorbell:
         """Tell every other listening process that ``queue`` (None: any queue) may have
         a message to receive. Never raises: a doorbell that cannot ring leaves the
         others on their idle re-reads."""
-        if self._broken:
+        if self._broken or self._stop.is_set():
             return
         try:
             ports = self._other_ports()
