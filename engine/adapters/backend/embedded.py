@@ -7,7 +7,7 @@ talk to the Azure Durable Task Scheduler, so the interpreter runs unchanged on b
 The servicer is a subclass of
 :class:`durabletask.testing.in_memory_backend.InMemoryOrchestrationBackend` (durabletask
 1.12). The upstream class is built for unit tests and has known failures; each override
-below fixes one of them, and ``tests/backend`` proves each fix:
+below fixes one of them, and ``tests/contract/durable_backend`` proves each fix:
 
 * **Thread starvation.** Upstream hosts the servicer on a 10-thread gRPC server; every
   ``GetWorkItems`` stream and every blocking ``WaitForInstance*`` call holds a thread, so
@@ -53,6 +53,18 @@ below fixes one of them, and ``tests/backend`` proves each fix:
   not handed out again: the orchestration is failed (``PoisonWorkItem``), or the activity
   fails, with a reason that says so. Nothing is redelivered forever.
 
+* **Events of an earlier execution.** Upstream addresses completions by instance id
+  alone, and task ids restart when an orchestration continues as new: an activity
+  result, a child's end or a timer that the earlier execution left behind landed in the
+  new execution and completed (or, for a timer, removed) whichever of its tasks had the
+  same id, so the run took a wrong answer or waited forever. Here each is delivered only
+  to the execution that scheduled it, as the Durable Task Scheduler discards a message
+  for an execution that is no longer current
+  (:class:`~engine.adapters.backend.executions.Executions`).
+* **A thread per timer.** Upstream sleeps a thread per durable timer until it is due;
+  here one thread serves every timer from a heap
+  (:class:`~engine.adapters.backend.executions.TimerQueue`).
+
 Not fixed: there is no persistence. Runs in flight do not survive a restart of the
 backend process; they are gone, not paused.
 
@@ -88,6 +100,7 @@ from durabletask.testing.in_memory_backend import (
 )
 
 from engine.adapters.backend.config import GRPC_MAX_MESSAGE_BYTES
+from engine.adapters.backend.executions import EXECUTION_EVENTS, Executions, TimerQueue
 
 __all__ = [
     "DEFAULT_HEALTH_PING_SECONDS",
@@ -156,6 +169,8 @@ class _ActivityTicket:
     """An activity scheduled by an orchestration, from scheduling to its first result."""
 
     item: ActivityWorkItem
+    #: the execution of the instance that scheduled it (:class:`Executions`)
+    execution: int
     tokens: set[str] = field(default_factory=set)
     queued: bool = True
     deliveries: int = 0
@@ -198,6 +213,8 @@ class StepwayInMemoryBackend(InMemoryOrchestrationBackend):
         self._activity_tickets: dict[tuple[str, int, int], _ActivityTicket] = {}
         self._activity_ticket_by_token: dict[str, _ActivityTicket] = {}
         self._sweeper: threading.Thread | None = None
+        self._executions = Executions()
+        self._timers = TimerQueue("stepway-backend-timers")
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -215,6 +232,7 @@ class StepwayInMemoryBackend(InMemoryOrchestrationBackend):
         self._shutdown_event.set()
         self._work_available.set()
         self._generation += 1
+        self._timers.stop()
 
     def _sweep_leases(self) -> None:
         while not self._shutdown_event.wait(_LEASE_SWEEP_SECONDS):
@@ -371,6 +389,7 @@ class StepwayInMemoryBackend(InMemoryOrchestrationBackend):
             ticket = self._activity_tickets.get(key)
             if ticket is None:
                 # Not recorded at scheduling time (should not happen); rebuild it.
+                owner = self._instances.get(key[0])
                 ticket = _ActivityTicket(
                     ActivityWorkItem(
                         instance_id=key[0],
@@ -378,7 +397,8 @@ class StepwayInMemoryBackend(InMemoryOrchestrationBackend):
                         task_id=key[1],
                         input=req.input.value if req.HasField("input") else None,
                         completion_token=key[2],
-                    )
+                    ),
+                    self._executions.current(owner) if owner is not None else 0,
                 )
                 self._activity_tickets[key] = ticket
             ticket.queued = False
@@ -497,7 +517,97 @@ class StepwayInMemoryBackend(InMemoryOrchestrationBackend):
         super()._process_schedule_task_action(instance, action)
         # Upstream just appended the work item; remember it so it can be requeued as is.
         item = self._activity_queue[-1]
-        self._activity_tickets[_activity_key(item)] = _ActivityTicket(item)
+        self._activity_tickets[_activity_key(item)] = _ActivityTicket(
+            item, self._executions.current(instance)
+        )
+
+    def _process_create_timer_action(
+        self, instance: OrchestrationInstance, action: pb.OrchestratorAction
+    ) -> None:
+        """As upstream (a TimerCreated event; a TimerFired event when due), on the shared
+        timer thread, and only into the execution that created the timer."""
+        timer_id = action.id
+        fire_at = action.createTimer.fireAt.ToDatetime(tzinfo=UTC)
+        instance.history.append(helpers.new_timer_created_event(timer_id, fire_at))
+        if instance.status == pb.ORCHESTRATION_STATUS_PENDING:
+            instance.status = pb.ORCHESTRATION_STATUS_RUNNING
+        instance_id, execution = instance.instance_id, self._executions.current(instance)
+
+        def fire() -> None:
+            with self._lock:
+                current = self._current_execution(instance_id, execution)
+                if current is None:
+                    return
+                current.pending_events.append(helpers.new_timer_fired_event(timer_id, fire_at))
+                current.last_updated_at = datetime.now(UTC)
+                self._enqueue_orchestration(instance_id)
+
+        self._timers.schedule(fire_at.timestamp(), fire)
+
+    def _watch_sub_orchestration(
+        self, parent_instance_id: str, sub_instance_id: str, task_id: int
+    ) -> None:
+        """As upstream (the child's end becomes the parent's SubOrchestrationInstance-
+        Completed or -Failed event), delivered only to the parent's execution that
+        created the child."""
+        parent = self._instances.get(parent_instance_id)
+        if parent is None:
+            return
+        execution = self._executions.current(parent)
+
+        def watch() -> None:
+            sub = self._wait_for_state(sub_instance_id, self._is_terminal_status_check, None)
+            with self._lock:
+                current = self._current_execution(parent_instance_id, execution)
+                if sub is None or current is None:
+                    return
+                if sub.status == pb.ORCHESTRATION_STATUS_COMPLETED:
+                    event = helpers.new_sub_orchestration_completed_event(task_id, sub.output)
+                else:
+                    message = (
+                        sub.failure_details.errorMessage
+                        if sub.failure_details
+                        else "Sub-orchestration failed"
+                    )
+                    event = helpers.new_sub_orchestration_failed_event(task_id, Exception(message))
+                current.pending_events.append(event)
+                current.last_updated_at = datetime.now(UTC)
+                self._enqueue_orchestration(parent_instance_id)
+
+        threading.Thread(target=watch, name="stepway-backend-child", daemon=True).start()
+
+    def _current_execution(self, instance_id: str, execution: int) -> OrchestrationInstance | None:
+        """The instance, if ``execution`` is still its current one and it has not ended
+        (the caller holds the lock). An event for an earlier execution is dropped, as the
+        Durable Task Scheduler discards it."""
+        current = self._instances.get(instance_id)
+        if current is None or self._is_terminal_status(current.status):
+            return None
+        if self._executions.current(current) != execution:
+            _log.info("dropping an event of an earlier execution of %r", instance_id)
+            return None
+        return current
+
+    def _process_complete_orchestration_action(
+        self, instance: OrchestrationInstance, complete_action: pb.CompleteOrchestrationAction
+    ) -> None:
+        if complete_action.orchestrationStatus != pb.ORCHESTRATION_STATUS_CONTINUED_AS_NEW:
+            super()._process_complete_orchestration_action(instance, complete_action)
+            return
+        # What arrived while this work item ran and answers something this execution
+        # scheduled is carried into the next one by upstream; it belongs to this one.
+        kept = [
+            e for e in instance.pending_events if e.WhichOneof("eventType") not in EXECUTION_EVENTS
+        ]
+        if len(kept) != len(instance.pending_events):
+            _log.info(
+                "dropping %d event(s) of the execution of %r that continued as new",
+                len(instance.pending_events) - len(kept),
+                instance.instance_id,
+            )
+            instance.pending_events[:] = kept
+        self._executions.renew(instance)
+        super()._process_complete_orchestration_action(instance, complete_action)
 
     # ------------------------------------------------------------------ completions
 
@@ -583,6 +693,13 @@ class StepwayInMemoryBackend(InMemoryOrchestrationBackend):
             instance = self._instances.get(request.instanceId)
             if instance is not None and self._is_terminal_status(instance.status):
                 # Upstream would queue a terminal instance for another replay.
+                return pb.CompleteTaskResponse()
+            if instance is not None and self._executions.current(instance) != ticket.execution:
+                _log.info(
+                    "dropping result for activity %s of an earlier execution of %r",
+                    request.taskId,
+                    request.instanceId,
+                )
                 return pb.CompleteTaskResponse()
             return super().CompleteActivityTask(request, context)
 
