@@ -6,7 +6,8 @@ process, ``--tasks`` queued tasks, ``--workers`` SDK worker processes
 (``bench.worker_sdk``) that poll them and post their results, while py-spy samples this
 process at 250 Hz, counting only the thread that holds the GIL. Prints hand-offs/s, the
 server's CPU per hand-off, the requests per hand-off, and the functions with the most
-samples (inclusive and self, in percent). ``--no-spy`` measures without py-spy."""
+samples (inclusive and self, in percent). ``--no-spy`` measures without py-spy;
+``--no-fast-path`` serves the hot routes through FastAPI too (for comparison)."""
 
 from __future__ import annotations
 
@@ -32,11 +33,18 @@ def main() -> int:
     parser.add_argument("--out", type=Path)
     parser.add_argument("--top", type=int, default=30)
     parser.add_argument("--no-spy", action="store_true", help="measure without py-spy")
+    parser.add_argument(
+        "--no-fast-path",
+        action="store_true",
+        help="serve the hot Task API routes through FastAPI too (control_plane/api/fast_path.py)",
+    )
     args = parser.parse_args()
     out = args.out or Path(tempfile.mkdtemp(prefix="bench-profile-handoffs-"))
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="bench-handoffs-data-") as data:
         api = TaskApiOnly(Path(data))
+        if args.no_fast_path:
+            api._served.server.config.app.fast_path = None
         requests = _RequestCounter(api)
         workers = GatedProcesses(
             "bench.worker_sdk",

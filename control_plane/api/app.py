@@ -1,7 +1,9 @@
 """The control plane FastAPI app: metadata API, Task API, workflow API, payload URLs.
 
 ``create_app(settings, deps)`` builds the app on the given adapters. OpenAPI is at
-``/openapi.json``, the interactive docs at ``/docs``.
+``/openapi.json``, the interactive docs at ``/docs``. The Task API's hot routes are
+served in front of the framework by ``control_plane/api/fast_path.py``, which hands
+every request it does not fully understand to the full app.
 """
 
 from __future__ import annotations
@@ -10,12 +12,14 @@ from typing import Annotated
 
 import anyio
 from fastapi import FastAPI, Query, Request, Response
+from starlette.types import Receive, Scope, Send
 
 from control_plane.api import metadata as api_metadata
 from control_plane.api import tasks as api_tasks
 from control_plane.api import workflow as api_workflow
 from control_plane.api.error_handlers import BodySizeLimit, install_error_handlers
 from control_plane.api.errors import ApiError
+from control_plane.api.fast_path import TaskApiFastPath
 from control_plane.api.openapi import errors, install_openapi
 from control_plane.api.routing import StepwayRoute, install_routing
 from control_plane.auth import build_authenticator
@@ -29,7 +33,30 @@ from control_plane.services.tasks import TaskService
 from control_plane.services.workflows import WorkflowService
 from engine.ports.payload_store import InvalidReference, PayloadNotFound
 
-__all__ = ["create_app"]
+__all__ = ["StepwayApp", "create_app"]
+
+
+class StepwayApp(FastAPI):
+    """The FastAPI app, with the Task API's hot routes served first by
+    :class:`~control_plane.api.fast_path.TaskApiFastPath` once :meth:`serve_hot_routes`
+    was called (without it, every request goes through the framework)."""
+
+    fast_path: TaskApiFastPath | None = None
+
+    def serve_hot_routes(self, max_body_bytes: int) -> None:
+        """Serve the hot routes in front of the framework; call once every route is
+        registered. ``max_body_bytes``: the body size limit of the app's middleware."""
+        self.fast_path = TaskApiFastPath(self, self.full_app, max_body_bytes)
+
+    async def full_app(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """The app through the framework: its middleware, router and routes."""
+        await super().__call__(scope, receive, send)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self.fast_path is None:
+            await super().__call__(scope, receive, send)
+        else:
+            await self.fast_path(scope, receive, send)
 
 
 def _payload_routes(app: FastAPI) -> None:
@@ -89,11 +116,15 @@ def _payload_routes(app: FastAPI) -> None:
         return Response(status_code=201)
 
 
-def create_app(settings: Settings | None = None, deps: Deps | None = None) -> FastAPI:
+def create_app(
+    settings: Settings | None = None, deps: Deps | None = None, *, fast_path: bool = True
+) -> StepwayApp:
+    """The control plane app; ``fast_path=False`` serves the hot Task API routes through
+    the framework too (the reference the fast path is tested against)."""
     if deps is None:
         raise ValueError("create_app needs deps (run store, queue, provisioner, signals ...)")
     settings = settings or Settings()
-    app = FastAPI(
+    app = StepwayApp(
         title="Stepway control plane",
         version="0.1.0",
         description="Conductor-compatible metadata, task and workflow APIs.",
@@ -125,4 +156,6 @@ def create_app(settings: Settings | None = None, deps: Deps | None = None) -> Fa
 
     install_routing(app)
     install_openapi(app)
+    if fast_path:
+        app.serve_hot_routes(settings.max_body_bytes)
     return app

@@ -51,6 +51,9 @@ _GONE_CHECK_SECONDS = 0.05
 # pool and back. The hot routes (poll, batch poll, update, update-v2) read their
 # services and the caller's traceparent from the app and the request themselves: each
 # dependency costs every request its resolution (bench/profile_handoffs.py).
+# control_plane/api/fast_path.py calls these four route functions itself, in front of
+# the framework, with the arguments FastAPI would give them; building the app fails
+# when one of them takes a parameter it does not resolve (a header, another dependency).
 
 
 async def _service(request: Request) -> TaskService:

@@ -6,7 +6,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,7 +15,7 @@ import httpx
 import pytest
 import uvicorn
 
-from control_plane.api.app import create_app
+from control_plane.api.app import StepwayApp, create_app
 from control_plane.deps import Deps, Settings
 from engine.adapters.payload_local import LocalPayloadStore
 from engine.adapters.queue_provisioning_sqlite import SqliteQueueProvisioner
@@ -41,6 +41,7 @@ class Server:
     signals: RecordingRunSignals
     settings: Settings
     client: httpx.Client
+    app: StepwayApp
 
     # --- helpers that play the engine's part --------------------------------------------
 
@@ -51,9 +52,7 @@ class Server:
     def run(self, workflow_id: str | None = None, name: str = "wf") -> str:
         workflow_id = workflow_id or str(uuid.uuid4())
         self.deps.run_store.create_run(
-            NewRun(
-                workflow_id=workflow_id, name=name, version=1, create_time=int(time.time() * 1000)
-            )
+            NewRun(workflow_id=workflow_id, name=name, version=1, create_time=self.deps.clock())
         )
         return workflow_id
 
@@ -73,7 +72,7 @@ class Server:
         workflow_id = workflow_id or self.run()
         task_id = task_id or str(uuid.uuid4())
         queue, _ = queue_for(task_type, priority, {task_type: domain} if domain else {})
-        now = int(time.time() * 1000)
+        now = self.deps.clock()
         self.deps.run_store.upsert_task(
             TaskRecord(
                 task_id=task_id,
@@ -111,7 +110,11 @@ class Server:
 def make_server(tmp_path: Path) -> Iterator[Any]:
     started: list[tuple[uvicorn.Server, threading.Thread, httpx.Client, Deps]] = []
 
-    def make(**overrides: Any) -> Server:
+    def make(
+        *, fast_path: bool = True, clock: Callable[[], int] | None = None, **overrides: Any
+    ) -> Server:
+        """A server with these settings; ``fast_path=False`` serves the hot Task API
+        routes through FastAPI too, ``clock`` replaces the wall clock of the API."""
         port = free_port()
         url = f"http://127.0.0.1:{port}"
         n = len(started)
@@ -131,7 +134,9 @@ def make_server(tmp_path: Path) -> Iterator[Any]:
             ),
             signals=signals,
         )
-        app = create_app(settings, deps)
+        if clock is not None:
+            deps.clock = clock
+        app = create_app(settings, deps, fast_path=fast_path)
         config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning")
         server = uvicorn.Server(config)
         thread = threading.Thread(target=server.run, daemon=True)
@@ -142,7 +147,7 @@ def make_server(tmp_path: Path) -> Iterator[Any]:
             time.sleep(0.01)
         client = httpx.Client(base_url=url, timeout=30)
         started.append((server, thread, client, deps))
-        return Server(url, deps, signals, settings, client)
+        return Server(url, deps, signals, settings, client, app)
 
     yield make
     for server, thread, client, deps in started:
