@@ -1,12 +1,12 @@
 """HTTP calls to the Conductor-compatible Task API.
 
 The Task API calls go over :class:`~stepway_worker.keepalive.KeepAlivePool` (kept-alive
-``http.client`` connections: a worker makes one small request a task, and a general
-client's per-call work was most of its CPU) when the connection to the server is
-direct; through a proxy (``HTTPS_PROXY``, ``HTTP_PROXY``, ``ALL_PROXY``, as httpx reads
-them, ``NO_PROXY`` included), with a custom ``transport``, or with credentials in the
-URL they go through httpx, as do uploads (:meth:`TaskClient.put`). Both ways verify TLS
-with the same context (httpx's: certifi, or ``SSL_CERT_FILE`` / ``SSL_CERT_DIR``).
+HTTP/1.1 connections: a worker makes one small request a task, and a general client's
+per-call work was most of its CPU) when the connection to the server is direct; through
+a proxy (``HTTPS_PROXY``, ``HTTP_PROXY``, ``ALL_PROXY``, as httpx reads them, ``NO_PROXY``
+included), with a custom ``transport``, or with credentials in the URL they go through
+httpx, as do uploads (:meth:`TaskClient.put`). Both ways verify TLS with the same
+context (httpx's: certifi, or ``SSL_CERT_FILE`` / ``SSL_CERT_DIR``).
 """
 
 from __future__ import annotations
