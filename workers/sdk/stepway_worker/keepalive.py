@@ -82,11 +82,20 @@ def _dropped(sock: socket.socket) -> bool:
 class _Connection:
     """One socket and the bytes read from it that no response consumed yet."""
 
-    __slots__ = ("buf", "sock")
+    __slots__ = ("buf", "scratch", "sock", "timeout")
 
-    def __init__(self, sock: socket.socket) -> None:
+    def __init__(self, sock: socket.socket, timeout: float) -> None:
         self.sock = sock
+        self.timeout = timeout
         self.buf = bytearray()
+        # received into, then copied: a fresh 64 KiB bytes object a read would cost
+        # an mmap, a shrink and an munmap
+        self.scratch = memoryview(bytearray(RECV))
+
+    def set_timeout(self, timeout: float) -> None:
+        if timeout != self.timeout:
+            self.sock.settimeout(timeout)
+            self.timeout = timeout
 
     def close(self) -> None:
         with contextlib.suppress(OSError):
@@ -94,10 +103,10 @@ class _Connection:
 
     def _fill(self) -> bool:
         """Read more into the buffer; False at the end of the connection."""
-        data = self.sock.recv(RECV)
-        if not data:
+        n = self.sock.recv_into(self.scratch)
+        if not n:
             return False
-        self.buf += data
+        self.buf += self.scratch[:n]
         return True
 
     def _line(self, limit: int) -> bytes:
@@ -301,7 +310,7 @@ class KeepAlivePool:
             if _dropped(conn.sock):
                 conn.close()
                 continue
-            conn.sock.settimeout(timeout)
+            conn.set_timeout(timeout)
             return conn
 
     def _connect(self, timeout: float) -> _Connection:
@@ -314,7 +323,7 @@ class KeepAlivePool:
         except BaseException:
             sock.close()
             raise
-        return _Connection(sock)
+        return _Connection(sock, timeout)
 
     def _give_back(self, conn: _Connection) -> None:
         with self._lock:

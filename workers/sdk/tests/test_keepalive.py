@@ -298,3 +298,25 @@ def test_http_client_errors_are_what_the_pool_raises() -> None:
     """The client maps these (and OSError) to TransientError."""
     for name in ("IncompleteRead", "BadStatusLine", "LineTooLong", "RemoteDisconnected"):
         assert issubclass(getattr(http.client, name), http.client.HTTPException)
+
+
+def test_a_kept_connection_takes_the_timeout_of_each_call(scripted: list[_Scripted]) -> None:
+    """A long poll's long timeout does not stay on the connection for the next call."""
+    server = _serve(scripted, _ok(), ([b"HTTP/1.1 200 OK\r\n"], False))  # 2nd never ends
+    pool = KeepAlivePool(server.url)
+    raised: list[BaseException] = []
+
+    def calls() -> None:
+        pool.request("GET", "/long", body=None, headers={}, timeout=3600.0)
+        try:
+            pool.request("GET", "/short", body=None, headers={}, timeout=0.3)
+        except BaseException as exc:
+            raised.append(exc)
+
+    thread = threading.Thread(target=calls, daemon=True)
+    thread.start()
+    thread.join(60)  # a bound on a hang, not a measurement
+    pool.close()
+    assert not thread.is_alive()
+    assert [type(e) for e in raised] == [TimeoutError]
+    assert server.accepted == 1
