@@ -145,7 +145,9 @@ class TaskClient:
                 return self._pool.request(
                     method, target, body=body, headers=headers, timeout=timeout
                 )
-            except (OSError, http.client.HTTPException) as exc:
+            except (OSError, http.client.HTTPException, ValueError) as exc:
+                # ValueError: a header that would split the request, which httpx reports
+                # as a transport error (LocalProtocolError) too
                 raise TransientError(f"{method} {path}: {type(exc).__name__}: {exc}") from exc
         try:
             response = self._http.request(

@@ -12,7 +12,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from stepway_worker import TransientError
+from stepway_worker import StaticToken, TransientError
 from stepway_worker.client import TaskClient
 from stepway_worker.keepalive import KeepAlivePool
 
@@ -320,3 +320,16 @@ def test_a_kept_connection_takes_the_timeout_of_each_call(scripted: list[_Script
     assert not thread.is_alive()
     assert [type(e) for e in raised] == [TimeoutError]
     assert server.accepted == 1
+
+
+def test_a_token_that_would_split_the_request_is_a_transient_error_as_with_httpx(
+    scripted: list[_Scripted],
+) -> None:
+    server = _serve(scripted, _ok())
+    client = TaskClient(server.url, tokens=StaticToken("abc\r\nX-Injected: 1"))
+    try:
+        with pytest.raises(TransientError, match="invalid header"):
+            client.poll("x", worker_id="w", count=1, timeout_ms=0)
+    finally:
+        client.close()
+    assert server.requests == []
