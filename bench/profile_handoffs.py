@@ -5,9 +5,11 @@ The control plane alone (:class:`bench.stepway_setup.TaskApiOnly`, no engine) in
 process, ``--tasks`` queued tasks, ``--workers`` SDK worker processes
 (``bench.worker_sdk``) that poll them and post their results, while py-spy samples this
 process at 250 Hz, counting only the thread that holds the GIL. Prints hand-offs/s, the
-server's CPU per hand-off, the requests per hand-off, and the functions with the most
-samples (inclusive and self, in percent). ``--no-spy`` measures without py-spy;
-``--no-fast-path`` serves the hot routes through FastAPI too (for comparison)."""
+server's and the workers' CPU per hand-off, the requests per hand-off, and the functions
+with the most samples (inclusive and self, in percent). ``--spy-worker`` samples the
+first worker process instead of the server (all its threads, GIL holder only);
+``--no-spy`` measures without py-spy; ``--no-fast-path`` serves the hot routes through
+FastAPI too (for comparison)."""
 
 from __future__ import annotations
 
@@ -38,6 +40,9 @@ def main() -> int:
         action="store_true",
         help="serve the hot Task API routes through FastAPI too (control_plane/api/fast_path.py)",
     )
+    parser.add_argument(
+        "--spy-worker", action="store_true", help="sample the first worker, not the server"
+    )
     args = parser.parse_args()
     out = args.out or Path(tempfile.mkdtemp(prefix="bench-profile-handoffs-"))
     out.mkdir(parents=True, exist_ok=True)
@@ -54,11 +59,14 @@ def main() -> int:
             log_dir=out,
         )
         spy = None
+        worker_cpu: list[float] = []
+        raw = out / ("worker.raw" if args.spy_worker else "taskapi.raw")
         try:
             api.put_taskdef("bench_handoff")
             api.seed("bench_handoff", args.tasks)
             if not args.no_spy:
-                spy = _spy(os.getpid(), out / "taskapi.raw", 600)
+                pid = workers.procs[0].pid if args.spy_worker else os.getpid()
+                spy = _spy(pid, raw, 600)
                 time.sleep(1.0)
             before, asked = api.signals.results, requests.count
             cpu0, started = time.process_time(), time.perf_counter()
@@ -72,16 +80,20 @@ def main() -> int:
                 spy.send_signal(signal.SIGINT)
                 spy.wait(60)
         finally:
-            workers.stop()
+            worker_cpu = workers.stop()
             api.close()
     n = args.tasks
     print(
         f"{n} hand-offs by {args.workers} workers: {n / elapsed:.0f}/s, "
         f"server CPU {1000 * cpu / n:.2f} ms a hand-off, {asked / n:.2f} requests a hand-off"
     )
+    # every worker's CPU from go to stop (the idle long polls after the last hand-off too)
+    print(
+        f"worker CPU {1000 * sum(worker_cpu) / n:.2f} ms a hand-off "
+        f"({len(worker_cpu)} of {args.workers} workers reported)"
+    )
     for kind, count in requests.kinds.most_common():
         print(f"  {count:6d}  {kind}")
-    raw = out / "taskapi.raw"
     if raw.exists() and raw.stat().st_size:
         print("\n".join(summarise(raw, args.top)))
         print(f"\nraw samples in {out}")

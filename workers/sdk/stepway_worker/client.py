@@ -1,19 +1,34 @@
-"""HTTP calls to the Conductor-compatible Task API."""
+"""HTTP calls to the Conductor-compatible Task API.
+
+The Task API calls go over :class:`~stepway_worker.keepalive.KeepAlivePool` (kept-alive
+HTTP/1.1 connections: a worker makes one small request a task, and a general client's
+per-call work was most of its CPU) when the connection to the server is direct; through
+a proxy (``HTTPS_PROXY``, ``HTTP_PROXY``, ``ALL_PROXY``, as httpx reads them, ``NO_PROXY``
+included), with a custom ``transport``, or with credentials in the URL they go through
+httpx, as do uploads (:meth:`TaskClient.put`). Both ways verify TLS with the same
+context (httpx's: certifi, or ``SSL_CERT_FILE`` / ``SSL_CERT_DIR``).
+"""
 
 from __future__ import annotations
 
+import http.client
+import json
 import logging
+import ssl
 import threading
+import urllib.request
 from typing import Any
-from urllib.parse import quote, urljoin, urlsplit
+from urllib.parse import quote, urlencode, urljoin, urlsplit
 
 import httpx
 
 from stepway_worker.auth import NoToken, TokenProvider
+from stepway_worker.keepalive import KeepAlivePool, Reply
 
 log = logging.getLogger("stepway_worker")
 
 RETRYABLE_STATUS = frozenset({408, 425, 429})
+USER_AGENT = "stepway-worker/0.1"
 
 
 class TaskApiError(Exception):
@@ -37,7 +52,7 @@ class RejectedError(TaskApiError):
     """Any other 4xx: the request is wrong for good. Never retried as is."""
 
 
-def _detail(response: httpx.Response) -> str:
+def _detail(response: Reply | httpx.Response) -> str:
     text = response.text[:500]
     try:
         body = response.json()
@@ -54,6 +69,19 @@ def _detail(response: httpx.Response) -> str:
     return text
 
 
+def _proxied(url: str) -> bool:
+    """True when a proxy is configured for ``url``'s scheme (or for all schemes) in the
+    environment (or, on Windows and macOS, the system settings), as httpx reads them;
+    httpx then decides with ``NO_PROXY`` whether to use it."""
+    proxies = urllib.request.getproxies()
+    return bool(proxies.get(urlsplit(url).scheme) or proxies.get("all"))
+
+
+def encode_json(value: Any) -> bytes:
+    """A JSON request body, encoded as httpx encodes ``json=``."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+
+
 class TaskClient:
     """One client per worker process (thread safe)."""
 
@@ -68,15 +96,32 @@ class TaskClient:
         self.server_url = server_url.rstrip("/")
         self.tokens = tokens or NoToken()
         self.timeout = timeout
+        parts = urlsplit(self.server_url)
+        # one TLS context for both ways, the one httpx would make
+        context: ssl.SSLContext | None = (
+            httpx.create_ssl_context() if parts.scheme == "https" else None
+        )
         self._http = httpx.Client(
             base_url=self.server_url,
             timeout=timeout,
             transport=transport,
-            headers={"User-Agent": "stepway-worker/0.1"},
+            headers={"User-Agent": USER_AGENT},
+            verify=context if context is not None else True,
         )
+        direct = (
+            transport is None
+            and parts.scheme in ("http", "https")
+            and not parts.username
+            and not parts.password
+            and not _proxied(self.server_url)
+        )
+        #: the kept-alive connections of the Task API calls; None: they go through httpx
+        self._pool = KeepAlivePool(self.server_url, ssl_context=context) if direct else None
         self._lock = threading.Lock()
 
     def close(self) -> None:
+        if self._pool is not None:
+            self._pool.close()
         self._http.close()
 
     # --- plumbing ----------------------------------------------------------------------
@@ -85,26 +130,56 @@ class TaskClient:
         token = self.tokens.token()
         return {"Authorization": f"Bearer {token}"} if token else {}
 
+    def _send(
+        self,
+        method: str,
+        path: str,
+        target: str,
+        body: bytes | None,
+        headers: dict[str, str],
+        timeout: float,
+    ) -> Reply:
+        if self._pool is not None:
+            headers["User-Agent"] = USER_AGENT
+            try:
+                return self._pool.request(
+                    method, target, body=body, headers=headers, timeout=timeout
+                )
+            except (OSError, http.client.HTTPException, ValueError) as exc:
+                # ValueError: a header that would split the request, which httpx reports
+                # as a transport error (LocalProtocolError) too
+                raise TransientError(f"{method} {path}: {type(exc).__name__}: {exc}") from exc
+        try:
+            response = self._http.request(
+                method, target, content=body, headers=headers, timeout=timeout
+            )
+        except httpx.TransportError as exc:
+            raise TransientError(f"{method} {path}: {type(exc).__name__}: {exc}") from exc
+        return Reply(response.status_code, response.content)
+
     def _request(
         self,
         method: str,
-        url: str,
+        path: str,
         *,
+        params: dict[str, Any] | None = None,
+        json_body: Any = None,
         timeout: float | None = None,
         extra_headers: dict[str, str] | None = None,
-        **kwargs: Any,
-    ) -> httpx.Response:
+    ) -> Reply:
+        """One Task API call (``path`` below the server URL); a 401 is retried once with
+        a fresh token. Raises :class:`TransientError` (connection error, timeout, 5xx,
+        408, 425, 429), :class:`ConflictError` (409), :class:`RejectedError` (other 4xx)."""
+        url = f"{path}?{urlencode(params)}" if params else path
+        body = None if json_body is None else encode_json(json_body)
+        wait = self.timeout if timeout is None else timeout
         for attempt in (1, 2):
-            try:
-                response = self._http.request(
-                    method,
-                    url,
-                    headers={**self._headers(), **(extra_headers or {})},
-                    timeout=timeout if timeout is not None else self.timeout,
-                    **kwargs,
-                )
-            except httpx.TransportError as exc:
-                raise TransientError(f"{method} {url}: {type(exc).__name__}: {exc}") from exc
+            headers = self._headers()
+            if body is not None:
+                headers["Content-Type"] = "application/json"
+            if extra_headers:
+                headers.update(extra_headers)
+            response = self._send(method, path, url, body, headers, wait)
             if response.status_code == 401 and attempt == 1:
                 self.tokens.invalidate()  # a refreshed token may be accepted
                 continue
@@ -112,7 +187,7 @@ class TaskClient:
         status = response.status_code
         if status < 400:
             return response
-        message = f"{method} {url}: {status} {_detail(response)}"
+        message = f"{method} {path}: {status} {_detail(response)}"
         if status >= 500 or status in RETRYABLE_STATUS:
             raise TransientError(message, status)
         if status == 409:
@@ -148,7 +223,7 @@ class TaskClient:
 
     def update(self, result: dict[str, Any], *, headers: dict[str, str] | None = None) -> None:
         """Post a TaskResult (``headers``: e.g. the ``traceparent`` of the post)."""
-        self._request("POST", "/api/tasks", json=result, extra_headers=headers)
+        self._request("POST", "/api/tasks", json_body=result, extra_headers=headers)
 
     def update_v2(
         self, result: dict[str, Any], *, headers: dict[str, str] | None = None
@@ -157,7 +232,9 @@ class TaskClient:
         (``POST /api/tasks/update-v2``): the task, handed out (leased) to this worker,
         or None when there is none (204). A task returned here is the caller's to
         execute, as one a poll returned."""
-        response = self._request("POST", "/api/tasks/update-v2", json=result, extra_headers=headers)
+        response = self._request(
+            "POST", "/api/tasks/update-v2", json_body=result, extra_headers=headers
+        )
         if response.status_code == 204 or not response.content:
             return None
         try:
@@ -172,7 +249,7 @@ class TaskClient:
 
     def log(self, task_id: str, line: str, *, timeout: float = 5.0) -> None:
         self._request(
-            "POST", f"/api/tasks/{quote(task_id, safe='')}/log", json=line, timeout=timeout
+            "POST", f"/api/tasks/{quote(task_id, safe='')}/log", json_body=line, timeout=timeout
         )
 
     def get_task(self, task_id: str) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import json
 import socket
+import ssl
 import threading
 import time
 import uuid
@@ -62,10 +63,23 @@ class _State:
 
 
 class FakeTaskServer:
-    def __init__(self, host: str = "127.0.0.1", port: int = 0, *, token: str | None = None):
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        token: str | None = None,
+        ssl_context: ssl.SSLContext | None = None,
+    ):
+        """``ssl_context``: serve HTTPS with it (a server-side context holding the
+        certificate)."""
         self.host = host
         self.port = port
         self.token = token
+        self.ssl_context = ssl_context
+        #: TCP connections accepted so far (a client that keeps its connections alive
+        #: opens few)
+        self.connections_opened = 0
         self.state = _State()
         self.cond = threading.Condition()
         self._server: ThreadingHTTPServer | None = None
@@ -76,11 +90,14 @@ class FakeTaskServer:
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        scheme = "https" if self.ssl_context is not None else "http"
+        return f"{scheme}://{self.host}:{self.port}"
 
     def start(self) -> FakeTaskServer:
         server = ThreadingHTTPServer((self.host, self.port), self._handler_class())
         server.daemon_threads = True
+        if self.ssl_context is not None:
+            server.socket = self.ssl_context.wrap_socket(server.socket, server_side=True)
         self.port = server.server_address[1]
         self._server = server
         self._thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
@@ -278,6 +295,7 @@ class FakeTaskServer:
                 super().setup()
                 with fake.cond:
                     fake._connections.add(self.connection)
+                    fake.connections_opened += 1
 
             def finish(self) -> None:
                 with fake.cond:

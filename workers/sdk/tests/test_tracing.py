@@ -9,13 +9,16 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from opentelemetry.propagate import inject
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from opentelemetry.trace import NoOpTracerProvider
+from opentelemetry.trace import NoOpTracer, NoOpTracerProvider
+from opentelemetry.trace import TracerProvider as TracerProviderApi
 from stepway_worker import Registry, Worker, handle_queue_message, worker_task
 from stepway_worker.telemetry import tracer_provider_from_env
 from stepway_worker.testing import FakeTaskServer
+from stepway_worker.tracing import WorkerTracing
 
 from .conftest import fast_settings  # type: ignore[import-not-found]
 
@@ -152,3 +155,56 @@ def test_telemetry_is_off_unless_an_exporter_is_named() -> None:
         assert provider.resource.attributes["service.name"] == "w"
     finally:
         provider.shutdown()
+
+
+def test_without_an_sdk_the_handler_runs_in_the_tasks_trace_context(
+    server: FakeTaskServer, reg: Registry
+) -> None:
+    """What the handler sees as current (and so what its own outbound calls propagate)
+    is the dispatch's context, as under the API's no-op tracer."""
+    seen: list[str] = []
+
+    @worker_task("peek", registry=reg)
+    def peek() -> None:
+        carrier: dict[str, str] = {}
+        inject(carrier)
+        seen.append(carrier.get("traceparent", ""))
+
+    task_id = server.enqueue("peek", traceparent=TRACEPARENT)
+    with Worker(reg, settings=fast_settings(server.url), tracer_provider=NoOpTracerProvider()):
+        assert server.wait_result(task_id)["status"] == "COMPLETED"
+    assert seen == [TRACEPARENT]
+
+
+class _NoOpTracerBehindAnotherProvider(TracerProviderApi):
+    """The API's no-op tracer, from a provider the worker does not know to be no-op: the
+    worker then goes through the tracer for every span."""
+
+    def get_tracer(self, *args: Any, **kwargs: Any) -> NoOpTracer:
+        return NoOpTracer()
+
+
+@pytest.mark.parametrize(
+    "traceparent",
+    [TRACEPARENT, f"00-{DISPATCH_TRACE}-{DISPATCH_SPAN}-00", "not-a-traceparent", None],
+)
+def test_the_no_op_shortcut_passes_on_what_the_no_op_tracer_would(
+    traceparent: str | None,
+) -> None:
+    task = {"taskId": "t1", "workflowInstanceId": "wf-1", "attempt": 1}
+    if traceparent is not None:
+        task["traceparent"] = traceparent
+    body = {"taskId": "t1", "workflowInstanceId": "wf-1", "status": "COMPLETED"}
+    answers = []
+    for provider in (NoOpTracerProvider(), _NoOpTracerBehindAnotherProvider()):
+        tracing = WorkerTracing(provider)
+        with tracing.execute(task, "echo") as span:
+            inside: dict[str, str] = {}
+            inject(inside)
+            tracing.finished(span, "COMPLETED")
+        carried = tracing.carried(span, task)
+        with tracing.post(carried, body, "echo", 1) as headers:
+            during: dict[str, str] = {}
+            inject(during)
+        answers.append((inside, carried, headers, during))
+    assert answers[0] == answers[1]
