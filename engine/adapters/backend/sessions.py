@@ -29,6 +29,7 @@ events without). The pinned version is checked in ``tests/contract/durable_backe
 from __future__ import annotations
 
 import itertools
+import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -118,6 +119,25 @@ class OrchestrationSessions:
             self._sessions.pop(instance_id, None)
 
 
+class _MootTimersQuiet(logging.LoggerAdapter):  # type: ignore[type-arg]
+    """durabletask's logger for the orchestrations' executors and contexts, with one
+    warning demoted to DEBUG: a timer firing that no task waits for. The interpreter
+    cancels a deadline timer once its step has ended, but the backend still fires it
+    when it falls due, and durabletask calls each such firing unexpected. (A timer of an
+    earlier execution never gets here: the Durable Task Scheduler discards it, and so does
+    the embedded backend, engine/adapters/backend/executions.py.) A firing that lands on
+    a task that is not a timer keeps its warning."""
+
+    def log(self, level: int, msg: object, *args: Any, **kwargs: Any) -> None:
+        if (
+            level == logging.WARNING
+            and isinstance(msg, str)
+            and "Ignoring unexpected timerFired event" in msg
+        ):
+            level = logging.DEBUG
+        super().log(level, msg, *args, **kwargs)
+
+
 class SessionWorkerMixin:
     """Mixed into a ``TaskHubGrpcWorker`` (before it): orchestration work items run
     against :class:`OrchestrationSessions`. Workers configured with durabletask's payload
@@ -135,6 +155,7 @@ class SessionWorkerMixin:
         # no such argument, so the attribute is set here
         self._emit_trace_spans = False
         self.sessions = OrchestrationSessions(session_capacity)
+        self._orchestration_logger = _MootTimersQuiet(self._logger, None)  # type: ignore[attr-defined]
 
     def _execute_orchestrator(
         self, req: pb.OrchestratorRequest, stub: Any, completionToken: Any
@@ -214,7 +235,7 @@ class SessionWorkerMixin:
             persisted = req.orchestrationTraceContext.spanID.value
         executor = dtw._OrchestrationExecutor(
             worker._registry,
-            worker._logger,
+            worker._orchestration_logger,
             persisted_orch_span_id=persisted,
             maximum_timer_interval=worker.maximum_timer_interval,
             data_converter=worker._data_converter,
@@ -226,7 +247,7 @@ class SessionWorkerMixin:
             maximum_timer_interval=worker.maximum_timer_interval,
             data_converter=worker._data_converter,
             exception_properties_provider=worker._exception_properties_provider,
-            logger=worker._logger,
+            logger=worker._orchestration_logger,
         )
         first = req.pastEvents[0] if len(req.pastEvents) else req.newEvents[0]
         executor._orchestration_name = next(
