@@ -3,9 +3,9 @@
 A run continues as new every few steps (engine/runtime/interpreter.py, "History stays
 bounded"); task ids restart with each execution. A WORKER step arms a deadline timer
 that the step's result makes moot, but the backend still fires it when it falls due,
-possibly long after the run continued as new. As the Durable Task Scheduler discards a
-message addressed to an execution that is no longer the instance's current one, the
-embedded backend (engine/adapters/backend/embedded.py) drops it: otherwise a stale
+possibly long after the run continued as new. As a Durable Task Framework backend drops
+a message addressed to an execution that is no longer the instance's current one, the
+embedded backend (engine/adapters/backend/executions.py) drops it: otherwise a stale
 timer lands on whatever task of the current execution has its id (durabletask takes it
 out of the pending tasks: that task's own completion is then ignored, and the run waits
 forever), or fires a current deadline early."""

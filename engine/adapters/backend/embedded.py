@@ -58,7 +58,7 @@ below fixes one of them, and ``tests/contract/durable_backend`` proves each fix:
   result, a child's end or a timer that the earlier execution left behind landed in the
   new execution and completed (or, for a timer, removed) whichever of its tasks had the
   same id, so the run took a wrong answer or waited forever. Here each is delivered only
-  to the execution that scheduled it, as the Durable Task Scheduler discards a message
+  to the execution that scheduled it, as a Durable Task Framework backend drops a message
   for an execution that is no longer current
   (:class:`~engine.adapters.backend.executions.Executions`).
 * **A thread per timer.** Upstream sleeps a thread per durable timer until it is due;
@@ -579,7 +579,7 @@ class StepwayInMemoryBackend(InMemoryOrchestrationBackend):
     def _current_execution(self, instance_id: str, execution: int) -> OrchestrationInstance | None:
         """The instance, if ``execution`` is still its current one and it has not ended
         (the caller holds the lock). An event for an earlier execution is dropped, as the
-        Durable Task Scheduler discards it."""
+        Durable Task Framework's backends drop it (executions.py)."""
         current = self._instances.get(instance_id)
         if current is None or self._is_terminal_status(current.status):
             return None

@@ -4,11 +4,14 @@ timer.
 
 **Executions.** An instance that continues as new starts a new execution with a fresh
 history, and its task ids start again from the beginning. What the previous execution
-scheduled (an activity, a timer, a sub-orchestration) may still complete afterwards; the
-Durable Task Scheduler discards such a message, since it is addressed to an execution
-that is no longer current. The in-memory backend addresses everything by instance id
-alone, so the completion lands in the new execution, where its task id names another
-task. :class:`Executions` numbers the executions so that the backend can tell.
+scheduled (an activity, a timer, a sub-orchestration) may still complete afterwards. The
+Durable Task Framework addresses every message to an instance *and* an execution
+(``OrchestrationInstance.ExecutionId`` of its task messages), so a backend can drop one
+whose execution is no longer current; the engine assumes the Durable Task Scheduler does
+(not verifiable here: the service is closed; where it did not, a late answer could reach
+a run on Azure). The in-memory backend addresses everything by instance id alone, so the
+completion landed in the new execution, where its task id names another task.
+:class:`Executions` numbers the executions so that the backend can tell.
 
 **Timers.** Upstream starts a thread per durable timer that sleeps until the timer is
 due; an engine that arms an hour-long deadline on every step keeps thousands of threads
@@ -64,9 +67,6 @@ class Executions:
         number = next(self._numbers)
         self._current[instance.instance_id] = (weakref.ref(instance), number)
         return number
-
-    def forget(self, instance_id: str) -> None:
-        self._current.pop(instance_id, None)
 
 
 class TimerQueue:

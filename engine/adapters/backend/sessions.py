@@ -124,8 +124,8 @@ class _MootTimersQuiet(logging.LoggerAdapter):  # type: ignore[type-arg]
     warning demoted to DEBUG: a timer firing that no task waits for. The interpreter
     cancels a deadline timer once its step has ended, but the backend still fires it
     when it falls due, and durabletask calls each such firing unexpected. (A timer of an
-    earlier execution never gets here: the Durable Task Scheduler discards it, and so does
-    the embedded backend, engine/adapters/backend/executions.py.) A firing that lands on
+    earlier execution never gets here: the embedded backend drops it, and the Durable Task
+    Scheduler is assumed to, engine/adapters/backend/executions.py.) A firing that lands on
     a task that is not a timer keeps its warning."""
 
     def log(self, level: int, msg: object, *args: Any, **kwargs: Any) -> None:

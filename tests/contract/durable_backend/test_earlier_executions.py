@@ -1,8 +1,9 @@
 """What an execution scheduled and did not wait for answers that execution only: once
 the instance continued as new, a late activity result, child result or timer of the
-earlier execution is dropped (the Durable Task Scheduler discards a message addressed
-to an execution that is no longer current). Task ids restart with each execution, so
-the late answer would otherwise complete the new execution's task of the same id."""
+earlier execution is dropped (a Durable Task Framework backend drops a message
+addressed to an execution that is no longer current: engine/adapters/backend/executions.py).
+Task ids restart with each execution, so the late answer would otherwise complete the
+new execution's task of the same id."""
 
 from __future__ import annotations
 
