@@ -6,6 +6,7 @@ its next idle re-read comes round."""
 from __future__ import annotations
 
 import queue
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -68,8 +69,6 @@ def test_a_closed_doorbell_deregisters_and_stale_rows_are_not_rung(tmp_path: Pat
     a.listen()
     port = a.port
     a.close()
-    import sqlite3
-
     con = sqlite3.connect(path)
     try:
         assert con.execute("SELECT COUNT(*) FROM sbq_doorbells").fetchone() == (0,)

@@ -14,15 +14,15 @@ from sqlalchemy import text
 from engine.adapters.run_store_sql import SqlRunStore
 
 
-def _other_process_writer(path: Path) -> sqlite3.Connection:
-    con = sqlite3.connect(path, timeout=0, isolation_level=None)
-    return con
+def _another_connection(path: Path) -> sqlite3.Connection:
+    """A connection of its own, as another process has: no busy wait, autocommit."""
+    return sqlite3.connect(path, timeout=0, isolation_level=None)
 
 
 def test_a_write_transaction_holds_the_write_lock_from_its_start(tmp_path: Path) -> None:
     path = tmp_path / "runs.db"
     store = SqlRunStore(f"sqlite:///{path}")
-    other = _other_process_writer(path)
+    other = _another_connection(path)
     try:
         assert not store.engine.dispatch.before_cursor_execute  # the driver-level BEGIN
         with store._begin() as conn:
@@ -39,7 +39,7 @@ def test_a_write_transaction_holds_the_write_lock_from_its_start(tmp_path: Path)
 def test_a_read_transaction_sees_one_snapshot(tmp_path: Path) -> None:
     path = tmp_path / "runs.db"
     store = SqlRunStore(f"sqlite:///{path}")
-    other = _other_process_writer(path)
+    other = _another_connection(path)
     try:
         other.execute("CREATE TABLE t (v INTEGER)")
         other.execute("INSERT INTO t VALUES (1)")
