@@ -20,10 +20,12 @@ from durabletask import task
 from durabletask.azuremanaged.client import DurableTaskSchedulerClient
 from durabletask.client import TaskHubGrpcClient
 from durabletask.grpc_options import GrpcChannelOptions
+from durabletask.internal.shared import get_grpc_channel
 from durabletask.serialization import DataConverter
 from durabletask.worker import ConcurrencyOptions, TaskHubGrpcWorker
 
 from engine.adapters.backend.config import GRPC_MAX_MESSAGE_BYTES, BackendConfig
+from engine.adapters.backend.direct_dispatch import DirectDispatchMixin
 from engine.adapters.backend.sessions import (
     DEFAULT_SESSION_CAPACITY,
     SchedulerSessionWorker,
@@ -58,6 +60,11 @@ def make_credential(config: BackendConfig) -> TokenCredential:
     return DefaultAzureCredential()
 
 
+class EmbeddedWorker(DirectDispatchMixin, SessionWorker):
+    """The embedded backend's worker: sessions, and work items run as the stream
+    delivers them (direct_dispatch.py)."""
+
+
 def channel_options(config: BackendConfig) -> GrpcChannelOptions:
     """gRPC limits of Stepway's clients and workers: with the embedded backend the same
     send and receive limit as its server; with the Durable Task Scheduler the receive
@@ -90,12 +97,15 @@ def make_worker(
     orchestrations it keeps between their work items (sessions.py; 0: replay every
     work item in full)."""
     if config.kind == "embedded":
-        return SessionWorker(
+        # the worker's own channel, so that work items can skip durabletask's asyncio
+        # hand-offs (direct_dispatch.py); closed by the worker's stop()
+        options = channel_options(config)
+        return EmbeddedWorker(
             host_address=config.address,
-            secure_channel=False,
+            channel=get_grpc_channel(config.address, False, None, options),
             concurrency_options=concurrency_options,
             logger=logger,
-            channel_options=channel_options(config),
+            channel_options=options,
             data_converter=data_converter,
             session_capacity=session_capacity,
         )

@@ -1,0 +1,141 @@
+"""Direct dispatch (engine/adapters/backend/direct_dispatch.py): the embedded backend's
+worker runs work items as its stream delivers them, and durabletask's run loop still
+sees a live stream, abandons nothing it should not and hands back what fails."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Generator, Iterator
+from typing import Any
+
+import pytest
+from durabletask import task
+from durabletask.client import OrchestrationStatus, TaskHubGrpcClient
+from durabletask.grpc_options import GrpcWorkerResiliencyOptions
+from durabletask.internal.shared import get_grpc_channel
+from google.protobuf import empty_pb2
+
+from engine.adapters.backend.config import BackendConfig
+from engine.adapters.backend.connect import (
+    EmbeddedWorker,
+    channel_options,
+    make_worker,
+    register,
+    start_worker,
+    stop_worker,
+)
+from engine.adapters.backend.embedded import EmbeddedBackend
+
+_CALLS: dict[str, int] = {}
+_LOCK = threading.Lock()
+
+
+def count(_: task.ActivityContext, key: str) -> str:
+    with _LOCK:
+        _CALLS[key] = _CALLS.get(key, 0) + 1
+    return key
+
+
+def many(ctx: task.OrchestrationContext, n: int) -> Generator[task.Task[Any], Any, int]:
+    for i in range(n):
+        yield ctx.call_activity(count, input=f"{ctx.instance_id}-{i}")
+    return n
+
+
+@pytest.fixture
+def quiet_backend() -> Iterator[EmbeddedBackend]:
+    """A backend that pings an idle stream only after a minute: a busy worker's stream
+    is never pinged by it."""
+    b = EmbeddedBackend(health_ping_seconds=60)
+    b.start()
+    yield b
+    b.stop(grace=0)
+
+
+def test_a_busy_stream_is_not_taken_for_a_silent_one(quiet_backend: EmbeddedBackend) -> None:
+    # durabletask's loop counts a stream that passed it nothing for 0.5 s as dead and
+    # reconnects; every work item here goes around the loop, so without the worker's own
+    # keep-alive the loop would reconnect (and the backend requeue the work in flight)
+    config = BackendConfig.embedded(quiet_backend.address)
+    worker = EmbeddedWorker(
+        host_address=config.address,
+        channel=get_grpc_channel(config.address, False, None, channel_options(config)),
+        channel_options=channel_options(config),
+        resiliency_options=GrpcWorkerResiliencyOptions(silent_disconnect_timeout_seconds=0.5),
+        keepalive_seconds=0.1,
+    )
+    register(worker, "all", {"many": many}, {"count": count})
+    client = TaskHubGrpcClient(host_address=config.address)
+    start_worker(worker)
+    try:
+        ids = [
+            client.schedule_new_orchestration(many, input=150, instance_id=f"busy-{i}")
+            for i in range(2)
+        ]
+        for instance_id in ids:
+            state = client.wait_for_orchestration_completion(instance_id, timeout=60)
+            assert state is not None and state.runtime_status == OrchestrationStatus.COMPLETED
+        # one stream for the whole time: no reconnect, so no work item ran twice
+        assert next(quiet_backend.servicer._stream_ids) == 2
+        assert all(_CALLS[f"{i}-{k}"] == 1 for i in ids for k in range(150))
+    finally:
+        stop_worker(worker)
+        client.close()
+
+
+def test_a_work_item_that_raises_is_abandoned_and_runs_again(
+    backend: EmbeddedBackend, config: BackendConfig, client: TaskHubGrpcClient
+) -> None:
+    worker = make_worker(config)
+    assert isinstance(worker, EmbeddedWorker)
+    register(worker, "all", {"many": many}, {"count": count})
+    execute = worker._execute_activity
+    failed: list[str] = []
+
+    def flaky(req: Any, stub: Any, token: Any) -> None:
+        if not failed:  # the first activity work item fails outside the activity
+            failed.append(req.orchestrationInstance.instanceId)
+            raise RuntimeError("the worker broke before it could run the activity")
+        execute(req, stub, token)
+
+    worker._execute_activity = flaky  # type: ignore[method-assign]
+    start_worker(worker)
+    try:
+        client.schedule_new_orchestration(many, input=3, instance_id="flaky")
+        state = client.wait_for_orchestration_completion("flaky", timeout=30)
+        assert state is not None and state.runtime_status == OrchestrationStatus.COMPLETED
+        assert state.serialized_output == "3"
+        assert failed == ["flaky"]
+        # abandoned, handed out again, run once
+        assert [_CALLS[f"flaky-{k}"] for k in range(3)] == [1, 1, 1]
+    finally:
+        stop_worker(worker)
+
+
+def test_stop_waits_for_the_work_in_flight_and_closes_the_worker_channel(
+    backend: EmbeddedBackend, config: BackendConfig, client: TaskHubGrpcClient
+) -> None:
+    entered, release = threading.Event(), threading.Event()
+
+    def slow(_: task.ActivityContext, value: int) -> int:
+        entered.set()
+        release.wait(10)
+        return value
+
+    def one(ctx: task.OrchestrationContext, _: Any) -> Generator[task.Task[Any], Any, int]:
+        return (yield ctx.call_activity(slow, input=5))
+
+    worker = make_worker(config)
+    register(worker, "all", {"one": one}, {"slow": slow})
+    start_worker(worker)
+    client.schedule_new_orchestration(one, instance_id="in-flight")
+    assert entered.wait(10)
+    stopped = threading.Event()
+    stopper = threading.Thread(target=lambda: (stop_worker(worker), stopped.set()))
+    stopper.start()
+    assert not stopped.wait(0.5)  # the activity is still running
+    release.set()
+    stopper.join(30)
+    assert stopped.is_set()
+    with pytest.raises(ValueError, match="closed channel"):
+        worker._direct_stub.Hello(empty_pb2.Empty())  # type: ignore[attr-defined]
