@@ -162,6 +162,14 @@ class RunActivities:
             with self.store.batch():
                 self._write_changes(data.workflow_id, data.records, now)
                 self._write_warnings(data.workflow_id, data.warnings, now)
+            self._terminate_children(
+                {
+                    child.child_id: (
+                        f"parent {data.workflow_id} ended its SUB_WORKFLOW task {child.ref}"
+                    )
+                    for child in data.cancel_children or []
+                }
+            )
             return {}
 
     def dispatch(self, ctx: dt.ActivityContext, raw: Any) -> dict[str, Any]:
@@ -615,15 +623,10 @@ class RunActivities:
                 now,
             )
         client = svc.client()
-        for child_id in data.cancel_children:
-            try:
-                client.raise_orchestration_event(
-                    child_id,
-                    TERMINATE_EVENT,
-                    data=TerminateEvent(reason=f"parent {workflow_id} ended").payload(),
-                )
-            except Exception as exc:  # the child may be gone already
-                log.info("could not cancel child %s: %s", child_id, exc)
+        # the backstop: children whose task was canceled in the run's last step
+        self._terminate_children(
+            {child_id: f"parent {workflow_id} ended" for child_id in data.cancel_children}
+        )
 
         failure_workflow_id = None
         if status in (RunStatus.FAILED, RunStatus.TIMED_OUT, RunStatus.TERMINATED):
@@ -719,6 +722,22 @@ class RunActivities:
                 instance_id=failure_id,
             )
         return failure_id
+
+    def _terminate_children(self, reasons: dict[str, str]) -> None:
+        """Terminate child runs (child id -> reason) as the terminate API does: the
+        terminate event, which the child's interpreter turns into a TERMINATED end (its own
+        finish terminates its children in turn). A child that has ended already ignores
+        it; one that is gone is logged and skipped."""
+        if not reasons:
+            return
+        client = self.services.client()
+        for child_id, reason in reasons.items():
+            try:
+                client.raise_orchestration_event(
+                    child_id, TERMINATE_EVENT, data=TerminateEvent(reason=reason).payload()
+                )
+            except Exception as exc:  # the child may be gone already
+                log.info("could not cancel child %s: %s", child_id, exc)
 
     # -- task rows -----------------------------------------------------------------------
 

@@ -27,6 +27,7 @@ __all__ = [
     "ACTIVITY_RECORD",
     "ACTIVITY_RESOLVE_CHILD",
     "BuiltinInput",
+    "CanceledChild",
     "CheckInput",
     "ChildResolution",
     "DispatchInput",
@@ -60,12 +61,24 @@ class _Io(BaseModel):
         return data
 
 
+class CanceledChild(_Io):
+    """The child run of a SUB_WORKFLOW task the run canceled while the run goes on."""
+
+    #: the child's workflow id (``<taskId>-<attempt>``)
+    child_id: str
+    #: the SUB_WORKFLOW task's reference name (named in the child's reason)
+    ref: str
+
+
 class RecordInput(_Io):
-    """Record the task rows the Decider changed, and run warnings."""
+    """Record the task rows the Decider changed, and run warnings; terminate the child
+    runs of SUB_WORKFLOW tasks canceled in the step (None, not in the history, when
+    there are none)."""
 
     workflow_id: str
     records: list[TaskChange] = Field(default_factory=list)
     warnings: list[str] = Field(default_factory=list)
+    cancel_children: list[CanceledChild] | None = None
     traceparent: str | None = None
 
 

@@ -28,11 +28,16 @@ class EncodedJson(str):
     __slots__ = ()
 
 
+#: optional fields left out of the JSON when None, so that they cost the history nothing
+#: when unused: the trace context (tracing off), the child runs a step cancels
+_OMITTED_WHEN_NONE = ("traceparent", "cancel_children")
+
+
 def encode(model: BaseModel) -> EncodedJson:
-    """``model`` as camelCase JSON (by alias), without a ``traceparent`` that is None
-    (tracing off: nothing in the history)."""
-    exclude = {"traceparent"} if getattr(model, "traceparent", "") is None else None
-    return EncodedJson(model.model_dump_json(by_alias=True, exclude=exclude))
+    """``model`` as camelCase JSON (by alias), without the optional fields that are None
+    (:data:`_OMITTED_WHEN_NONE`)."""
+    exclude = {name for name in _OMITTED_WHEN_NONE if getattr(model, name, "") is None}
+    return EncodedJson(model.model_dump_json(by_alias=True, exclude=exclude or None))
 
 
 def encoded_size(text: str) -> int:

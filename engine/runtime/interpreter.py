@@ -62,6 +62,7 @@ from engine.runtime.activity_io import (
     ACTIVITY_RECORD,
     ACTIVITY_RESOLVE_CHILD,
     BuiltinInput,
+    CanceledChild,
     CheckInput,
     ChildResolution,
     DispatchInput,
@@ -178,7 +179,9 @@ class _Run:
         self.owner: dict[int, tuple[str, str]] = {}
         self.steps = 0
         self.state: RunState
-        self.cancel_children: list[str] = []
+        #: child runs of SUB_WORKFLOW attempts the run stopped waiting for (canceled,
+        #: timed out): terminated by the next bookkeeping activity (record, or finish)
+        self.cancel_children: list[CanceledChild] = []
         #: how many of ``state.warnings`` were recorded already
         self.warned = 0
         #: activities still running whose wait is over (a dispatch whose task's result
@@ -213,13 +216,21 @@ class _Run:
         entry = self.pending.pop(task_id, None)
         if entry is None:
             return
+        child = entry.tasks.get("child")
+        if child is not None and not child.is_complete:
+            # the attempt is over but its child run still runs: terminate it now; its
+            # end still arrives as this task's completion, so it is waited for as an orphan
+            action = entry.action
+            self.cancel_children.append(
+                CanceledChild(child_id=f"{task_id}-{action.attempt}", ref=action.ref)
+            )
         for role, task in entry.tasks.items():
             self.owner.pop(id(task), None)
             if task.is_complete:
                 continue
             if isinstance(task, dt.CancellableTask):
                 task.cancel()
-            elif role in _ACTIVITY_ROLES:
+            elif role in _ACTIVITY_ROLES or role == "child":
                 self.orphans.append(task)
 
     def _take_records(self, task_id: str | None = None) -> list[TaskChange]:
@@ -453,6 +464,12 @@ class _Run:
                     # the run is not told of hand-outs: ask the run store first
                     self._check(task_id)
                     return None
+            if "child" in entry.tasks:
+                # the attempt's child run is terminated (see _untrack); the row names it
+                child_id = f"{task_id}-{action.attempt}"
+                return self._timed_out(
+                    outcome(TaskStatus.TIMED_OUT, {"subWorkflowId": child_id}), deadline
+                )
             return self._timed_out(outcome(TaskStatus.TIMED_OUT), deadline)
 
         if role == "check":
@@ -543,6 +560,8 @@ class _Run:
                     instance_id=f"{task_id}-{action.attempt}",
                 ),
             )
+            # the task's own timeouts (a taskDefinition's timeoutSeconds), as a WAIT's
+            self._rearm_deadline(task_id)
             return None
 
         if role == "child":
@@ -628,11 +647,6 @@ class _Run:
         self.state = decision.state
         self.records.extend(decision.records)
         for task_id in decision.cancel:
-            entry = self.pending.get(task_id)
-            if entry is None:
-                continue
-            if entry.action.type == TaskType.SUB_WORKFLOW and "child" in entry.tasks:
-                self.cancel_children.append(f"{task_id}-{entry.action.attempt}")
             self._untrack(task_id)
 
     def interpret(self, state: RunState) -> Generator[dt.Task[Any], Any, dict[str, Any]]:
@@ -655,7 +669,7 @@ class _Run:
                 return (yield from self.finish(decision.finished))
             for action in decision.actions:
                 self.start(action)
-            if self.records or len(self.state.warnings) > self.warned:
+            if self._unrecorded():
                 yield from self.flush_records()
             if not self.pending:
                 return (yield from self.finish(self.decider.stall(self.state, self.now())))
@@ -709,7 +723,7 @@ class _Run:
             self.steps += 1
             self.orphans = [t for t in self.orphans if not t.is_complete]
             if self.steps >= STEPS_PER_EXECUTION and not self.pending and not self.orphans:
-                if self.records or len(self.state.warnings) > self.warned:
+                if self._unrecorded():
                     yield from self.flush_records()
                 # only the live part of the state: a long run's state must not grow with
                 # every step, or each replay (which re-reads it) costs O(steps so far)
@@ -739,10 +753,15 @@ class _Run:
         self.warned = len(self.state.warnings)
         return warnings
 
+    def _unrecorded(self) -> bool:
+        """Whether the step left rows, warnings or child runs to end for a record."""
+        return bool(self.records or len(self.state.warnings) > self.warned or self.cancel_children)
+
     def flush_records(self) -> Generator[dt.Task[Any], Any, None]:
         records = self._take_records()
         warnings = self._take_warnings()
-        if records or warnings:
+        children, self.cancel_children = self.cancel_children, []
+        if records or warnings or children:
             yield self.ctx.call_activity(
                 ACTIVITY_RECORD,
                 retry_policy=BOOKKEEPING_RETRY,
@@ -752,6 +771,7 @@ class _Run:
                         workflow_id=self.ctx.instance_id,
                         records=records,
                         warnings=warnings,
+                        cancel_children=children or None,
                         traceparent=self.run.traceparent,
                     ),
                 ),
@@ -767,7 +787,7 @@ class _Run:
                 result,
                 records=self._take_records(),
                 warnings=self._take_warnings(),
-                cancel_children=self.cancel_children,
+                cancel_children=[child.child_id for child in self.cancel_children],
                 variables=self.state.variables,
                 max_message_bytes=self.max_message_bytes,
             )

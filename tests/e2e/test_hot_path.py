@@ -306,3 +306,52 @@ def test_a_three_step_run_costs_a_fixed_number_of_transactions(platform: Any) ->
     # finish done; the first two may come as one) applied only its new events to the
     # orchestration kept live in the engine: none replayed the history from its start
     assert misses == 0 and hits >= 3, (hits, misses)
+
+
+def test_a_sub_workflow_run_costs_a_fixed_number_of_round_trips(platform: Any) -> None:
+    """A run whose SUB_WORKFLOW child completes (nothing canceled, no timeout set) costs
+    the same round trips to the durable backend as ever: ending a canceled child at once
+    (engine/runtime/interpreter.py, ``_Run._untrack``) adds nothing to a run that does not
+    cancel one."""
+    platform.register(
+        {
+            "name": "hot_child",
+            "version": 1,
+            "tasks": [
+                {
+                    "name": "set",
+                    "taskReferenceName": "s",
+                    "type": "SET_VARIABLE",
+                    "inputParameters": {"done": True},
+                }
+            ],
+        }
+    )
+    platform.register(
+        {
+            "name": "hot_parent",
+            "version": 1,
+            "tasks": [
+                {
+                    "name": "sub",
+                    "taskReferenceName": "sub",
+                    "type": "SUB_WORKFLOW",
+                    "subWorkflowParam": {"name": "hot_child", "version": 1},
+                },
+                {
+                    "name": "set",
+                    "taskReferenceName": "s",
+                    "type": "SET_VARIABLE",
+                    "inputParameters": {"done": True},
+                },
+            ],
+        }
+    )
+    workflow_id = platform.start("hot_parent")
+    assert platform.wait(workflow_id).status == RunStatus.COMPLETED
+    # the child run's start and the run's end (resolve, finish): no record of its own
+    assert _history(platform, workflow_id) == {
+        "TaskScheduled": 2,
+        "SubOrchestrationInstanceCreated": 1,
+    }
+    assert len(list(platform.client.get_orchestration_history(workflow_id))) == 16
