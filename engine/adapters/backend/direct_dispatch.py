@@ -19,7 +19,9 @@ keeps its part: connecting, reconnecting with back-off, and noticing a silent st
 for which the wrapper passes it a health ping when it has passed it nothing for
 ``keepalive_seconds`` (durabletask counts a stream that yields nothing for
 ``silent_disconnect_timeout_seconds`` as dead and reconnects, which would requeue the
-work items in flight). A work item that raises is abandoned, as durabletask does.
+work items in flight). A work item that raises is abandoned, and no more work items of
+a kind run at once than the worker's ``ConcurrencyOptions`` allow (the rest wait without
+holding a thread), as with durabletask.
 
 Completions need a stub on the channel the stream came from, and durabletask keeps the
 channel it creates to itself, so the mixin is used where Stepway passes the worker its
@@ -29,7 +31,9 @@ owns no channel of Stepway's keeps durabletask's path unchanged.
 
 from __future__ import annotations
 
+import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -73,6 +77,38 @@ class _DirectStream:
         return getattr(self._stream, name)
 
 
+_Job = tuple[Callable[..., None], Callable[..., None], Any, Any]
+"""A work item to run: (execute, abandon, request, completion token)."""
+
+
+class _KindLimit:
+    """At most ``limit`` work items of one kind run at once (durabletask's
+    ``maximum_concurrent_*_work_items``); the rest wait in arrival order without holding
+    a thread."""
+
+    def __init__(self, limit: int) -> None:
+        self._free = limit
+        self._waiting: deque[_Job] = deque()
+        self._lock = threading.Lock()
+
+    def enter(self, job: _Job) -> bool:
+        """True: run ``job`` now; False: it waits for a running one to leave."""
+        with self._lock:
+            if self._free > 0:
+                self._free -= 1
+                return True
+            self._waiting.append(job)
+            return False
+
+    def leave(self) -> _Job | None:
+        """The next waiting job, to run in the place of the one that left, or None."""
+        with self._lock:
+            if self._waiting:
+                return self._waiting.popleft()
+            self._free += 1
+            return None
+
+
 class DirectDispatchMixin:
     """Mixed into a ``TaskHubGrpcWorker`` (before it) that is given ``channel``:
     orchestrator and activity work items run on the reader thread's hand-off to a thread
@@ -93,6 +129,11 @@ class DirectDispatchMixin:
         self._direct_keepalive = keepalive_seconds
         self._direct_pool: ThreadPoolExecutor | None = None
         self._direct_stream: Any = None
+        options: Any = self._concurrency_options  # type: ignore[attr-defined]
+        self._direct_limits = {
+            "orchestratorRequest": _KindLimit(options.maximum_concurrent_orchestration_work_items),
+            "activityRequest": _KindLimit(options.maximum_concurrent_activity_work_items),
+        }
 
     @property
     def _response_stream(self) -> Any:
@@ -115,29 +156,39 @@ class DirectDispatchMixin:
         return pool
 
     def _dispatch_directly(self, item: pb.WorkItem) -> bool:
-        """Submits an orchestrator or activity work item to the pool; False for any
-        other item (the loop takes it)."""
+        """Submits an orchestrator or activity work item to the pool (or queues it
+        behind its kind's limit); False for any other item (the loop takes it)."""
         worker: Any = self
         kind = item.WhichOneof("request")
-        request: Any
+        job: _Job
         if kind == "orchestratorRequest":
-            run, abandon, request = (
+            job = (
                 worker._execute_orchestrator,
                 worker._cancel_orchestrator,
                 item.orchestratorRequest,
+                item.completionToken,
             )
         elif kind == "activityRequest":
-            run, abandon, request = (
+            job = (
                 worker._execute_activity,
                 worker._cancel_activity,
                 item.activityRequest,
+                item.completionToken,
             )
         else:
             return False
-        self._pool().submit(self._run, run, abandon, request, item.completionToken)
+        limit = self._direct_limits[kind]
+        if limit.enter(job):
+            self._pool().submit(self._run, limit, job)
         return True
 
-    def _run(
+    def _run(self, limit: _KindLimit, job: _Job | None) -> None:
+        """Runs ``job``, then the jobs of its kind that waited for it, on this thread."""
+        while job is not None:
+            self._run_one(*job)
+            job = limit.leave()
+
+    def _run_one(
         self,
         run: Callable[..., None],
         abandon: Callable[..., None],

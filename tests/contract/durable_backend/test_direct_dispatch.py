@@ -5,6 +5,7 @@ sees a live stream, abandons nothing it should not and hands back what fails."""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Generator, Iterator
 from typing import Any
 
@@ -13,6 +14,7 @@ from durabletask import task
 from durabletask.client import OrchestrationStatus, TaskHubGrpcClient
 from durabletask.grpc_options import GrpcWorkerResiliencyOptions
 from durabletask.internal.shared import get_grpc_channel
+from durabletask.worker import ConcurrencyOptions
 from google.protobuf import empty_pb2
 
 from engine.adapters.backend.config import BackendConfig
@@ -139,3 +141,46 @@ def test_stop_waits_for_the_work_in_flight_and_closes_the_worker_channel(
     assert stopped.is_set()
     with pytest.raises(ValueError, match="closed channel"):
         worker._direct_stub.Hello(empty_pb2.Empty())  # type: ignore[attr-defined]
+
+
+def test_no_more_activities_run_at_once_than_the_worker_allows(
+    backend: EmbeddedBackend, config: BackendConfig, client: TaskHubGrpcClient
+) -> None:
+    running, most = [0], [0]
+    lock = threading.Lock()
+
+    def overlapping(_: task.ActivityContext, value: int) -> int:
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        time.sleep(0.05)  # long enough for the others to start, were they allowed to
+        with lock:
+            running[0] -= 1
+        return value
+
+    def fan_out(ctx: task.OrchestrationContext, n: int) -> Generator[task.Task[Any], Any, int]:
+        results = yield task.when_all([ctx.call_activity(overlapping, input=i) for i in range(n)])
+        return sum(results)
+
+    for limit in (2, 8):  # the worker's pool has more threads than 2
+        running[0] = most[0] = 0
+        worker = make_worker(
+            config,
+            concurrency_options=ConcurrencyOptions(
+                maximum_concurrent_activity_work_items=limit,
+                maximum_thread_pool_workers=8,
+            ),
+        )
+        register(worker, "all", {"fan_out": fan_out}, {"overlapping": overlapping})
+        start_worker(worker)
+        try:
+            instance = client.schedule_new_orchestration(fan_out, input=8)
+            state = client.wait_for_orchestration_completion(instance, timeout=30)
+            assert state is not None and state.runtime_status == OrchestrationStatus.COMPLETED
+            assert state.serialized_output == str(sum(range(8)))
+        finally:
+            stop_worker(worker)
+        if limit == 2:
+            assert most[0] == 2
+        else:
+            assert most[0] > 2  # the same fan-out overlaps more when allowed
