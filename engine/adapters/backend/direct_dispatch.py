@@ -77,6 +77,12 @@ class _DirectStream:
         return getattr(self._stream, name)
 
 
+#: the work items run directly: request field -> the worker's (execute, abandon) methods
+_HANDLERS = {
+    "orchestratorRequest": ("_execute_orchestrator", "_cancel_orchestrator"),
+    "activityRequest": ("_execute_activity", "_cancel_activity"),
+}
+
 _Job = tuple[Callable[..., None], Callable[..., None], Any, Any]
 """A work item to run: (execute, abandon, request, completion token)."""
 
@@ -130,7 +136,7 @@ class DirectDispatchMixin:
         self._direct_pool: ThreadPoolExecutor | None = None
         self._direct_stream: Any = None
         options: Any = self._concurrency_options  # type: ignore[attr-defined]
-        self._direct_limits = {
+        self._direct_limits = {  # keyed as _HANDLERS
             "orchestratorRequest": _KindLimit(options.maximum_concurrent_orchestration_work_items),
             "activityRequest": _KindLimit(options.maximum_concurrent_activity_work_items),
         }
@@ -158,25 +164,17 @@ class DirectDispatchMixin:
     def _dispatch_directly(self, item: pb.WorkItem) -> bool:
         """Submits an orchestrator or activity work item to the pool (or queues it
         behind its kind's limit); False for any other item (the loop takes it)."""
-        worker: Any = self
         kind = item.WhichOneof("request")
-        job: _Job
-        if kind == "orchestratorRequest":
-            job = (
-                worker._execute_orchestrator,
-                worker._cancel_orchestrator,
-                item.orchestratorRequest,
-                item.completionToken,
-            )
-        elif kind == "activityRequest":
-            job = (
-                worker._execute_activity,
-                worker._cancel_activity,
-                item.activityRequest,
-                item.completionToken,
-            )
-        else:
+        handlers = _HANDLERS.get(kind or "")
+        if handlers is None:
             return False
+        execute, abandon = handlers
+        job: _Job = (
+            getattr(self, execute),
+            getattr(self, abandon),
+            getattr(item, kind or ""),
+            item.completionToken,
+        )
         limit = self._direct_limits[kind]
         if limit.enter(job):
             self._pool().submit(self._run, limit, job)
