@@ -507,6 +507,11 @@ class Decider:
                 time_out_run = True
             elif kind == "total":
                 retry = False
+        elif status == TaskStatus.CANCELED:
+            # a SUB_WORKFLOW whose child run was terminated (Conductor's SubWorkflow maps a
+            # TERMINATED child to a CANCELED task): not retried, and the run ends
+            # TERMINATED (Conductor's DeciderService.retry maps CANCELED so)
+            run_status = RunStatus.TERMINATED
         elif status != TaskStatus.FAILED:
             final_status = TaskStatus.FAILED_WITH_TERMINAL_ERROR
         ts.status = final_status

@@ -560,21 +560,36 @@ class RunActivities:
             return ChildResolution(error=str(exc))
         parent = data.run
         task_to_domain = (child.task_to_domain if child else None) or None
-        self.store.create_run(
-            NewRun(
-                workflow_id=data.child_id,
-                name=name,
-                version=version,
-                definition_ref=definition_ref,
-                input=task.input,
-                correlation_id=parent.correlation_id,
-                priority=parent.priority,
-                task_to_domain=task_to_domain or parent.task_to_domain,
-                parent_workflow_id=data.workflow_id,
-                parent_task_id=task.task_id,
-                create_time=now,
+        with self.store.batch():
+            self.store.create_run(
+                NewRun(
+                    workflow_id=data.child_id,
+                    name=name,
+                    version=version,
+                    definition_ref=definition_ref,
+                    input=task.input,
+                    correlation_id=parent.correlation_id,
+                    priority=parent.priority,
+                    task_to_domain=task_to_domain or parent.task_to_domain,
+                    parent_workflow_id=data.workflow_id,
+                    parent_task_id=task.task_id,
+                    create_time=now,
+                )
             )
-        )
+            # the parent's task names its child the moment the child exists (Conductor's
+            # SubWorkflow.start: IN_PROGRESS with subWorkflowId), as the Task API marks a
+            # WORKER task IN_PROGRESS at its hand-out; the Decider's record of the same
+            # transition (on_child_started) is written with the parent's next activity
+            self.store.update_task(
+                task.task_id,
+                task.attempt,
+                TaskUpdate(
+                    status=TaskStatus.IN_PROGRESS,
+                    output_data={"subWorkflowId": data.child_id},
+                    start_time=now,
+                ),
+                now,
+            )
         return ChildResolution(
             name=name,
             version=version,

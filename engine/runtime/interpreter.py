@@ -571,7 +571,8 @@ class _Run:
             if summary.status == "COMPLETED":
                 return outcome(TaskStatus.COMPLETED, output)
             return outcome(
-                TaskStatus.FAILED,
+                # a terminated child cancels its task (Conductor's SubWorkflow)
+                TaskStatus.CANCELED if summary.status == "TERMINATED" else TaskStatus.FAILED,
                 output,
                 reason=f"sub workflow {child_id} {summary.status}: {summary.reason or ''}".strip(),
             )

@@ -1,0 +1,66 @@
+"""Conductor's SubWorkflowSpec "Test terminating a subworkflow terminates parent workflow"
+(conductor-oss/conductor test-harness, SubWorkflowSpec.groovy): once the child run
+exists, the parent's SUB_WORKFLOW task is IN_PROGRESS and names it (``subWorkflowId``), so
+that a client can follow it; terminating the child terminates the parent with the same
+reason, its SUB_WORKFLOW task CANCELED. (The spec asserts the parent's reason equals the
+child's; Conductor's code ends the parent through DeciderService.retry, whose reason
+quotes the task's, which quotes the child's: the test asserts that it contains it.)"""
+
+from __future__ import annotations
+
+from tests.e2e.conductor.harness import Conductor, simple, unique, workflow
+
+
+def test_terminating_a_sub_workflow_terminates_its_parent(conductor: Conductor) -> None:
+    first, inner = unique("integration_task_1"), unique("simple_task_in_sub_wf")
+    child, parent = unique("sub_workflow"), unique("wf_with_sub_wf")
+    conductor.register(
+        workflow(child, [simple(inner, "t1")]),
+        workflow(
+            parent,
+            [
+                simple(first, "t1"),
+                {
+                    "name": "sub",
+                    "taskReferenceName": "sub",
+                    "type": "SUB_WORKFLOW",
+                    "subWorkflowParam": {"name": child, "version": 1},
+                },
+            ],
+        ),
+    )
+    parent_id = conductor.start(parent, {"param1": "p1 value", "param2": "p2 value"})
+    conductor.poll_and_complete(first, {"op": "task1.done"})
+
+    # the child exists: the parent's task says so, with the child's id
+    run = conductor.wait_task(parent_id, "sub", "IN_PROGRESS")
+    assert run["status"] == "RUNNING"
+    assert [(t["taskType"], t["status"]) for t in run["tasks"]] == [
+        (first, "COMPLETED"),
+        ("SUB_WORKFLOW", "IN_PROGRESS"),
+    ]
+    sub_workflow_id = run["tasks"][1]["subWorkflowId"]
+    assert sub_workflow_id
+    child_run = conductor.wait_tasks(sub_workflow_id, 1)
+    assert child_run["status"] == "RUNNING"
+    assert child_run["parentWorkflowId"] == parent_id
+    assert [(t["taskType"], t["status"]) for t in child_run["tasks"]] == [(inner, "SCHEDULED")]
+
+    reason = "terminating from a test case"
+    r = conductor.http.delete(f"/api/workflow/{sub_workflow_id}", params={"reason": reason})
+    assert r.status_code < 300, r.text
+
+    child_run = conductor.wait_status(sub_workflow_id, "TERMINATED")
+    assert child_run["status"] == "TERMINATED"
+    assert child_run["reasonForIncompletion"] == reason
+    assert [(t["taskType"], t["status"]) for t in child_run["tasks"]] == [(inner, "CANCELED")]
+
+    # Conductor's SubWorkflow maps the TERMINATED child to a CANCELED task, which ends the
+    # parent TERMINATED (DeciderService.retry), its reason naming the child's
+    run = conductor.wait_status(parent_id, "TERMINATED")
+    assert run["status"] == "TERMINATED"
+    assert reason in run["reasonForIncompletion"]
+    assert [(t["taskType"], t["status"]) for t in run["tasks"]] == [
+        (first, "COMPLETED"),
+        ("SUB_WORKFLOW", "CANCELED"),
+    ]
