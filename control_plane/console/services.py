@@ -63,8 +63,16 @@ class Console:
         return run
 
     def definition(self, run: RunRecord) -> WorkflowDef | None:
-        record = self.deps.run_store.get_definition(run.name, run.version)
-        return WorkflowDef.model_validate(record.definition) if record is not None else None
+        """The definition the run executes: its snapshot (taken when it started, so a
+        definition overwritten since, or one given inline, is drawn as the run has it),
+        else its registration, as the run's JSON has it (``workflowDefinition``)."""
+        found = self.workflows.tasks.definitions.of(run)
+        if found is None:
+            return None
+        try:
+            return WorkflowDef.model_validate(found.definition)
+        except ValueError:
+            return None
 
     def tasks_of(self, workflow_id: str) -> list[TaskRecord]:
         return self.deps.run_store.list_tasks(workflow_id)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import uuid
 from typing import Any
 
 import httpx
@@ -12,6 +13,7 @@ import httpx
 from control_plane.console.html import INLINE_JSON_LIMIT
 from engine.language.definitions import RunStatus
 from engine.ports.run_store import NewRun, RunUpdate, TaskRecord, TaskStatus
+from engine.runtime.snapshots import publish_snapshot_of
 from tests.unit.control_plane.console.conftest import TOKENS, csrf_of, now_ms
 
 
@@ -465,3 +467,30 @@ def test_the_console_can_be_turned_off(make_console: Any) -> None:
     client = console.browser()
     assert client.get("/").status_code == 404
     assert client.get("/api/workflow/search").status_code == 200
+
+
+def test_the_run_page_draws_the_definition_the_run_executes(make_console: Any) -> None:
+    """A run draws the definition it started with (its snapshot), not the registration
+    that overwrote it since."""
+    console = make_console("tokens")
+    store = console.deps.run_store
+    assert console.deps.payloads is not None
+    started_with = {
+        "name": "invoice_intake",
+        "version": 1,
+        "tasks": [{"name": "hold", "taskReferenceName": "hold_then", "type": "WAIT"}],
+    }
+    workflow_id = str(uuid.uuid4())
+    store.create_run(
+        NewRun(
+            workflow_id=workflow_id,
+            name="invoice_intake",
+            version=1,
+            input={},
+            definition_ref=publish_snapshot_of(store, console.deps.payloads, started_with),
+            create_time=now_ms(),
+        )
+    )
+    page = console.signed_in("reader").get(f"/runs/{workflow_id}").text
+    assert _status_of(page, "hold_then") == "NOT_RUN"
+    assert _status_of(page, "parse") is None  # a step of the registration only
