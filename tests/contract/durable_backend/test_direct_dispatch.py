@@ -184,3 +184,31 @@ def test_no_more_activities_run_at_once_than_the_worker_allows(
             assert most[0] == 2
         else:
             assert most[0] > 2  # the same fan-out overlaps more when allowed
+
+
+def test_work_items_run_on_the_direct_pool_not_through_durabletasks_loop(
+    backend: EmbeddedBackend, config: BackendConfig, client: TaskHubGrpcClient
+) -> None:
+    # guards the fast path against a durabletask upgrade that stops reading the stream
+    # through the worker's _response_stream (the wrapper would then silently not apply)
+    threads: list[str] = []
+
+    def where(_: task.ActivityContext, value: int) -> int:
+        threads.append(threading.current_thread().name)
+        return value
+
+    def twice(ctx: task.OrchestrationContext, _: Any) -> Generator[task.Task[Any], Any, int]:
+        threads.append(threading.current_thread().name)
+        yield ctx.call_activity(where, input=1)
+        return (yield ctx.call_activity(where, input=2))
+
+    worker = make_worker(config)
+    register(worker, "all", {"twice": twice}, {"where": where})
+    start_worker(worker)
+    try:
+        instance = client.schedule_new_orchestration(twice)
+        state = client.wait_for_orchestration_completion(instance, timeout=30)
+        assert state is not None and state.runtime_status == OrchestrationStatus.COMPLETED
+    finally:
+        stop_worker(worker)
+    assert threads and all(name.startswith("DurableTaskDirect") for name in threads), threads
