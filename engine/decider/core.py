@@ -485,8 +485,14 @@ class Decider:
         #: TIME_OUT_WF ends the run TIMED_OUT at once, even for an optional task
         time_out_run = False
         reason = outcome.reason
-        if status == TaskStatus.TIMED_OUT:
-            kind = outcome.timeout_kind or self._fired_kind(state, ts, now_ms)
+        fired = outcome.timeout_kind
+        if status == TaskStatus.TIMED_OUT and fired == "child":
+            # the child run of a SUB_WORKFLOW timed out (its own timeoutSeconds): the task is
+            # TIMED_OUT (Conductor's SubWorkflow) and retried per its retry count, then times
+            # the run out (DeciderService.retry), whatever this task's timeout policy
+            run_status = RunStatus.TIMED_OUT
+        elif status == TaskStatus.TIMED_OUT:
+            kind = (None if fired == "child" else fired) or self._fired_kind(state, ts, now_ms)
             policy = td.timeout_policy if td is not None else "RETRY"
             # an attempt that timed out and cannot be retried times the run out
             # (Conductor's DeciderService.retry), whatever the policy

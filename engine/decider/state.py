@@ -28,9 +28,13 @@ __all__ = [
     "TaskChange",
     "TaskOutcome",
     "TaskState",
+    "TimeoutKind",
 ]
 
 DeadlineKind = Literal["poll", "response", "task", "total", "human"]
+#: what timed an attempt out: one of its deadlines, or (SUB_WORKFLOW) its child run's own
+#: timeout
+TimeoutKind = DeadlineKind | Literal["child"]
 
 
 class _Model(BaseModel):
@@ -185,7 +189,7 @@ class TaskOutcome(_Model):
     retry_after_seconds: float | None = None
     #: for TIMED_OUT: which deadline fired; when None the Decider works it out from
     #: :meth:`~engine.decider.Decider.wait_deadline` at the outcome's time
-    timeout_kind: DeadlineKind | None = None
+    timeout_kind: TimeoutKind | None = None
 
 
 class Deadline(_Model):

@@ -51,7 +51,7 @@ from engine.decider import (
     ScheduleTask,
     TaskOutcome,
 )
-from engine.decider.state import Deadline, TaskChange
+from engine.decider.state import Deadline, TaskChange, TimeoutKind
 from engine.language.definitions import RunStatus, TaskStatus, TaskType
 from engine.runtime.activity_io import (
     ACTIVITY_BUILTIN,
@@ -392,6 +392,7 @@ class _Run:
             output: Any = None,
             reason: str | None = None,
             retry_after: float | None = None,
+            timeout_kind: TimeoutKind | None = None,
         ) -> TaskOutcome:
             return TaskOutcome(
                 task_id=task_id,
@@ -402,6 +403,7 @@ class _Run:
                 else ({} if output is None else {"result": output}),
                 reason=reason,
                 retry_after_seconds=retry_after,
+                timeout_kind=timeout_kind,
             )
 
         if role in ("dispatch", "resolve", "activity", "check"):
@@ -570,12 +572,13 @@ class _Run:
             output = {"subWorkflowId": child_id, **summary.output}
             if summary.status == "COMPLETED":
                 return outcome(TaskStatus.COMPLETED, output)
-            return outcome(
-                # a terminated child cancels its task (Conductor's SubWorkflow)
-                TaskStatus.CANCELED if summary.status == "TERMINATED" else TaskStatus.FAILED,
-                output,
-                reason=f"sub workflow {child_id} {summary.status}: {summary.reason or ''}".strip(),
-            )
+            # the child's end sets the task's status as Conductor's SubWorkflow does
+            reason = f"sub workflow {child_id} {summary.status}: {summary.reason or ''}".strip()
+            if summary.status == "TERMINATED":
+                return outcome(TaskStatus.CANCELED, output, reason=reason)
+            if summary.status == "TIMED_OUT":
+                return outcome(TaskStatus.TIMED_OUT, output, reason=reason, timeout_kind="child")
+            return outcome(TaskStatus.FAILED, output, reason=reason)
 
         # role == "activity": a built-in activity's result envelope
         envelope = ActivityResult.from_dict(value or {"status": "FAILED"})

@@ -64,3 +64,38 @@ def test_terminating_a_sub_workflow_terminates_its_parent(conductor: Conductor) 
         (first, "COMPLETED"),
         ("SUB_WORKFLOW", "CANCELED"),
     ]
+
+
+def test_a_timed_out_child_times_its_task_out_and_the_task_is_retried(
+    conductor: Conductor,
+) -> None:
+    # Conductor's SubWorkflow gives the task the child's TIMED_OUT, and DeciderService.retry
+    # retries a TIMED_OUT task per its retry count, then times the run out
+    child, parent = unique("slow_child"), unique("waits_on_slow_child")
+    conductor.register(
+        workflow(
+            child,
+            [{"name": "hold", "taskReferenceName": "hold", "type": "WAIT"}],
+            timeoutSeconds=1,
+            timeoutPolicy="TIME_OUT_WF",
+        ),
+        workflow(
+            parent,
+            [
+                {
+                    "name": "sub",
+                    "taskReferenceName": "sub",
+                    "type": "SUB_WORKFLOW",
+                    "subWorkflowParam": {"name": child, "version": 1},
+                    "taskDefinition": {"name": "sub", "retryCount": 1, "retryDelaySeconds": 0},
+                }
+            ],
+        ),
+    )
+    parent_id = conductor.start(parent)
+    run = conductor.wait_status(parent_id, "TIMED_OUT", seconds=30)
+    assert run["status"] == "TIMED_OUT"
+    subs = [t for t in run["tasks"] if t["referenceTaskName"] == "sub"]
+    assert [t["status"] for t in subs] == ["TIMED_OUT", "TIMED_OUT"]  # retried once
+    for t in subs:
+        assert conductor.run(t["subWorkflowId"])["status"] == "TIMED_OUT"
