@@ -1,10 +1,10 @@
-"""Conductor's SubWorkflowSpec "Test terminating a subworkflow terminates parent workflow"
-(conductor-oss/conductor test-harness, SubWorkflowSpec.groovy): once the child run
-exists, the parent's SUB_WORKFLOW task is IN_PROGRESS and names it (``subWorkflowId``), so
-that a client can follow it; terminating the child terminates the parent with the same
-reason, its SUB_WORKFLOW task CANCELED. (The spec asserts the parent's reason equals the
-child's; Conductor's code ends the parent through DeciderService.retry, whose reason
-quotes the task's, which quotes the child's: the test asserts that it contains it.)"""
+"""Conductor's test-harness SubWorkflowSpec, "Test terminating a subworkflow terminates
+parent workflow": once the child run exists, the parent's SUB_WORKFLOW task is
+IN_PROGRESS and names it (``subWorkflowId``), so that a client can follow it; terminating
+the child terminates the parent with the same reason, its SUB_WORKFLOW task CANCELED.
+(The spec asserts the parent's reason equals the child's; Conductor's code ends the parent
+through DeciderService.retry, whose reason quotes the task's, which quotes the child's:
+the test asserts that it contains it.)"""
 
 from __future__ import annotations
 
