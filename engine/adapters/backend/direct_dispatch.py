@@ -55,20 +55,29 @@ class _DirectStream:
         stream: Any,
         dispatch: Callable[[pb.WorkItem], bool],
         keepalive_seconds: float,
+        stopping: Callable[[], bool],
     ) -> None:
         self._stream = stream
         self._dispatch = dispatch
         self._keepalive = keepalive_seconds
+        self._stopping = stopping
 
     def __iter__(self) -> Iterator[pb.WorkItem]:
         passed = time.monotonic()
-        for item in self._stream:
-            if not self._dispatch(item):
-                passed = time.monotonic()
-                yield item
-            elif time.monotonic() - passed >= self._keepalive:
-                passed = time.monotonic()
-                yield pb.WorkItem(healthPing=pb.HealthPing())
+        try:
+            for item in self._stream:
+                if not self._dispatch(item):
+                    passed = time.monotonic()
+                    yield item
+                elif time.monotonic() - passed >= self._keepalive:
+                    passed = time.monotonic()
+                    yield pb.WorkItem(healthPing=pb.HealthPing())
+        except grpc.RpcError as error:
+            # the worker's stop() cancels the stream: the stream ends, which durabletask's
+            # loop takes as a close (it logged the cancellation as an error in the stream)
+            if self._stopping() and error.code() == grpc.StatusCode.CANCELLED:
+                return
+            raise
 
     def cancel(self) -> Any:
         return self._stream.cancel()
@@ -148,7 +157,13 @@ class DirectDispatchMixin:
     @_response_stream.setter
     def _response_stream(self, stream: Any) -> None:
         if stream is not None and self._direct_stub is not None:
-            stream = _DirectStream(stream, self._dispatch_directly, self._direct_keepalive)
+            worker: Any = self
+            stream = _DirectStream(
+                stream,
+                self._dispatch_directly,
+                self._direct_keepalive,
+                worker._shutdown.is_set,
+            )
         self._direct_stream = stream
 
     def _pool(self) -> ThreadPoolExecutor:

@@ -4,6 +4,7 @@ sees a live stream, abandons nothing it should not and hands back what fails."""
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Generator, Iterator
@@ -212,3 +213,21 @@ def test_work_items_run_on_the_direct_pool_not_through_durabletasks_loop(
     finally:
         stop_worker(worker)
     assert threads and all(name.startswith("DurableTaskDirect") for name in threads), threads
+
+
+def test_stopping_the_worker_logs_no_stream_error(
+    backend: EmbeddedBackend,
+    config: BackendConfig,
+    client: TaskHubGrpcClient,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Ctrl-C on `stepway dev`: the stream the worker cancels itself is not an error
+    worker = make_worker(config, logger=logging.getLogger("tests.direct_dispatch.worker"))
+    register(worker, "all", {"many": many}, {"count": count})
+    start_worker(worker)
+    instance = client.schedule_new_orchestration(many, input=2, instance_id="stops-clean")
+    state = client.wait_for_orchestration_completion(instance, timeout=30)
+    assert state is not None and state.runtime_status == OrchestrationStatus.COMPLETED
+    with caplog.at_level(logging.WARNING):
+        stop_worker(worker)
+    assert not [r for r in caplog.records if "work item stream" in r.getMessage()]
