@@ -178,7 +178,12 @@ class DirectDispatchMixin:
 
     def _dispatch_directly(self, item: pb.WorkItem) -> bool:
         """Submits an orchestrator or activity work item to the pool (or queues it
-        behind its kind's limit); False for any other item (the loop takes it)."""
+        behind its kind's limit); False for any other item (the loop takes it). An item
+        that arrives once the worker is stopping is left: the backend hands a stream's
+        unfinished items out again when the stream ends."""
+        worker: Any = self
+        if worker._shutdown.is_set():
+            return True
         kind = item.WhichOneof("request")
         handlers = _HANDLERS.get(kind or "")
         if handlers is None:
@@ -223,7 +228,9 @@ class DirectDispatchMixin:
 
     def stop(self) -> None:
         super().stop()  # type: ignore[misc]
-        pool, self._direct_pool = self._direct_pool, None
+        # kept (shut down): an item the reader submits in the last moment is refused by
+        # it, where a fresh pool would run it on the closed channel
+        pool = self._direct_pool
         if pool is not None:
             pool.shutdown(wait=True)
         if self._direct_channel is not None:
