@@ -136,6 +136,12 @@ def store_row(workflow_id: str, change: TaskChange) -> TaskRecord:
     )
 
 
+#: task types whose row transitions are written where they happen, before the Decider's
+#: record of them arrives: a WORKER's hand-out and result (the Task API), a SUB_WORKFLOW's
+#: IN_PROGRESS with its child's id (the resolve activity, with the child's run row)
+_WRITTEN_AT_TRANSITION = frozenset({TaskType.WORKER, TaskType.SUB_WORKFLOW})
+
+
 class RunActivities:
     """The interpreter's activities, bound to the services of one engine process."""
 
@@ -766,8 +772,8 @@ class RunActivities:
             existing = self.store.task_state(row.task_id)
             if existing is not None and existing[0] == row.attempt:
                 stored = existing[1]
-                if row.task_type == TaskType.WORKER and stored == row.status:
-                    pass  # the Task API wrote this transition already (hand-out, result)
+                if stored == row.status and row.task_type in _WRITTEN_AT_TRANSITION:
+                    pass  # written when it happened (the Task API; the child's creation)
                 else:
                     # keep what the dispatch and the Task API wrote (queue, lease, polls)
                     applied = self.store.update_task(
