@@ -492,6 +492,7 @@ class Decider:
             # the run out (DeciderService.retry), whatever this task's timeout policy
             run_status = RunStatus.TIMED_OUT
         elif status == TaskStatus.TIMED_OUT:
+            # ("child" was taken above; the test narrows the type to a deadline's kind)
             kind = (None if fired == "child" else fired) or self._fired_kind(state, ts, now_ms)
             policy = td.timeout_policy if td is not None else "RETRY"
             # an attempt that timed out and cannot be retried times the run out

@@ -135,6 +135,11 @@ def check_encoded(what: str, text: str, limit: int) -> None:
         raise MessageTooLarge(what, size, limit)
 
 
+def _child_id(task_id: str, attempt: int) -> str:
+    """The workflow id of a SUB_WORKFLOW attempt's child run (``<taskId>-<attempt>``)."""
+    return f"{task_id}-{attempt}"
+
+
 def _ms(moment: datetime) -> int:
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
@@ -222,7 +227,7 @@ class _Run:
             # end still arrives as this task's completion, so it is waited for as an orphan
             action = entry.action
             self.cancel_children.append(
-                CanceledChild(child_id=f"{task_id}-{action.attempt}", ref=action.ref)
+                CanceledChild(child_id=_child_id(task_id, action.attempt), ref=action.ref)
             )
         for role, task in entry.tasks.items():
             self.owner.pop(id(task), None)
@@ -345,7 +350,7 @@ class _Run:
                         "the start of a child run",
                         ResolveChildInput(
                             workflow_id=self.ctx.instance_id,
-                            child_id=f"{task_id}-{action.attempt}",
+                            child_id=_child_id(task_id, action.attempt),
                             run=self._run_without_state(),
                             task=action,
                             records=self._take_records(task_id),
@@ -468,7 +473,7 @@ class _Run:
                     return None
             if "child" in entry.tasks:
                 # the attempt's child run is terminated (see _untrack); the row names it
-                child_id = f"{task_id}-{action.attempt}"
+                child_id = _child_id(task_id, action.attempt)
                 return self._timed_out(
                     outcome(TaskStatus.TIMED_OUT, {"subWorkflowId": child_id}), deadline
                 )
@@ -537,7 +542,7 @@ class _Run:
                 )
                 return outcome(refused, reason=child.error)
             self.state = self.decider.on_child_started(
-                self.state, task_id, action.attempt, f"{task_id}-{action.attempt}", self.now()
+                self.state, task_id, action.attempt, _child_id(task_id, action.attempt), self.now()
             )
             child_input = RunInput(
                 name=child.name,
@@ -559,7 +564,7 @@ class _Run:
                 self.ctx.call_sub_orchestrator(
                     ORCHESTRATOR_NAME,
                     input=self._bounded("the input of a child run", child_input.wire()),
-                    instance_id=f"{task_id}-{action.attempt}",
+                    instance_id=_child_id(task_id, action.attempt),
                 ),
             )
             # the task's own timeouts (a taskDefinition's timeoutSeconds), as a WAIT's
@@ -568,7 +573,7 @@ class _Run:
 
         if role == "child":
             summary = RunSummary.model_validate(value or {})
-            child_id = f"{task_id}-{action.attempt}"
+            child_id = _child_id(task_id, action.attempt)
             output = {"subWorkflowId": child_id, **summary.output}
             if summary.status == "COMPLETED":
                 return outcome(TaskStatus.COMPLETED, output)
