@@ -86,12 +86,6 @@ class _DirectStream:
         return getattr(self._stream, name)
 
 
-#: the work items run directly: request field -> the worker's (execute, abandon) methods
-_HANDLERS = {
-    "orchestratorRequest": ("_execute_orchestrator", "_cancel_orchestrator"),
-    "activityRequest": ("_execute_activity", "_cancel_activity"),
-}
-
 _Job = tuple[Callable[..., None], Callable[..., None], Any, Any]
 """A work item to run: (execute, abandon, request, completion token)."""
 
@@ -142,12 +136,27 @@ class DirectDispatchMixin:
             None if channel is None else stubs.TaskHubSidecarServiceStub(channel)  # type: ignore[no-untyped-call]
         )
         self._direct_keepalive = keepalive_seconds
-        self._direct_pool: ThreadPoolExecutor | None = None
         self._direct_stream: Any = None
-        options: Any = self._concurrency_options  # type: ignore[attr-defined]
-        self._direct_limits = {  # keyed as _HANDLERS
-            "orchestratorRequest": _KindLimit(options.maximum_concurrent_orchestration_work_items),
-            "activityRequest": _KindLimit(options.maximum_concurrent_activity_work_items),
+        worker: Any = self
+        options = worker._concurrency_options
+        # threads start with the first work item
+        self._direct_pool = ThreadPoolExecutor(
+            max_workers=options.maximum_thread_pool_workers,
+            thread_name_prefix="DurableTaskDirect",
+        )
+        #: the work items run directly: request field -> the worker's execute and abandon
+        #: methods (looked up per item) and the kind's limit
+        self._direct_kinds = {
+            "orchestratorRequest": (
+                "_execute_orchestrator",
+                "_cancel_orchestrator",
+                _KindLimit(options.maximum_concurrent_orchestration_work_items),
+            ),
+            "activityRequest": (
+                "_execute_activity",
+                "_cancel_activity",
+                _KindLimit(options.maximum_concurrent_activity_work_items),
+            ),
         }
 
     @property
@@ -166,16 +175,6 @@ class DirectDispatchMixin:
             )
         self._direct_stream = stream
 
-    def _pool(self) -> ThreadPoolExecutor:
-        pool = self._direct_pool
-        if pool is None:
-            worker: Any = self
-            pool = self._direct_pool = ThreadPoolExecutor(
-                max_workers=worker._concurrency_options.maximum_thread_pool_workers,
-                thread_name_prefix="DurableTaskDirect",
-            )
-        return pool
-
     def _dispatch_directly(self, item: pb.WorkItem) -> bool:
         """Submits an orchestrator or activity work item to the pool (or queues it
         behind its kind's limit); False for any other item (the loop takes it). An item
@@ -184,20 +183,19 @@ class DirectDispatchMixin:
         worker: Any = self
         if worker._shutdown.is_set():
             return True
-        kind = item.WhichOneof("request")
-        handlers = _HANDLERS.get(kind or "")
-        if handlers is None:
+        kind = item.WhichOneof("request") or ""
+        handling = self._direct_kinds.get(kind)
+        if handling is None:
             return False
-        execute, abandon = handlers
+        execute, abandon, limit = handling
         job: _Job = (
             getattr(self, execute),
             getattr(self, abandon),
-            getattr(item, kind or ""),
+            getattr(item, kind),
             item.completionToken,
         )
-        limit = self._direct_limits[kind]
         if limit.enter(job):
-            self._pool().submit(self._run, limit, job)
+            self._direct_pool.submit(self._run, limit, job)
         return True
 
     def _run(self, limit: _KindLimit, job: _Job | None) -> None:
@@ -228,10 +226,7 @@ class DirectDispatchMixin:
 
     def stop(self) -> None:
         super().stop()  # type: ignore[misc]
-        # kept (shut down): an item the reader submits in the last moment is refused by
-        # it, where a fresh pool would run it on the closed channel
-        pool = self._direct_pool
-        if pool is not None:
-            pool.shutdown(wait=True)
+        # an item the reader submits in the last moment is refused by the shut-down pool
+        self._direct_pool.shutdown(wait=True)
         if self._direct_channel is not None:
             self._direct_channel.close()  # the worker was given it by make_worker
