@@ -204,6 +204,7 @@ class TaskApiOnly:
             provisioner=SqliteQueueProvisioner(data_dir / "queues.db"),
             payloads=None,
             signals=self.signals,
+            local_adapters=True,  # as stepway dev's
         )
         self._served = _Served(create_app(Settings(), deps), http=http, loop=loop)
         self.url = self._served.url

@@ -99,29 +99,47 @@ async def _poll(
     if await request.is_disconnected():
         return []
 
-    def poll(receiver_gone: Callable[[], bool]) -> tuple[list[dict[str, Any]], str]:
+    def poll(
+        wait_ms: int, receiver_gone: Callable[[], bool]
+    ) -> tuple[list[dict[str, Any]], str | None]:
         tasks = service.poll(
             task_type,
             worker_id or caller.name,
             domain or None,
             count,
-            timeout,
+            wait_ms,
             holder=holder,
             receiver_gone=receiver_gone,
         )
         return tasks, holder
 
-    return await _handed_out(request, service, poll)
+    return await _handed_out(request, service, poll, timeout)
+
+
+#: a poll: (how long it may wait in ms, receiver_gone) -> the tasks it handed out and
+#: their lease holder (None: there is nothing to wait for)
+_Poll = Callable[[int, Callable[[], bool]], tuple[list[dict[str, Any]], str | None]]
+
+
+def _present() -> bool:
+    return False
 
 
 async def _handed_out(
-    request: Request,
-    service: TaskHandout,
-    poll: Callable[[Callable[[], bool]], tuple[list[dict[str, Any]], str]],
+    request: Request, service: TaskHandout, poll: _Poll, timeout_ms: int
 ) -> list[dict[str, Any]]:
-    """Run ``poll`` (given ``receiver_gone``; answers the tasks it handed out and their
-    lease holder) in one hop to a poll thread; the tasks, or none when the client went
-    away meanwhile (they are given back)."""
+    """Run ``poll``, waiting up to ``timeout_ms`` for tasks; the tasks, or none when the
+    client went away meanwhile (they are given back).
+
+    On local adapters (``Deps.local_adapters``) the poll first runs here on the event
+    loop without waiting: handing out a task that is there costs no hop to a thread
+    and back (half of a hand-off's server CPU under load, bench/profile_handoffs.py).
+    Only a poll that has to wait goes to a poll thread, in one hop, where it asks
+    ``receiver_gone`` while it waits."""
+    if service.deps.local_adapters:
+        tasks, holder = poll(0, _present)
+        if tasks or holder is None or timeout_ms <= 0:
+            return await _delivered(request, service, tasks, holder)
     checked = time.monotonic()
     gone = False
 
@@ -136,15 +154,21 @@ async def _handed_out(
             gone = anyio.from_thread.run(request.is_disconnected)
         return gone
 
-    result, holder = await anyio.to_thread.run_sync(
-        poll, receiver_gone, limiter=request.app.state.poll_limiter
+    tasks, holder = await anyio.to_thread.run_sync(
+        poll, timeout_ms, receiver_gone, limiter=request.app.state.poll_limiter
     )
-    if result and await request.is_disconnected():
-        # nobody receives this response: the tasks go back to their queue now rather
-        # than waiting out their response timeout leased to a client that is gone
-        await anyio.to_thread.run_sync(service.give_back, result, holder)
+    return await _delivered(request, service, tasks, holder)
+
+
+async def _delivered(
+    request: Request, service: TaskHandout, tasks: list[dict[str, Any]], holder: str | None
+) -> list[dict[str, Any]]:
+    """``tasks``, unless their client went away: then they go back to their queue now
+    rather than waiting out their response timeout leased to a client that is gone."""
+    if tasks and holder is not None and await request.is_disconnected():
+        await anyio.to_thread.run_sync(service.give_back, tasks, holder)
         return []
-    return result
+    return tasks
 
 
 @router.get(
@@ -204,11 +228,15 @@ def _update(
     summary="Post a task result",
     responses=errors(404, 409, 413, 501, 503),
 )
-def update_task(request: Request, caller: Caller, result: TaskResultIn) -> Response:
+async def update_task(request: Request, caller: Caller, result: TaskResultIn) -> Response:
     results: TaskResults = request.app.state.task_results
     trace = request.headers.get("traceparent")
+    if results.deps.local_adapters:  # on the event loop: see _handed_out
+        outcome = _update(results, caller, result, trace)
+    else:
+        outcome = await anyio.to_thread.run_sync(_update, results, caller, result, trace)
     # the task id is text already: answered as it is, not validated against the model
-    return PlainTextResponse(_update(results, caller, result, trace).task_id)
+    return PlainTextResponse(outcome.task_id)
 
 
 @router.post(
@@ -227,27 +255,33 @@ async def update_task_v2(request: Request, caller: Caller, result: TaskResultIn)
     handout: TaskHandout = request.app.state.task_handout
     trace = request.headers.get("traceparent")
 
-    def update_then_poll(receiver_gone: Callable[[], bool]) -> tuple[list[dict[str, Any]], str]:
-        outcome = _update(results, caller, result, trace)
-        worker_id = outcome.worker_id or result.worker_id or caller.name
-        holder = caller.subject or worker_id
-        if not caller.serves(outcome.task_type) or (
-            handout.settings.strict_task_definitions
-            and handout.taskdefs.get(outcome.task_type) is None
-        ):
-            return [], holder
+    # the next poll's task type, domain, worker id and lease holder, or None when the
+    # caller gets no next task: set by the update, which runs once
+    after: tuple[str, str | None, str, str] | None = None
+    updated = False
+
+    def update_then_poll(
+        wait_ms: int, receiver_gone: Callable[[], bool]
+    ) -> tuple[list[dict[str, Any]], str | None]:
+        nonlocal after, updated
+        if not updated:
+            outcome = _update(results, caller, result, trace)
+            updated = True
+            worker_id = outcome.worker_id or result.worker_id or caller.name
+            if caller.serves(outcome.task_type) and not (
+                handout.settings.strict_task_definitions
+                and handout.taskdefs.get(outcome.task_type) is None
+            ):
+                after = (outcome.task_type, outcome.domain, worker_id, caller.subject or worker_id)
+        if after is None:
+            return [], None
+        task_type, domain, worker_id, holder = after
         tasks = handout.poll(
-            outcome.task_type,
-            worker_id,
-            outcome.domain,
-            1,
-            UPDATE_V2_POLL_MS,
-            holder=holder,
-            receiver_gone=receiver_gone,
+            task_type, worker_id, domain, 1, wait_ms, holder=holder, receiver_gone=receiver_gone
         )
         return tasks, holder
 
-    tasks = await _handed_out(request, handout, update_then_poll)
+    tasks = await _handed_out(request, handout, update_then_poll, UPDATE_V2_POLL_MS)
     if not tasks:
         return Response(status_code=204)
     return JSONResponse(tasks[0])

@@ -227,6 +227,7 @@ class DevPlatform:
             payloads=self.services.payloads,
             signals=DurableRunSignals(self.client),
             tracer_provider=self.services.tracer_provider,
+            local_adapters=True,
         )
         self.metadata = MetadataService(settings, deps)
         self.catalog = catalog

@@ -299,13 +299,21 @@ def build_control_plane(
     assert queue is not None
     if client is None:
         client = make_client(config.backend)
+    payloads = build_payload_store(data, credential)
     deps = Deps(
         run_store=store,
         queue=queue,
         provisioner=build_provisioner(config, credential),
-        payloads=build_payload_store(data, credential),
+        payloads=payloads,
         signals=DurableRunSignals(client),
         tracer_provider=tracer_provider or NoOpTracerProvider(),
+        local_adapters=(
+            config.backend.kind == "embedded"
+            and store.dialect == "sqlite"
+            and data.queue is not None
+            and data.queue.kind == "sqlite"
+            and (data.payload_store is None or data.payload_store.kind == "local")
+        ),
     )
     return ControlPlane(app=create_app(config.settings, deps), deps=deps, client=client)
 

@@ -111,10 +111,17 @@ def make_server(tmp_path: Path) -> Iterator[Any]:
     started: list[tuple[uvicorn.Server, threading.Thread, httpx.Client, Deps]] = []
 
     def make(
-        *, fast_path: bool = True, clock: Callable[[], int] | None = None, **overrides: Any
+        *,
+        fast_path: bool = True,
+        clock: Callable[[], int] | None = None,
+        local_adapters: bool = True,
+        **overrides: Any,
     ) -> Server:
         """A server with these settings; ``fast_path=False`` serves the hot Task API
-        routes through FastAPI too, ``clock`` replaces the wall clock of the API."""
+        routes through FastAPI too, ``clock`` replaces the wall clock of the API,
+        ``local_adapters=False`` runs every storage call of the Task API in a thread as on
+        PostgreSQL and Service Bus (``Deps.local_adapters``; its SQLite files and local
+        payload directory and its recorded signals are local, as ``stepway serve`` would find)."""
         port = free_port()
         url = f"http://127.0.0.1:{port}"
         n = len(started)
@@ -133,6 +140,7 @@ def make_server(tmp_path: Path) -> Iterator[Any]:
                 limits=PayloadLimits(task_output_threshold=1024, max_size=200_000),
             ),
             signals=signals,
+            local_adapters=local_adapters,
         )
         if clock is not None:
             deps.clock = clock
@@ -159,9 +167,18 @@ def make_server(tmp_path: Path) -> Iterator[Any]:
 
 
 @pytest.fixture
-def srv(make_server: Any) -> Server:
-    s: Server = make_server()
+def srv(make_server: Any, request: pytest.FixtureRequest) -> Server:
+    s: Server = make_server(local_adapters=getattr(request, "param", True))
     return s
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """A module marked ``both_storage_modes`` runs each test taking ``srv`` twice: the
+    Task API's storage calls on its event loop (local adapters) and in threads."""
+    if "srv" in metafunc.fixturenames and metafunc.definition.get_closest_marker(
+        "both_storage_modes"
+    ):
+        metafunc.parametrize("srv", [True, False], ids=["event-loop", "threads"], indirect=True)
 
 
 def taskdef(name: str, **fields: Any) -> dict[str, Any]:

@@ -25,11 +25,13 @@ def _client(srv: Server, token: str) -> httpx.Client:
     return httpx.Client(base_url=srv.url, headers={"Authorization": f"Bearer {token}"}, timeout=30)
 
 
-@pytest.fixture
-def authed(make_server: Any, tmp_path: Path) -> Server:
+@pytest.fixture(params=[True, False], ids=["event-loop", "threads"])
+def authed(make_server: Any, tmp_path: Path, request: pytest.FixtureRequest) -> Server:
+    """A server with token authentication; its Task API's storage calls on its event
+    loop (local adapters) and in threads."""
     path = tmp_path / "tokens.json"
     path.write_text(json.dumps({"tokens": [{"token": t, **p} for t, p in TOKENS.items()]}))
-    srv: Server = make_server(auth_mode="tokens", tokens_file=path)
+    srv: Server = make_server(auth_mode="tokens", tokens_file=path, local_adapters=request.param)
     srv.client.headers["Authorization"] = "Bearer admin-token-0123456789"
     srv.register(taskdef("lt"))
     return srv

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any
 
+import pytest
+
+from control_plane.api import tasks as api_tasks
 from tests.unit.control_plane.conftest import Server, assert_error, taskdef
+
+pytestmark = pytest.mark.both_storage_modes
 
 
 def poll(srv: Server, task_type: str, worker: str = "w1", **params: Any) -> Any:
@@ -180,6 +186,28 @@ def test_update_v2_returns_next_task(srv: Server) -> None:
         "/api/tasks/update-v2", json={"taskId": second, "status": "COMPLETED", "workerId": "w1"}
     )
     assert r.status_code == 204 and [e.name for e in srv.signals.events()] == [first, second]
+
+
+def test_update_v2_waits_for_a_next_task_that_arrives_after_the_result(
+    srv: Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the result is accepted at once; the poll that follows waits for the next task
+    # (on local adapters: the result and a first look on the event loop, the wait in a
+    # thread), long enough here that the late task surely arrives within it
+    monkeypatch.setattr(api_tasks, "UPDATE_V2_POLL_MS", 3000)
+    srv.register(taskdef("v2w"))
+    first = srv.dispatch("v2w")
+    poll(srv, "v2w")
+    late = threading.Timer(0.2, lambda: srv.dispatch("v2w", task_id="late-task"))
+    late.start()
+    r = srv.client.post(
+        "/api/tasks/update-v2", json={"taskId": first, "status": "COMPLETED", "workerId": "w1"}
+    )
+    late.join()
+    assert r.status_code == 200 and r.json()["taskId"] == "late-task"
+    assert [e.name for e in srv.signals.events()] == [first]
+    assert srv.deps.run_store.get_task(first).status == "COMPLETED"  # type: ignore[union-attr]
+    assert srv.deps.run_store.get_task("late-task").status == "IN_PROGRESS"  # type: ignore[union-attr]
 
 
 def test_update_v2_refuses_a_result_as_the_plain_post_does(srv: Server) -> None:

@@ -8,8 +8,11 @@ from collections import Counter
 from typing import Any
 
 import httpx
+import pytest
 
 from tests.unit.control_plane.conftest import Server, taskdef
+
+pytestmark = pytest.mark.both_storage_modes
 
 
 def _workers(

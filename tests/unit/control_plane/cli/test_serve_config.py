@@ -117,6 +117,8 @@ def test_serve_builds_the_azure_control_plane_without_network() -> None:
     deps = plane.deps
     assert isinstance(deps.queue, ServiceBusTaskQueue)
     assert isinstance(deps.payloads, BlobPayloadStore)
+    # network storage: the Task API's storage calls run in threads, off its event loop
+    assert deps.local_adapters is False
     assert isinstance(deps.provisioner, AzureQueueProvisioner)
     assert deps.provisioner._resource_group == "rg-x"
     assert deps.provisioner._namespace == "sb-x"
@@ -135,6 +137,7 @@ def test_serve_builds_the_local_control_plane(tmp_path: Path) -> None:
     plane = build_control_plane(config, client=object())
     try:
         assert isinstance(plane.deps.provisioner, SqliteQueueProvisioner)
+        assert plane.deps.local_adapters is True  # SQLite, a directory, the embedded backend
         with TestClient(plane.app) as http:
             assert http.get("/health").json() == {"status": "ok"}
             r = http.post("/api/metadata/taskdefs", json=[{"name": "t1", "ownerEmail": "a@b.c"}])
