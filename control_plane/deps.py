@@ -12,8 +12,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, ParamSpec, TypeVar
 
+import anyio.to_thread
 from opentelemetry.trace import NoOpTracerProvider, TracerProvider
 from pydantic import BaseModel, Field
 
@@ -101,3 +102,18 @@ class Deps:
     #: thread only to wait (control_plane/api/tasks.py). Off (PostgreSQL, Service Bus,
     #: Blob Storage, the Durable Task Scheduler), every such call runs in a thread.
     local_adapters: bool = False
+
+
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
+
+
+async def call_adapters(
+    deps: Deps, call: Callable[_P, _T], *args: _P.args, **kwargs: _P.kwargs
+) -> _T:
+    """``call(*args, **kwargs)``, a call that uses the adapters and never waits for
+    long: here on the event loop when they are local (``Deps.local_adapters``: no hop
+    to a thread and back), else in a thread of the default pool."""
+    if deps.local_adapters:
+        return call(*args, **kwargs)
+    return await anyio.to_thread.run_sync(lambda: call(*args, **kwargs))

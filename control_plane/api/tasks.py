@@ -19,6 +19,7 @@ from control_plane.api.errors import ApiError, bad_request, not_found
 from control_plane.api.openapi import COMMON, errors
 from control_plane.api.routing import StepwayRoute
 from control_plane.auth import Principal, principal, require_role, require_worker
+from control_plane.deps import call_adapters
 from control_plane.services.signals import ReturnStrategy
 from control_plane.services.task_handout import TaskHandout
 from control_plane.services.task_results import (
@@ -231,10 +232,7 @@ def _update(
 async def update_task(request: Request, caller: Caller, result: TaskResultIn) -> Response:
     results: TaskResults = request.app.state.task_results
     trace = request.headers.get("traceparent")
-    if results.deps.local_adapters:  # on the event loop: see _handed_out
-        outcome = _update(results, caller, result, trace)
-    else:
-        outcome = await anyio.to_thread.run_sync(_update, results, caller, result, trace)
+    outcome = await call_adapters(results.deps, _update, results, caller, result, trace)
     # the task id is text already: answered as it is, not validated against the model
     return PlainTextResponse(outcome.task_id)
 

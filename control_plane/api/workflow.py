@@ -11,6 +11,7 @@ from control_plane.api.openapi import COMMON, errors
 from control_plane.api.routing import StepwayRoute
 from control_plane.api.tracing import CallerTrace
 from control_plane.auth import Principal, principal, require_role
+from control_plane.deps import call_adapters
 from control_plane.services.replays import RerunWorkflowRequest, SkipTaskRequest
 from control_plane.services.signals import ReturnStrategy
 from control_plane.services.wire_types import Int64, NonNegative64, Text
@@ -77,11 +78,11 @@ def search(
     summary="Start a run (StartWorkflowRequest)",
     responses=STARTS,
 )
-def start(
+async def start(
     service: Service, caller: Caller, request: StartWorkflowRequest, trace: CallerTrace
 ) -> str:
     require_role(caller, "operator")
-    return service.start(request, caller_trace=trace)
+    return await call_adapters(service.deps, service.start, request, caller_trace=trace)
 
 
 @router.post(
@@ -164,7 +165,7 @@ def correlated_batch(
     summary="Start a run (body = input)",
     responses=STARTS,
 )
-def start_by_name(
+async def start_by_name(
     service: Service,
     caller: Caller,
     trace: CallerTrace,
@@ -175,7 +176,9 @@ def start_by_name(
     priority: Annotated[int, Query(ge=0, le=99)] = 0,
 ) -> str:
     require_role(caller, "operator")
-    return service.start(
+    return await call_adapters(
+        service.deps,
+        service.start,
         StartWorkflowRequest(
             name=name,
             version=version,
