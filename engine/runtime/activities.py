@@ -748,7 +748,10 @@ class RunActivities:
         """Terminate child runs (child id -> reason) as the terminate API does: the
         terminate event, which the child's interpreter turns into a TERMINATED end (its own
         finish terminates its children in turn). A child that has ended already ignores
-        it; one that is gone is logged and skipped."""
+        it. A child whose orchestration does not exist (its attempt ended after the
+        resolve activity wrote its run row, before its orchestration was started; or one
+        that is gone) has no interpreter to end its row: the row is ended TERMINATED here
+        with the same reason, unless it has ended already."""
         if not reasons:
             return
         client = self.services.client()
@@ -757,8 +760,19 @@ class RunActivities:
                 client.raise_orchestration_event(
                     child_id, TERMINATE_EVENT, data=TerminateEvent(reason=reason).payload()
                 )
-            except Exception as exc:  # the child may be gone already
-                log.info("could not cancel child %s: %s", child_id, exc)
+            except Exception as exc:  # no such orchestration (or the backend erred)
+                log.info("could not send child %s the terminate event: %s", child_id, exc)
+            # asked whatever the event's fate: a backend may accept an event for an
+            # instance that does not exist; an error here retries the activity
+            if client.get_orchestration_state(child_id, fetch_payloads=False) is None:
+                now = _now_ms()
+                self.store.update_run(
+                    child_id,
+                    RunUpdate(
+                        status=RunStatus.TERMINATED, reason_for_incompletion=reason, end_time=now
+                    ),
+                    now,
+                )
 
     # -- task rows -----------------------------------------------------------------------
 

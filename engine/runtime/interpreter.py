@@ -21,7 +21,10 @@ Waits:
 * HUMAN and WAIT without a duration: the external event named by the task id.
 * Activity types: the activity returns a result envelope; retries are the Decider's (so
   Retry-After and terminal errors are honoured), with the retry delay as a durable timer.
-* SUB_WORKFLOW: a child ``WorkflowInterpreter`` instance named ``<taskId>-<attempt>``.
+* SUB_WORKFLOW: a child ``WorkflowInterpreter`` instance named ``<taskId>-<attempt>``,
+  started once the resolve activity wrote its run row. An attempt the run stops waiting
+  for has its child terminated by the next record or finish activity; if it ended while
+  its resolve activity ran, once that activity has returned (the finish waits for it).
 
 History stays bounded: after :data:`STEPS_PER_EXECUTION` outcomes, at a point where no
 activity, timer or child is outstanding, the run carries the Decider's state into
@@ -187,6 +190,9 @@ class _Run:
         #: child runs of SUB_WORKFLOW attempts the run stopped waiting for (canceled,
         #: timed out): terminated by the next bookkeeping activity (record, or finish)
         self.cancel_children: list[CanceledChild] = []
+        #: resolve activities of such attempts still running: each may yet write its
+        #: child's run row, so its child joins ``cancel_children`` once it has returned
+        self.resolving: list[tuple[dt.Task[Any], CanceledChild]] = []
         #: how many of ``state.warnings`` were recorded already
         self.warned = 0
         #: activities still running whose wait is over (a dispatch whose task's result
@@ -225,18 +231,40 @@ class _Run:
         if child is not None and not child.is_complete:
             # the attempt is over but its child run still runs: terminate it now; its
             # end still arrives as this task's completion, so it is waited for as an orphan
-            action = entry.action
-            self.cancel_children.append(
-                CanceledChild(child_id=_child_id(task_id, action.attempt), ref=action.ref)
-            )
+            self.cancel_children.append(self._canceled_child(entry.action))
+        resolve = entry.tasks.get("resolve")
+        if resolve is not None:
+            # the attempt is over before its child's orchestration was started: the
+            # resolve activity wrote the child's run row, or still may; the row is ended
+            # with the canceled children once the activity has returned
+            self.resolving.append((resolve, self._canceled_child(entry.action)))
+            self._take_resolved()
         for role, task in entry.tasks.items():
             self.owner.pop(id(task), None)
-            if task.is_complete:
+            if task.is_complete or role == "resolve":
                 continue
             if isinstance(task, dt.CancellableTask):
                 task.cancel()
             elif role in _ACTIVITY_ROLES or role == "child":
                 self.orphans.append(task)
+
+    @staticmethod
+    def _canceled_child(action: ScheduleTask) -> CanceledChild:
+        return CanceledChild(child_id=_child_id(action.task_id, action.attempt), ref=action.ref)
+
+    def _take_resolved(self) -> None:
+        """Move the children of the resolve activities in :attr:`resolving` that have
+        returned to :attr:`cancel_children` (one that refused to create its child wrote no
+        row: nothing to end)."""
+        waiting: list[tuple[dt.Task[Any], CanceledChild]] = []
+        for task, child in self.resolving:
+            if not task.is_complete:
+                waiting.append((task, child))
+            elif (
+                task.is_failed or not ChildResolution.model_validate(task.get_result() or {}).error
+            ):
+                self.cancel_children.append(child)
+        self.resolving = waiting
 
     def _take_records(self, task_id: str | None = None) -> list[TaskChange]:
         records, self.records = self.records, []
@@ -686,8 +714,12 @@ class _Run:
             race: list[dt.Task[Any]] = list(control.values())
             for entry in self.pending.values():
                 race.extend(entry.tasks.values())
+            # a canceled attempt's resolve activity: once it returns, its child is ended
+            race.extend(task for task, _ in self.resolving)
             winner = yield dt.when_any(race)
             now = self.now()
+            if self.resolving:
+                self._take_resolved()
 
             if winner is control.get("terminate"):
                 raised = control["terminate"].get_result()
@@ -731,7 +763,12 @@ class _Run:
                 self._untrack(task_id)
             self.steps += 1
             self.orphans = [t for t in self.orphans if not t.is_complete]
-            if self.steps >= STEPS_PER_EXECUTION and not self.pending and not self.orphans:
+            if (
+                self.steps >= STEPS_PER_EXECUTION
+                and not self.pending
+                and not self.orphans
+                and not self.resolving
+            ):
                 if self._unrecorded():
                     yield from self.flush_records()
                 # only the live part of the state: a long run's state must not grow with
@@ -789,6 +826,10 @@ class _Run:
     def finish(self, result: RunResult) -> Generator[dt.Task[Any], Any, dict[str, Any]]:
         for task_id in list(self.pending):
             self._untrack(task_id)
+        while self.resolving:
+            # a child's run row may still be written: the finish that ends it waits for it
+            yield dt.when_any([task for task, _ in self.resolving])
+            self._take_resolved()
         return (
             yield from finish_run(
                 self.ctx,

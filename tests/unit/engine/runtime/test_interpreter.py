@@ -26,6 +26,7 @@ from engine.runtime.activity_io import (
     ACTIVITY_DISPATCH,
     ACTIVITY_FINISH,
     ACTIVITY_RECORD,
+    ACTIVITY_RESOLVE_CHILD,
 )
 from engine.runtime.definition_cache import DefinitionCache
 from engine.runtime.encoded_json import EncodedJsonConverter
@@ -311,3 +312,88 @@ def test_a_long_run_carries_its_state_into_a_new_execution(store: SqlRunStore) -
     # only the live part of the state is carried: the task that finished last, whose row
     # the next execution records
     assert list(state["tasks"]) == [last] and state["dirty"] == [last]
+
+
+SUB_FLOW = {
+    "name": "parent",
+    "tasks": [
+        {
+            "name": "sub",
+            "taskReferenceName": "sub",
+            "type": "SUB_WORKFLOW",
+            "subWorkflowParam": {"name": "child", "version": 1},
+        }
+    ],
+}
+#: what the resolve activity returns once it wrote the child's run row
+RESOLVED = {"name": "child", "version": 1, "definitionRef": "ref-1"}
+STOP = TerminateEvent(reason="stop").payload()
+
+
+def _resolving(store: SqlRunStore) -> tuple[Replay, int, str]:
+    """A run whose SUB_WORKFLOW attempt's resolve activity runs: (run, its id, child id)."""
+    register(store, SUB_FLOW)
+    run = Replay(store, RunInput(name="parent", version=1))
+    [(resolve_id, name, resolve)] = activities(run.step())
+    assert name == ACTIVITY_RESOLVE_CHILD
+    child_id: str = resolve["childId"]
+    assert child_id == f"{resolve['task']['taskId']}-1"
+    return run, resolve_id, child_id
+
+
+def _started_children(actions: list[Any]) -> list[str]:
+    return [
+        a.createSubOrchestration.instanceId for a in actions if a.HasField("createSubOrchestration")
+    ]
+
+
+def test_a_run_terminated_while_its_child_is_resolved_ends_the_child_when_it_finishes(
+    store: SqlRunStore,
+) -> None:
+    run, resolve_id, child_id = _resolving(store)
+
+    # the resolve may still write the child's run row: the run's end waits for it
+    assert run.step(raised(TERMINATE_EVENT, STOP)) == []
+
+    actions = run.step(done(resolve_id, RESOLVED))
+    assert _started_children(actions) == []
+    [(_, name, finish)] = activities(actions)
+    assert name == ACTIVITY_FINISH
+    assert (finish["result"]["status"], finish["cancelChildren"]) == ("TERMINATED", [child_id])
+    assert [(r["ref"], r["status"]) for r in finish["records"]] == [("sub", "CANCELED")]
+
+
+def test_a_child_resolved_in_the_step_that_terminates_the_run_is_ended(
+    store: SqlRunStore,
+) -> None:
+    run, resolve_id, child_id = _resolving(store)
+
+    # the terminate is handled first; the resolve's answer came with it, unread
+    actions = run.step(raised(TERMINATE_EVENT, STOP), done(resolve_id, RESOLVED))
+    assert _started_children(actions) == []
+    [(_, name, finish)] = activities(actions)
+    assert (name, finish["cancelChildren"]) == (ACTIVITY_FINISH, [child_id])
+
+
+def test_a_child_whose_resolve_failed_is_ended_and_one_it_refused_is_not(
+    store: SqlRunStore,
+) -> None:
+    # failed for good (after its retries): it may have written the row before it failed
+    run, resolve_id, child_id = _resolving(store)
+    run.step(raised(TERMINATE_EVENT, STOP))
+    actions = run.step(helpers.new_task_failed_event(resolve_id, RuntimeError("store down")))
+    while timers(actions):  # the retry policy's delays, each followed by another attempt
+        [(timer_id, fire_at)] = timers(actions)
+        [(resolve_id, name, _)] = activities(
+            run.step(helpers.new_timer_fired_event(timer_id, fire_at), at=fire_at)
+        )
+        assert name == ACTIVITY_RESOLVE_CHILD
+        actions = run.step(helpers.new_task_failed_event(resolve_id, RuntimeError("store down")))
+    [(_, name, finish)] = activities(actions)
+    assert (name, finish["cancelChildren"]) == (ACTIVITY_FINISH, [child_id])
+
+    # refused (no such definition): it wrote no row
+    run, resolve_id, _ = _resolving(store)
+    run.step(raised(TERMINATE_EVENT, STOP))
+    [(_, name, finish)] = activities(run.step(done(resolve_id, {"error": "no workflow child"})))
+    assert (name, finish["cancelChildren"]) == (ACTIVITY_FINISH, [])
