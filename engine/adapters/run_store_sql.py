@@ -10,6 +10,9 @@ Concurrency
   with ``BEGIN IMMEDIATE`` (the driver's own transaction handling is switched
   off), so writers across threads and processes are serialised and a
   read-then-write inside one transaction is atomic. Reads use a plain ``BEGIN``.
+  Each thread keeps one connection, and a transaction is ``BEGIN`` / ``COMMIT`` on
+  its driver connection, not a SQLAlchemy pool checkout and transaction
+  (``engine/adapters/sqlite_transactions.py``).
 * PostgreSQL runs at READ COMMITTED; every atomic operation is a single
   statement (``INSERT ... ON CONFLICT DO UPDATE ... WHERE`` or a conditional
   ``UPDATE``), whose row lock makes concurrent callers queue and re-check the
@@ -35,20 +38,21 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Hashable, Iterator, Mapping
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import Connection, Engine, event
+from sqlalchemy import Connection, Engine
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import RowMapping, make_url
 
 from engine.adapters.run_watches import RunWatches
+from engine.adapters.sqlite_transactions import SqliteTransactions, sqlite_engine
 from engine.language.definitions import RunStatus, TaskStatus
 from engine.ports.run_store import (
     RUN_ACTIVE,
@@ -74,7 +78,6 @@ from engine.ports.run_store import (
 )
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "run_store_migrations"
-SQLITE_BUSY_TIMEOUT_MS = 30_000
 
 # --- table metadata (must match run_store_migrations/; the contract suite checks it) ---
 
@@ -358,12 +361,13 @@ class SqlRunStore:
             if not database or database == ":memory:":
                 raise ValueError("SqlRunStore needs a SQLite file (sqlite:///path), not :memory:")
             Path(database).parent.mkdir(parents=True, exist_ok=True)
-            self._engine = sa.create_engine(parsed, **engine_kwargs)
-            self._install_sqlite_hooks(self._engine)
+            self._engine = sqlite_engine(parsed, **engine_kwargs)
+            self._sqlite: SqliteTransactions | None = SqliteTransactions(self._engine)
             self._insert: Any = sqlite_insert
         elif self.dialect == "postgresql":
             engine_kwargs.setdefault("pool_pre_ping", True)
             self._engine = sa.create_engine(parsed, **engine_kwargs)
+            self._sqlite = None
             self._insert = pg_insert
         else:
             raise ValueError(f"unsupported run store database: {self.dialect}")
@@ -395,45 +399,23 @@ class SqlRunStore:
     def close(self) -> None:
         if not self._closed.is_set():
             self._closed.set()
+            if self._sqlite is not None:
+                self._sqlite.close()
             self._engine.dispose()
 
     # --- plumbing -------------------------------------------------------------
-
-    @staticmethod
-    def _install_sqlite_hooks(engine: Engine) -> None:
-        @event.listens_for(engine, "connect")
-        def _on_connect(dbapi_conn: Any, _record: Any) -> None:
-            # Let us issue BEGIN ourselves (pysqlite's implicit BEGIN is deferred).
-            dbapi_conn.isolation_level = None
-            cur = dbapi_conn.cursor()
-            try:
-                cur.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
-                cur.execute("PRAGMA journal_mode = WAL")
-                cur.execute("PRAGMA synchronous = NORMAL")
-            finally:
-                cur.close()
-
-        @event.listens_for(engine, "begin")
-        def _on_begin(conn: Connection) -> None:
-            read_only = conn.get_execution_options().get("stepway_read_only", False)
-            sql = "BEGIN" if read_only else "BEGIN IMMEDIATE"
-            if conn.dispatch.before_cursor_execute:
-                conn.exec_driver_sql(sql)  # as a statement its listeners see (tests)
-            else:
-                # on the driver's connection: SQLAlchemy's statement path (events, its
-                # cursor and result objects) cost each transaction about 40 us more
-                conn.connection.driver_connection.execute(sql)  # type: ignore[union-attr]
 
     @contextmanager
     def _begin(self) -> Iterator[Connection]:
         """A write transaction; once it committed, the readers watching the runs it
         touched are woken (``watch``)."""
         try:
-            if self._write_lock is None:
+            if self._sqlite is None:
                 with self._engine.begin() as conn:
                     yield conn
             else:
-                with self._write_lock, self._engine.begin() as conn:
+                assert self._write_lock is not None
+                with self._write_lock, self._sqlite.write() as conn:
                     yield conn
         except BaseException:
             self._watches.discarded()
@@ -443,19 +425,23 @@ class SqlRunStore:
     def watch(self, workflow_id: str) -> AbstractContextManager[RunWatch]:
         return self._watches.watch(workflow_id)
 
-    @contextmanager
-    def _write(self, *, partial: bool = False) -> Iterator[Connection]:
+    def _write(self, *, partial: bool = False) -> AbstractContextManager[Connection]:
         """A write transaction, or this thread's batch (``partial``: a method that may
         roll back after a write gets a savepoint in a batch)."""
         batch: Connection | None = getattr(self._batch, "conn", None)
         if batch is None:
-            with self._begin() as conn:
-                yield conn
-        elif partial:
-            with batch.begin_nested():
-                yield batch
-        else:
-            yield batch
+            return self._begin()
+        if not partial:
+            return nullcontext(batch)
+        if self._sqlite is not None:
+            return self._sqlite.savepoint(batch)
+        return self._savepoint(batch)
+
+    @staticmethod
+    @contextmanager
+    def _savepoint(conn: Connection) -> Iterator[Connection]:
+        with conn.begin_nested():
+            yield conn
 
     @contextmanager
     def batch(self) -> Iterator[None]:
@@ -469,16 +455,19 @@ class SqlRunStore:
             finally:
                 self._batch.conn = None
 
-    @contextmanager
-    def _read(self) -> Iterator[Connection]:
+    def _read(self) -> AbstractContextManager[Connection]:
+        """A read transaction, or this thread's batch (whose reads see its writes)."""
         batch: Connection | None = getattr(self._batch, "conn", None)
-        if batch is not None:  # reads see the batch's own writes
-            yield batch
-            return
-        with self._engine.connect() as conn:
-            conn = conn.execution_options(stepway_read_only=True)
-            with conn.begin():
-                yield conn
+        if batch is not None:
+            return nullcontext(batch)
+        if self._sqlite is not None:
+            return self._sqlite.read()
+        return self._read_through_sqlalchemy()
+
+    @contextmanager
+    def _read_through_sqlalchemy(self) -> Iterator[Connection]:
+        with self._engine.connect() as conn, conn.begin():
+            yield conn
 
     def _stmt(self, key: Hashable, build: Callable[[], Any]) -> Any:
         """The statement ``build`` makes, built once per key (see the module doc)."""
@@ -527,7 +516,7 @@ class SqlRunStore:
         args = prepared.args(params)
         cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
         try:
-            if conn.dispatch.before_cursor_execute:
+            if conn.engine.dispatch.before_cursor_execute:
                 conn.dispatch.before_cursor_execute(conn, cursor, prepared.sql, args, None, False)
             cursor.execute(prepared.sql, args)
             description = cursor.description

@@ -232,6 +232,98 @@ def test_reopen_and_concurrent_open_are_safe(store_url: str) -> None:
             s.close()
 
 
+def _named(store_url: str, name: str) -> str:
+    """``store_url`` whose PostgreSQL sessions carry ``name`` (``application_name``)."""
+    url = make_url(store_url)
+    if url.get_backend_name() != "postgresql":
+        return store_url
+    return url.update_query_dict({"application_name": name}).render_as_string(hide_password=False)
+
+
+def _open_connections(store_url: str, name: str) -> int:
+    """The connections open to the database of ``store_url``: on SQLite this process's
+    file handles on the database file, on PostgreSQL the server's sessions named
+    ``name``."""
+    url = make_url(store_url)
+    if url.get_backend_name() == "sqlite":
+        database = os.path.realpath(str(url.database))
+        count = 0
+        for fd in os.listdir("/proc/self/fd"):
+            try:
+                count += os.readlink(f"/proc/self/fd/{fd}") == database
+            except OSError:
+                continue  # closed meanwhile
+        return count
+    assert PG_URL
+    admin = sa.create_engine(PG_URL)
+    try:
+        with admin.connect() as conn:
+            sql = "SELECT count(*) FROM pg_stat_activity WHERE application_name = :n"
+            return int(conn.execute(sa.text(sql), {"n": name}).scalar_one())
+    finally:
+        admin.dispose()
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts file handles in /proc")
+def test_close_closes_the_connections_of_every_thread(store_url: str) -> None:
+    """Threads that used the store and are still alive keep no connection open once
+    the store is closed."""
+    name = f"stepway-{uuid.uuid4().hex[:12]}"
+    store = SqlRunStore(_named(store_url, name))
+    store.create_run(run("w1"))
+    used = threading.Barrier(THREADS + 1)
+    closed = threading.Event()
+
+    def use(_: int) -> bool:
+        found = store.get_run("w1") is not None
+        used.wait()
+        closed.wait()  # alive until the store is closed
+        return found
+
+    with ThreadPoolExecutor(THREADS) as pool:
+        results = pool.map(use, range(THREADS))
+        used.wait()
+        try:
+            assert _open_connections(store_url, name) >= 1
+            store.close()
+            store.close()  # idempotent
+            # a PostgreSQL session ends a moment after its client closed it
+            for _ in range(200):
+                if _open_connections(store_url, name) == 0:
+                    break
+                time.sleep(0.05)
+            assert _open_connections(store_url, name) == 0
+        finally:
+            closed.set()
+        assert all(results)
+
+
+def test_many_threads_using_the_store_at_once_all_get_through(store_url: str) -> None:
+    """More threads than any connection pool holds each use the store while all of them
+    are alive, and none waits for a connection another thread keeps."""
+    store = SqlRunStore(store_url)
+    threads = 48
+    alive = threading.Barrier(threads)
+
+    def use(i: int) -> bool:
+        try:
+            store.create_run(run(f"w{i}"))
+            alive.wait()  # every thread has used the store and is still running
+            store.upsert_task(task(f"t{i}", workflow_id=f"w{i}"), T0)
+            row = store.get_task(f"t{i}")
+            return row is not None and row.workflow_id == f"w{i}"
+        except BaseException:
+            alive.abort()  # the others stop waiting: the test fails now, not at its timeout
+            raise
+
+    try:
+        with ThreadPoolExecutor(threads) as pool:
+            assert all(pool.map(use, range(threads)))
+        assert store.search_runs(RunQuery(size=0)).total_hits == threads
+    finally:
+        store.close()
+
+
 # --- runs -----------------------------------------------------------------------
 
 
@@ -847,6 +939,29 @@ def test_a_batch_is_one_transaction(store: SqlRunStore, store_url: str) -> None:
         assert store.get_task("t2") is None and other.get_task("t2") is None
     finally:
         other.close()
+
+
+def test_a_hand_out_refused_in_a_batch_rolls_back_only_its_own_writes(
+    store: SqlRunStore,
+) -> None:
+    """A hand-out marks the task started and takes a lease before a limit refuses it:
+    inside a batch those writes are undone and the batch's other writes commit."""
+    limits = TaskLimits(task_type="pdf", concurrency_limit=1)
+    store.upsert_task(task("t0", task_def_name="pdf"), T0)
+    assert store.hand_out_task("t0", 1, "wk", lease_expires_at=T0 + 60, now=T0, limits=limits).task
+    with store.batch():
+        store.upsert_task(task("t1", task_def_name="pdf"), T0 + 1)
+        refused = store.hand_out_task(
+            "t1", 1, "wk", lease_expires_at=T0 + 60, now=T0 + 2, limits=limits
+        )
+        assert refused == HandOut(limited=True)
+        row = store.get_task("t1")  # inside the batch: the refused hand-out left nothing
+        assert row is not None and row.status == TaskStatus.SCHEDULED and row.poll_count == 0
+        store.update_task("t1", 1, TaskUpdate(callback_after_seconds=5), T0 + 3)
+    row = store.get_task("t1")
+    assert row is not None and row.status == TaskStatus.SCHEDULED and row.poll_count == 0
+    assert row.callback_after_seconds == 5  # the batch's own writes committed
+    assert store.get_lease("t1", 1) is None and store.concurrency_in_use("pdf") == 1
 
 
 # --- watches ---------------------------------------------------------------------
