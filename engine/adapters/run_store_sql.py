@@ -942,8 +942,9 @@ class SqlRunStore:
                 sa.select(tasks.c.reference_task_name)
                 .where(
                     tasks.c.workflow_id == _b("b_workflow_id"),
-                    tasks.c.status.in_(
-                        [TaskStatus.FAILED.value, TaskStatus.FAILED_WITH_TERMINAL_ERROR.value]
+                    _one_of(
+                        tasks.c.status,
+                        [TaskStatus.FAILED.value, TaskStatus.FAILED_WITH_TERMINAL_ERROR.value],
                     ),
                 )
                 .order_by(tasks.c.seq, tasks.c.task_id)
