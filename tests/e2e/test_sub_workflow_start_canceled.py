@@ -105,6 +105,22 @@ class Platform:
             time.sleep(0.02)
         raise AssertionError(f"run {workflow_id} did not handle an event {name or ''}")
 
+    def assert_child_terminated(self, child_name: str, parent_id: str, task_id: str) -> None:
+        """The run of ``child_name`` ended TERMINATED by its parent's end, in the search
+        and in its own JSON, linked to the parent's task and with no task of its own."""
+        found = self.child_of(child_name)
+        ended = self.api.run(found["workflowId"])
+        assert (found["status"], ended["status"], ended["reasonForIncompletion"]) == (
+            "TERMINATED",
+            "TERMINATED",
+            f"parent {parent_id} ended",
+        )
+        assert (ended["parentWorkflowId"], ended["parentWorkflowTaskId"], ended["tasks"]) == (
+            parent_id,
+            task_id,
+            [],
+        )
+
     def child_of(self, child_name: str) -> dict[str, Any]:
         """The one run of ``child_name`` as the search shows it, once it ended (or as it
         is after the wait; the test's assertions say what differs). The search reads the
@@ -200,18 +216,7 @@ def test_a_parent_terminated_while_its_child_is_resolved_leaves_no_child_running
     assert (run["status"], run["reasonForIncompletion"]) == ("TERMINATED", "stop it")
     [sub] = run["tasks"]
     assert (sub["referenceTaskName"], sub["status"]) == ("sub", "CANCELED")
-    found = platform.child_of(child["name"])
-    ended = api.run(found["workflowId"])
-    assert (found["status"], ended["status"], ended["reasonForIncompletion"]) == (
-        "TERMINATED",
-        "TERMINATED",
-        f"parent {parent_id} ended",
-    )
-    assert (ended["parentWorkflowId"], ended["parentWorkflowTaskId"], ended["tasks"]) == (
-        parent_id,
-        sub["taskId"],
-        [],
-    )
+    platform.assert_child_terminated(child["name"], parent_id, sub["taskId"])
 
 
 @pytest.mark.parametrize("where", ["before", "after"])
@@ -239,11 +244,4 @@ def test_a_fork_branch_canceled_while_its_child_is_resolved_leaves_no_child_runn
 
     run = api.wait_status(parent_id, "FAILED")
     assert (run["status"], task(run, "sub")["status"]) == ("FAILED", "CANCELED")
-    found = platform.child_of(child["name"])
-    ended = api.run(found["workflowId"])
-    assert (found["status"], ended["status"], ended["reasonForIncompletion"]) == (
-        "TERMINATED",
-        "TERMINATED",
-        f"parent {parent_id} ended",
-    )
-    assert (ended["parentWorkflowTaskId"], ended["tasks"]) == (task(run, "sub")["taskId"], [])
+    platform.assert_child_terminated(child["name"], parent_id, task(run, "sub")["taskId"])
