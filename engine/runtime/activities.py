@@ -789,19 +789,19 @@ class RunActivities:
                 if stored == row.status and row.task_type in _WRITTEN_AT_TRANSITION:
                     pass  # written when it happened (the Task API; the child's creation)
                 else:
-                    # keep what the dispatch and the Task API wrote (queue, lease, polls)
-                    applied = self.store.update_task(
-                        row.task_id,
-                        row.attempt,
-                        TaskUpdate(
-                            status=row.status,
-                            output_data=row.output_data or None,
-                            output_ref=row.output_ref,
-                            reason_for_incompletion=row.reason_for_incompletion,
-                            end_time=row.end_time,
-                        ),
-                        now,
+                    # keep what the dispatch and the Task API wrote (queue, lease, polls),
+                    # and the output written at a transition when the change brings none
+                    # (a canceled SUB_WORKFLOW still names its child: Conductor cancels a
+                    # task by its status)
+                    update = TaskUpdate(
+                        status=row.status,
+                        reason_for_incompletion=row.reason_for_incompletion,
+                        end_time=row.end_time,
                     )
+                    if row.output_data or row.output_ref is not None:
+                        update.output_data = row.output_data
+                        update.output_ref = row.output_ref
+                    applied = self.store.update_task(row.task_id, row.attempt, update, now)
                     if applied and row.status.is_terminal and stored == TaskStatus.IN_PROGRESS:
                         # the engine ended an attempt a worker holds (timeout, cancel)
                         self._release_lease(row.task_id, row.attempt)

@@ -217,6 +217,8 @@ def test_a_parent_terminated_while_its_child_is_resolved_leaves_no_child_running
     [sub] = run["tasks"]
     assert (sub["referenceTaskName"], sub["status"]) == ("sub", "CANCELED")
     platform.assert_child_terminated(child["name"], parent_id, sub["taskId"])
+    # the canceled task still names its child, as the resolve activity wrote it
+    assert sub["subWorkflowId"] == platform.child_of(child["name"])["workflowId"]
 
 
 @pytest.mark.parametrize("where", ["before", "after"])

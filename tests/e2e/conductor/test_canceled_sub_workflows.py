@@ -99,3 +99,26 @@ def test_a_terminated_child_terminates_its_own_children(conductor: Conductor) ->
         f"parent {middle_id} ended",
     )
     assert conductor.run(parent_id)["status"] == "RUNNING"
+
+
+def test_a_sub_workflow_task_canceled_with_its_parent_still_names_its_child(
+    conductor: Conductor,
+) -> None:
+    # Conductor cancels a task by its status: its output, and with it the subWorkflowId a
+    # client follows to the child, stays as it was
+    child = _waiting_child()
+    parent = unique("terminated_parent")
+    conductor.register(child, workflow(parent, [_sub("sub", child["name"])]))
+    parent_id = conductor.start(parent, {})
+    run = conductor.wait_task(parent_id, "sub", "IN_PROGRESS")
+    child_id = task(run, "sub")["subWorkflowId"]
+    assert child_id
+
+    r = conductor.http.delete(f"/api/workflow/{parent_id}", params={"reason": "stop it"})
+    assert r.status_code < 300, r.text
+
+    run = conductor.wait_status(parent_id, "TERMINATED")
+    sub = task(run, "sub")
+    assert (sub["status"], sub["subWorkflowId"]) == ("CANCELED", child_id)
+    assert sub["outputData"] == {"subWorkflowId": child_id}
+    assert conductor.wait_status(child_id, "TERMINATED")["status"] == "TERMINATED"
