@@ -98,9 +98,10 @@ class Deps:
     #: the run store, the queue and the payload store are local files (SQLite, a
     #: directory) and the durable backend is the embedded one: their calls take a
     #: fraction of a millisecond and never wait on a network. The API then does a
-    #: result and a hand-out of a task that is there on its event loop, and goes to a
-    #: thread only to wait (control_plane/api/tasks.py). Off (PostgreSQL, Service Bus,
-    #: Blob Storage, the Durable Task Scheduler), every such call runs in a thread.
+    #: start, a result and a hand-out of a task that is there on its event loop, and
+    #: goes to a thread only to wait (control_plane/api/tasks.py, ``call_adapters``).
+    #: Off (PostgreSQL, Service Bus, Blob Storage, the Durable Task Scheduler), every
+    #: such call runs in a thread.
     local_adapters: bool = False
 
 

@@ -122,7 +122,7 @@ async def _poll(
 _Poll = Callable[[int, Callable[[], bool]], tuple[list[dict[str, Any]], str | None]]
 
 
-def _present() -> bool:
+def _never_gone() -> bool:
     return False
 
 
@@ -138,7 +138,7 @@ async def _handed_out(
     Only a poll that has to wait goes to a poll thread, in one hop, where it asks
     ``receiver_gone`` while it waits."""
     if service.deps.local_adapters:
-        tasks, holder = poll(0, _present)
+        tasks, holder = poll(0, _never_gone)
         if tasks or holder is None or timeout_ms <= 0:
             # not asked whether the client went away: the poll ran at once, without
             # giving the loop a turn to take note of a disconnect, so only a client

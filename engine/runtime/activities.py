@@ -793,14 +793,17 @@ class RunActivities:
                     # and the output written at a transition when the change brings none
                     # (a canceled SUB_WORKFLOW still names its child: Conductor cancels a
                     # task by its status)
+                    output: dict[str, Any] = (
+                        {"output_data": row.output_data, "output_ref": row.output_ref}
+                        if row.output_data or row.output_ref is not None
+                        else {}  # unset fields are not written (TaskUpdate)
+                    )
                     update = TaskUpdate(
                         status=row.status,
                         reason_for_incompletion=row.reason_for_incompletion,
                         end_time=row.end_time,
+                        **output,
                     )
-                    if row.output_data or row.output_ref is not None:
-                        update.output_data = row.output_data
-                        update.output_ref = row.output_ref
                     applied = self.store.update_task(row.task_id, row.attempt, update, now)
                     if applied and row.status.is_terminal and stored == TaskStatus.IN_PROGRESS:
                         # the engine ended an attempt a worker holds (timeout, cancel)
