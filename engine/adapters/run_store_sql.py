@@ -36,8 +36,9 @@ through SQLAlchemy.
 
 from __future__ import annotations
 
+import json
 import threading
-from collections.abc import Callable, Hashable, Iterator, Mapping
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
@@ -64,6 +65,7 @@ from engine.ports.run_store import (
     InstructionRecord,
     Lease,
     NewRun,
+    PendingStart,
     PollData,
     RunQuery,
     RunRecord,
@@ -230,7 +232,22 @@ rate_windows = sa.Table(
     sa.Column("granted", sa.Integer, nullable=False),
 )
 
+#: the orchestration input of a run whose start was answered, until the orchestration is
+#: scheduled (``create_run`` with ``start``); ``run_input`` is compact JSON text
+run_starts = sa.Table(
+    "run_starts",
+    metadata,
+    sa.Column("workflow_id", _ID, primary_key=True),
+    sa.Column("run_input", sa.Text, nullable=False),
+    sa.Column("created_at", sa.BigInteger, nullable=False),
+)
+
 _NO_DOMAIN = ""
+
+#: ``delete_pending_starts`` deletes at most this many ids per statement; a statement is
+#: prepared per power of two up to it (ids padded by repeating one), so a few shapes serve
+#: every batch size
+_DELETE_CHUNK = 128
 
 
 class _Rollback(Exception):
@@ -558,7 +575,7 @@ class SqlRunStore:
 
     # --- runs -----------------------------------------------------------------
 
-    def create_run(self, run: NewRun) -> CreateRunResult:
+    def create_run(self, run: NewRun, start: dict[str, Any] | None = None) -> CreateRunResult:
         values = run.model_dump()
         values["status"] = run.status.value
         values["update_time"] = run.create_time
@@ -569,6 +586,8 @@ class SqlRunStore:
         with self._write() as conn:
             self._watches.touched(run.workflow_id)
             if self._exec(conn, "create_run", build, values).first() is not None:
+                if start is not None:
+                    self._put_pending_start(conn, run.workflow_id, start, run.create_time)
                 return CreateRunResult(workflow_id=run.workflow_id, created=True)
             if run.idempotency_key is not None:
                 existing = conn.execute(
@@ -579,6 +598,80 @@ class SqlRunStore:
                 if existing is not None:
                     return CreateRunResult(workflow_id=existing, created=False)
             return CreateRunResult(workflow_id=run.workflow_id, created=False)
+
+    def _put_pending_start(
+        self, conn: Connection, workflow_id: str, start: dict[str, Any], created_at: int
+    ) -> None:
+        """The pending start of a run this transaction created. None is expected (a
+        run's pending start is deleted with the run); one left over is replaced."""
+
+        def build() -> Any:
+            ins = self._insert(run_starts)
+            return ins.on_conflict_do_update(
+                index_elements=[run_starts.c.workflow_id],
+                set_={"run_input": ins.excluded.run_input, "created_at": ins.excluded.created_at},
+            )
+
+        values = {
+            "workflow_id": workflow_id,
+            "run_input": json.dumps(start, separators=(",", ":")),
+            "created_at": created_at,
+        }
+        self._exec(conn, "put_pending_start", build, values)
+
+    def pending_starts(self, limit: int = 100) -> list[PendingStart]:
+        if limit <= 0:
+            return []
+
+        def build() -> Any:
+            return (
+                sa.select(run_starts)
+                .order_by(run_starts.c.created_at, run_starts.c.workflow_id)
+                .limit(sa.bindparam("b_limit", type_=sa.Integer))
+            )
+
+        with self._read() as conn:
+            rows = self._exec(conn, "pending_starts", build, {"b_limit": limit}).rows
+        return [
+            PendingStart(
+                workflow_id=r["workflow_id"],
+                run_input=json.loads(r["run_input"]),
+                created_at=int(r["created_at"]),
+            )
+            for r in rows
+        ]
+
+    def has_pending_start(self, workflow_id: str) -> bool:
+        stmt = (
+            sa.select(sa.literal(1))
+            .select_from(run_starts)
+            .where(run_starts.c.workflow_id == workflow_id)
+        )
+        with self._read() as conn:
+            return conn.execute(stmt).first() is not None
+
+    def delete_pending_starts(self, workflow_ids: Sequence[str]) -> int:
+        ids = list(dict.fromkeys(workflow_ids))
+        if not ids:
+            return 0
+        deleted = 0
+        with self._write() as conn:
+            for at in range(0, len(ids), _DELETE_CHUNK):
+                deleted += self._delete_pending_starts(conn, ids[at : at + _DELETE_CHUNK])
+        return deleted
+
+    def _delete_pending_starts(self, conn: Connection, ids: list[str]) -> int:
+        """One statement for up to ``_DELETE_CHUNK`` ids, of the next power-of-two shape
+        (the extra places repeat the first id: deleting a row twice deletes it once)."""
+        size = 1 << (len(ids) - 1).bit_length()
+
+        def build() -> Any:
+            return sa.delete(run_starts).where(
+                run_starts.c.workflow_id.in_([_b(f"b_id{i}") for i in range(size)])
+            )
+
+        params = {f"b_id{i}": ids[i] if i < len(ids) else ids[0] for i in range(size)}
+        return int(self._exec(conn, ("delete_pending_starts", size), build, params).rowcount)
 
     def get_run(self, workflow_id: str) -> RunRecord | None:
         def build() -> Any:
@@ -665,6 +758,7 @@ class SqlRunStore:
             conn.execute(sa.delete(task_logs).where(task_logs.c.task_id.in_(task_ids)))
             conn.execute(sa.delete(leases).where(leases.c.task_id.in_(task_ids)))
             conn.execute(sa.delete(tasks).where(tasks.c.workflow_id == workflow_id))
+            conn.execute(sa.delete(run_starts).where(run_starts.c.workflow_id == workflow_id))
             return (
                 conn.execute(sa.delete(runs).where(runs.c.workflow_id == workflow_id)).rowcount == 1
             )

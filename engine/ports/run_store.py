@@ -34,6 +34,7 @@ duplicate write never moves a row backwards:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol, runtime_checkable
 
@@ -144,6 +145,16 @@ class RunQuery(_Record):
     """Exclusive upper bound on createTime (epoch ms)."""
     start: int = Field(default=0, ge=0)
     size: int = Field(default=100, ge=0, le=1000)
+
+
+class PendingStart(_Record):
+    """A run whose start was answered but whose orchestration may not be scheduled yet
+    (``create_run`` with ``start``; ``delete_pending_starts`` once it is scheduled)."""
+
+    workflow_id: str
+    #: the orchestration's input (a RunInput in camelCase, a JSON object)
+    run_input: dict[str, Any]
+    created_at: int  # epoch ms (the run's create_time)
 
 
 class SearchResult(_Record):
@@ -301,10 +312,25 @@ class RunStore(Protocol):
         ...
 
     # --- runs ---------------------------------------------------------------
-    def create_run(self, run: NewRun) -> CreateRunResult:
+    def create_run(self, run: NewRun, start: dict[str, Any] | None = None) -> CreateRunResult:
         """Insert a run. Idempotent: if a run with the same workflow_id, or with the
         same (name, idempotency_key) exists, nothing is written and the existing
-        run's id is returned with ``created=False``."""
+        run's id is returned with ``created=False``. With ``start`` (the orchestration
+        input), a run that is created gets a pending start with it in the same
+        transaction; a run not created (it existed) gets none."""
+        ...
+
+    def pending_starts(self, limit: int = 100) -> list[PendingStart]:
+        """Pending starts, oldest first (created_at, then workflow_id), at most ``limit``."""
+        ...
+
+    def has_pending_start(self, workflow_id: str) -> bool:
+        """Whether the run has a pending start (its orchestration may not be scheduled)."""
+        ...
+
+    def delete_pending_starts(self, workflow_ids: Sequence[str]) -> int:
+        """Delete the pending starts of these runs (their orchestrations are scheduled), in one
+        transaction; how many existed. An empty list writes nothing."""
         ...
 
     def get_run(self, workflow_id: str) -> RunRecord | None: ...
@@ -321,7 +347,7 @@ class RunStore(Protocol):
         ...
 
     def delete_run(self, workflow_id: str) -> bool:
-        """Delete a run with its task rows, task logs and leases."""
+        """Delete a run with its task rows, task logs, leases and pending start."""
         ...
 
     def mark_retried(self, task_id: str, now: int) -> bool:

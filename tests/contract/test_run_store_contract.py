@@ -23,12 +23,14 @@ from alembic.config import Config
 from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from pydantic import ValidationError
+from sqlalchemy import event
 from sqlalchemy.engine import make_url
 
 from engine.adapters.run_store_sql import MIGRATIONS_DIR, SqlRunStore, metadata
 from engine.ports.run_store import (
     HandOut,
     NewRun,
+    PendingStart,
     RunQuery,
     RunStatus,
     RunStore,
@@ -199,6 +201,34 @@ def test_upgrade_gives_open_leases_of_polled_attempts_their_slot(store_url: str)
         assert slots == {"t1": "parse_pdf", "t2": None, "t3": None}
         assert upgraded.release_lease("t1", 1)
         assert upgraded.concurrency_in_use("parse_pdf") == 1
+    finally:
+        upgraded.close()
+
+
+def test_upgrade_adds_pending_starts_to_a_store_with_runs(store_url: str) -> None:
+    """Revision 0005 adds ``run_starts``: runs created before it have no pending start,
+    and runs created after it get theirs."""
+    engine = sa.create_engine(store_url)
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
+    with engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, "0004")
+        conn.execute(
+            sa.text(
+                "INSERT INTO runs (workflow_id, name, version, status, priority, create_time, "
+                "update_time) VALUES ('old', 'wf', 1, 'RUNNING', 0, :t, :t)"
+            ),
+            {"t": T0},
+        )
+    engine.dispose()
+    upgraded = SqlRunStore(store_url)
+    try:
+        assert upgraded.get_run("old") is not None
+        assert upgraded.pending_starts() == [] and not upgraded.has_pending_start("old")
+        assert not upgraded.create_run(run("old"), start={"workflowId": "old"}).created
+        assert upgraded.create_run(run("new"), start={"workflowId": "new"}).created
+        assert [p.workflow_id for p in upgraded.pending_starts()] == ["new"]
     finally:
         upgraded.close()
 
@@ -962,6 +992,156 @@ def test_a_hand_out_refused_in_a_batch_rolls_back_only_its_own_writes(
     assert row is not None and row.status == TaskStatus.SCHEDULED and row.poll_count == 0
     assert row.callback_after_seconds == 5  # the batch's own writes committed
     assert store.get_lease("t1", 1) is None and store.concurrency_in_use("pdf") == 1
+
+
+# --- pending starts ----------------------------------------------------------------
+
+
+def start_of(workflow_id: str, **kw: Any) -> dict[str, Any]:
+    """An orchestration input as the start path writes it (a RunInput in camelCase)."""
+    return {"workflowId": workflow_id, "name": "wf", "version": 1, "input": kw}
+
+
+def test_a_created_run_gets_its_pending_start(store: SqlRunStore) -> None:
+    start = start_of("w1", text="héllo ✓", nested={"list": [1, 2.5, None, True]}, big="x" * 300_000)
+    assert store.create_run(run("w1"), start=start).created
+    assert store.pending_starts() == [
+        PendingStart(workflow_id="w1", run_input=start, created_at=T0)
+    ]
+    assert store.has_pending_start("w1")
+    # a run created without a start has none
+    assert store.create_run(run("w2")).created
+    assert not store.has_pending_start("w2") and not store.has_pending_start("missing")
+    assert [p.workflow_id for p in store.pending_starts()] == ["w1"]
+
+
+def test_a_run_that_existed_gets_no_pending_start(store: SqlRunStore) -> None:
+    first = start_of("w1", n=1)
+    assert store.create_run(run("w1", idempotency_key="k"), start=first).created
+    # the same workflowId
+    again = store.create_run(run("w1", create_time=T0 + 5), start=start_of("w1", n=2))
+    assert not again.created
+    # the same name and idempotency key, another id
+    keyed = store.create_run(run("w2", idempotency_key="k"), start=start_of("w2"))
+    assert keyed.workflow_id == "w1" and not keyed.created
+    assert store.pending_starts() == [
+        PendingStart(workflow_id="w1", run_input=first, created_at=T0)
+    ]
+    assert not store.has_pending_start("w2")
+
+
+def test_concurrent_starts_with_one_key_leave_one_pending_start(store: SqlRunStore) -> None:
+    results = race(
+        THREADS,
+        lambda i: store.create_run(run(f"w{i}", idempotency_key="same"), start=start_of(f"w{i}")),
+    )
+    created = [r.workflow_id for r in results if r.created]
+    assert len(created) == 1
+    pending = store.pending_starts()
+    assert [p.workflow_id for p in pending] == created
+    assert pending[0].run_input == start_of(created[0])
+
+
+def test_starts_in_a_batch_are_pending_together_or_not_at_all(
+    store: SqlRunStore, store_url: str
+) -> None:
+    other = SqlRunStore(store_url, migrate=False)
+    try:
+        with store.batch():
+            for i in range(3):
+                assert store.create_run(run(f"w{i}"), start=start_of(f"w{i}")).created
+            assert store.has_pending_start("w2")  # the batch reads its own writes
+            assert not other.has_pending_start("w0")  # committed at its end only
+        assert [p.workflow_id for p in other.pending_starts()] == ["w0", "w1", "w2"]
+        # a batch that raises after two starts leaves neither run nor pending start
+        with pytest.raises(RuntimeError), store.batch():
+            store.create_run(run("w3"), start=start_of("w3"))
+            store.create_run(run("w4"), start=start_of("w4"))
+            raise RuntimeError("boom")
+        for workflow_id in ("w3", "w4"):
+            assert store.get_run(workflow_id) is None
+            assert not store.has_pending_start(workflow_id)
+        assert len(other.pending_starts()) == 3
+    finally:
+        other.close()
+
+
+def test_on_sqlite_a_start_is_one_more_statement_of_the_same_transaction(
+    tmp_path: Path,
+) -> None:
+    """What a start costs the SQLite writer: creating a run with its pending start is
+    one transaction, one statement more than without; a batch of starts is one
+    transaction. (SQLite only: PostgreSQL's BEGIN is no statement to count.)"""
+    store = SqlRunStore(f"sqlite:///{tmp_path / 'runs.db'}")
+    seen: list[str] = []
+
+    def record(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        seen.append(statement)
+
+    def cost(block: Callable[[], Any]) -> tuple[int, int]:
+        seen.clear()
+        block()
+        return sum(s.startswith("BEGIN") for s in seen), len(seen)
+
+    event.listen(store.engine, "before_cursor_execute", record)
+    try:
+        plain = cost(lambda: store.create_run(run("w1")))
+        started = cost(lambda: store.create_run(run("w2"), start=start_of("w2")))
+
+        def batch() -> None:
+            with store.batch():
+                for i in range(3, 6):
+                    store.create_run(run(f"w{i}"), start=start_of(f"w{i}"))
+
+        batched = cost(batch)
+    finally:
+        event.remove(store.engine, "before_cursor_execute", record)
+        store.close()
+    assert plain[0] == started[0] == batched[0] == 1
+    assert started[1] == plain[1] + 1
+    assert batched[1] == plain[1] + 5  # two statements per start, one transaction
+
+
+def test_delete_pending_starts_deletes_only_those_given(store: SqlRunStore) -> None:
+    for i in range(5):
+        store.create_run(run(f"w{i}"), start=start_of(f"w{i}"))
+    assert store.delete_pending_starts([]) == 0
+    assert store.delete_pending_starts(["w1", "w3", "missing", "w1"]) == 2
+    assert [p.workflow_id for p in store.pending_starts()] == ["w0", "w2", "w4"]
+    assert store.delete_pending_starts(["w1"]) == 0  # already gone
+    # the runs stay: only their pending starts go
+    assert store.get_run("w1") is not None and store.get_run("w3") is not None
+
+
+def test_delete_pending_starts_of_a_large_batch(store: SqlRunStore) -> None:
+    with store.batch():
+        for i in range(300):
+            store.create_run(run(f"w{i:03}"), start=start_of(f"w{i:03}"))
+    gone = [f"w{i:03}" for i in range(300) if i % 7 != 0]
+    assert store.delete_pending_starts(gone) == len(gone)
+    left = [p.workflow_id for p in store.pending_starts(limit=1000)]
+    assert left == [f"w{i:03}" for i in range(0, 300, 7)]
+
+
+def test_pending_starts_oldest_first_and_limited(store: SqlRunStore) -> None:
+    for workflow_id, created in [("b", T0 + 2), ("c", T0 + 1), ("a", T0 + 2), ("d", T0)]:
+        store.create_run(run(workflow_id, create_time=created), start=start_of(workflow_id))
+    assert [p.workflow_id for p in store.pending_starts()] == ["d", "c", "a", "b"]
+    assert [p.created_at for p in store.pending_starts()] == [T0, T0 + 1, T0 + 2, T0 + 2]
+    assert [p.workflow_id for p in store.pending_starts(limit=2)] == ["d", "c"]
+    assert store.pending_starts(limit=0) == []
+
+
+def test_delete_run_removes_its_pending_start(store: SqlRunStore) -> None:
+    store.create_run(run("w1"), start=start_of("w1"))
+    store.create_run(run("w2"), start=start_of("w2"))
+    assert store.delete_run("w1")
+    assert not store.has_pending_start("w1")
+    assert [p.workflow_id for p in store.pending_starts()] == ["w2"]
+    # a run created again under the id gets the new start
+    assert store.create_run(run("w1", create_time=T0 + 9), start=start_of("w1", n=2)).created
+    got = {p.workflow_id: p for p in store.pending_starts()}
+    assert got["w1"].run_input == start_of("w1", n=2) and got["w1"].created_at == T0 + 9
 
 
 # --- watches ---------------------------------------------------------------------
