@@ -52,6 +52,15 @@ class DurableRunSignals:
                 ORCHESTRATOR_NAME, input=run_input, instance_id=workflow_id, **kwargs
             )
 
+    def start_new_run(self, workflow_id: str, run_input: dict[str, Any]) -> None:
+        try:  # no reuse policy: an instance of this id, finished or not, stays
+            self._client.schedule_new_orchestration(
+                ORCHESTRATOR_NAME, input=run_input, instance_id=workflow_id
+            )
+        except grpc.RpcError as exc:
+            if exc.code() != grpc.StatusCode.ALREADY_EXISTS:
+                raise
+
     def suspend(self, workflow_id: str, reason: str | None = None) -> None:
         self._client.suspend_orchestration(workflow_id, reason=reason)
 

@@ -24,6 +24,8 @@ class RecordingRunSignals:
     fail_next: Exception | None = None
     #: runs whose orchestration a test declares ended outside the interpreter
     ended: dict[str, str] = field(default_factory=dict)
+    #: while set, starts fail as with a backend that cannot be reached
+    refuse_starts: bool = False
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def _add(self, signal: RecordedSignal) -> None:
@@ -37,6 +39,13 @@ class RecordingRunSignals:
         self._add(RecordedSignal("event", workflow_id, event_name, data))
 
     def start_run(self, workflow_id: str, run_input: dict[str, Any]) -> None:
+        if self.refuse_starts:
+            raise ConnectionError("the durable backend cannot be reached")
+        self._add(RecordedSignal("start", workflow_id, None, run_input))
+
+    def start_new_run(self, workflow_id: str, run_input: dict[str, Any]) -> None:
+        if self.refuse_starts:
+            raise ConnectionError("the durable backend cannot be reached")
         self._add(RecordedSignal("start", workflow_id, None, run_input))
 
     def suspend(self, workflow_id: str, reason: str | None = None) -> None:
