@@ -82,7 +82,7 @@ async def start(
     service: Service, caller: Caller, request: StartWorkflowRequest, trace: CallerTrace
 ) -> str:
     require_role(caller, "operator")
-    return await call_adapters(service.deps, service.start, request, caller_trace=trace)
+    return await _start(service, request, trace)
 
 
 @router.post(
@@ -176,18 +176,23 @@ async def start_by_name(
     priority: Annotated[int, Query(ge=0, le=99)] = 0,
 ) -> str:
     require_role(caller, "operator")
-    return await call_adapters(
-        service.deps,
-        service.start,
-        StartWorkflowRequest(
-            name=name,
-            version=version,
-            input=body or {},
-            correlation_id=correlationId,
-            priority=priority,
-        ),
-        caller_trace=trace,
+    request = StartWorkflowRequest(
+        name=name,
+        version=version,
+        input=body or {},
+        correlation_id=correlationId,
+        priority=priority,
     )
+    return await _start(service, request, trace)
+
+
+async def _start(service: WorkflowService, request: StartWorkflowRequest, trace: str | None) -> str:
+    """With local adapters a start is answered once stored (its orchestration scheduled
+    right after: :mod:`control_plane.services.run_starts`); with network adapters, in a
+    thread, once its orchestration is scheduled."""
+    if service.deps.local_adapters:
+        return await service.start_stored(request, caller_trace=trace)
+    return await call_adapters(service.deps, service.start, request, caller_trace=trace)
 
 
 @router.get("/running/{name}", summary="Ids of the RUNNING runs of a workflow version")

@@ -4,7 +4,10 @@ A start writes the run row RUNNING first (``create_run``; a repeated idempotency
 returns the existing run's id and starts nothing), then starts the orchestration; if
 that fails the row is deleted again, so nothing is left half-started. It answers then,
 without waiting for the engine: a read of the run waits for its first decision instead
-(:mod:`control_plane.services.settling`). Pause, resume, terminate, restart and retry
+(:mod:`control_plane.services.settling`). Where every adapter is local the API's start
+(``start_stored``) answers once the row is stored, with the starts that arrived
+together, and its orchestration is scheduled right after
+(:mod:`control_plane.services.run_starts`). Pause, resume, terminate, restart and retry
 signal the orchestration through ``RunSignals``.
 
 Restart, retry and rerun run a finished run again (:mod:`control_plane.services.replays`).
@@ -30,6 +33,7 @@ from control_plane.api.errors import ApiError, bad_request, conflict, not_found
 from control_plane.deps import Deps, Settings
 from control_plane.services.metadata import MetadataService
 from control_plane.services.replays import RerunWorkflowRequest, RunReplays, SkipTaskRequest
+from control_plane.services.run_starts import RunStarts
 from control_plane.services.settling import Reached, RunSettling
 from control_plane.services.signals import ReturnStrategy, RunWaits
 from control_plane.services.start_cache import StartCache, input_validator
@@ -124,6 +128,7 @@ class WorkflowService:
         self.settling = RunSettling(settings, deps)
         self.replays = RunReplays(settings, deps, self.settle)
         self.waits = RunWaits(deps, self.workflow_json, self.tasks.row_json)
+        self.starts = RunStarts(deps)
 
     def _definition(self, name: str, version: int | None) -> tuple[DefinitionRecord, WorkflowDef]:
         """The registered definition, read once (parsed once per registration; the
@@ -184,12 +189,52 @@ class WorkflowService:
             current.set_attribute(WORKFLOW_ID, workflow_id)
             return workflow_id
 
+    async def start_stored(
+        self, request: StartWorkflowRequest, *, caller_trace: str | None = None
+    ) -> str:
+        """Start a run, answered once the run is stored (with local adapters: the event
+        loop's start, :mod:`control_plane.services.run_starts`); its id."""
+        with span(
+            self.tracer,
+            "stepway.workflow.start",
+            root=True,
+            kind=SpanKind.SERVER,
+            links=link_to(caller_trace),
+        ) as current:
+            run, orchestration_input = self._prepare(request, traceparent_of(current), None)
+            workflow_id = await self.starts.start(run, orchestration_input)
+            current.set_attribute(WORKFLOW_ID, workflow_id)
+            return workflow_id
+
     def _start(
         self,
         request: StartWorkflowRequest,
         traceparent: str | None,
         task_mocks: dict[str, list[TaskMock]] | None,
     ) -> str:
+        run, orchestration_input = self._prepare(request, traceparent, task_mocks)
+        created = self.deps.run_store.create_run(run)
+        if not created.created:
+            return created.workflow_id
+        try:
+            self.deps.signals.start_run(run.workflow_id, orchestration_input)
+        except Exception as exc:
+            log.exception("could not start run %s", run.workflow_id)
+            self.deps.run_store.delete_run(run.workflow_id)
+            raise ApiError(503, f"could not start the run: {exc}", retryable=True) from exc
+        # Conductor answers after the first decision; Stepway answers now, and a client
+        # reading the run next waits for its first tasks (or its end): ``run``
+        return run.workflow_id
+
+    def _prepare(
+        self,
+        request: StartWorkflowRequest,
+        traceparent: str | None,
+        task_mocks: dict[str, list[TaskMock]] | None,
+    ) -> tuple[NewRun, dict[str, Any]]:
+        """The run row of a start and its orchestration's input (the definition found,
+        the input validated and offloaded when large): nothing is written but an
+        offloaded input and, for a start with a definition of its own, its snapshot."""
         if request.workflow_def:
             # validated as a registration would be, but not registered
             (wf,) = MetadataService(self.settings, self.deps).parse_workflows(
@@ -246,20 +291,7 @@ class WorkflowService:
             create_time=now,
             definition_ref=snapshot,
         )
-        created = self.deps.run_store.create_run(run)
-        if not created.created:
-            return created.workflow_id
-        try:
-            self.deps.signals.start_run(
-                workflow_id, run_input(run, request.input, snapshot, traceparent, task_mocks)
-            )
-        except Exception as exc:
-            log.exception("could not start run %s", workflow_id)
-            self.deps.run_store.delete_run(workflow_id)
-            raise ApiError(503, f"could not start the run: {exc}", retryable=True) from exc
-        # Conductor answers after the first decision; Stepway answers now, and a client
-        # reading the run next waits for its first tasks (or its end): ``run``
-        return workflow_id
+        return run, run_input(run, request.input, snapshot, traceparent, task_mocks)
 
     def settle(self, workflow_id: str, reached: Reached) -> None:
         """Wait until the run store shows what a call just caused (``reached``), at most
@@ -325,8 +357,8 @@ class WorkflowService:
         except Exception:  # the backend is unreachable: report what the store says
             log.warning("could not read the orchestration state of %s", workflow_id)
             return run
-        if reason is None:
-            return run
+        if reason is None or self.starts.pending(workflow_id):
+            return run  # going, or its orchestration is still to be scheduled
         now = self.deps.clock()
         self.deps.run_store.update_run(
             workflow_id,
@@ -358,6 +390,7 @@ class WorkflowService:
             raise conflict(f"workflow {workflow_id} is {run.status.value}")
         if run.status == RunStatus.PAUSED:
             return
+        self.starts.scheduled(workflow_id)
         self.deps.signals.suspend(workflow_id, "paused through the API")
         self.deps.run_store.update_run(
             workflow_id, RunUpdate(status=RunStatus.PAUSED), self.deps.clock()
@@ -369,6 +402,7 @@ class WorkflowService:
             raise conflict(f"workflow {workflow_id} is {run.status.value}")
         if run.status == RunStatus.RUNNING:
             return
+        self.starts.scheduled(workflow_id)
         self.deps.signals.resume(workflow_id, "resumed through the API")
         self.deps.run_store.update_run(
             workflow_id, RunUpdate(status=RunStatus.RUNNING), self.deps.clock()
@@ -382,6 +416,7 @@ class WorkflowService:
             raise conflict(f"workflow {workflow_id} is already {run.status.value}")
         if run.status == RunStatus.PAUSED:
             self.resume(workflow_id)
+        self.starts.scheduled(workflow_id)
         self.deps.signals.raise_event(
             workflow_id,
             TERMINATE_EVENT,
@@ -399,6 +434,7 @@ class WorkflowService:
         return self.replays.rerun(workflow_id, request)
 
     def skip(self, workflow_id: str, ref: str, request: SkipTaskRequest) -> None:
+        self.starts.scheduled(workflow_id)
         self.replays.skip(workflow_id, ref, request)
 
     def remove(self, workflow_id: str) -> None:

@@ -140,7 +140,11 @@ def test_start_read_steer_and_search(srv: Server) -> None:
     assert_error(c.get("/api/workflow/missing"), 404)
 
 
-def test_start_failure_leaves_no_run(srv: Server) -> None:
+def test_start_failure_leaves_no_run(make_server: Any) -> None:
+    """With network adapters a start answers once its orchestration is scheduled: a
+    backend that fails it fails the start (with local adapters a start is answered once
+    stored and scheduled later: tests/unit/control_plane/api/test_starts_stored.py)."""
+    srv = make_server(local_adapters=False)
     srv.register(taskdef("parse"))
     srv.client.post("/api/metadata/workflow", json=wf())
     srv.signals.fail_next = RuntimeError("backend down")

@@ -1,0 +1,196 @@
+"""Starts answered once stored (local adapters: control_plane/services/run_starts.py),
+over real HTTP and a real SQLite run store; the durable backend is the recording one,
+which can refuse starts as an unreachable backend would.
+
+What a user sees: every start answered is scheduled exactly once, also when the backend
+was away at first or the process stopped before scheduling it; until then the run
+reads RUNNING; a signal to it schedules it first; a start that cannot be scheduled at
+all fails its run instead of leaving it RUNNING."""
+
+from __future__ import annotations
+
+import itertools
+import sqlite3
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import httpx
+import pytest
+from sqlalchemy import event
+
+from control_plane.api.app import create_app
+from control_plane.services import run_starts
+from engine.ports.run_store import NewRun
+from tests.unit.control_plane.conftest import Server, taskdef
+
+WORKFLOW = {
+    "name": "wf",
+    "version": 1,
+    "tasks": [{"name": "parse", "taskReferenceName": "p1", "type": "SIMPLE"}],
+}
+
+
+@pytest.fixture
+def srv(make_server: Any) -> Server:
+    s: Server = make_server(local_adapters=True)
+    s.register(taskdef("parse"))
+    assert s.client.post("/api/metadata/workflow", json=WORKFLOW).status_code == 200
+    return s
+
+
+def eventually(check: Callable[[], bool], what: str, seconds: float = 15.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not check():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.02)
+
+
+def started(srv: Server) -> list[str]:
+    return [c.workflow_id for c in srv.signals.calls if c.kind == "start"]
+
+
+def test_a_burst_of_starts_is_answered_and_each_run_scheduled_once(srv: Server) -> None:
+    def start(i: int) -> httpx.Response:
+        with httpx.Client(base_url=srv.url, timeout=30) as client:
+            return client.post("/api/workflow/wf", json={"i": i})
+
+    with ThreadPoolExecutor(40) as pool:
+        answers = list(pool.map(start, range(80)))
+    assert [r.status_code for r in answers] == [200] * 80, [r.text for r in answers]
+    ids = [r.text for r in answers]
+    assert len(set(ids)) == 80
+    for i, workflow_id in enumerate(ids):  # stored as answered, with its own input
+        run = srv.deps.run_store.get_run(workflow_id)
+        assert run is not None and run.input == {"i": i}
+    eventually(lambda: len(started(srv)) >= 80, "not every run was scheduled")
+    assert sorted(started(srv)) == sorted(ids)
+    inputs = {c.workflow_id: c.data for c in srv.signals.calls if c.kind == "start"}
+    assert all(inputs[w]["input"] == {"i": i} for i, w in enumerate(ids))
+    eventually(lambda: srv.deps.run_store.pending_starts() == [], "pending starts were left")
+
+
+def test_starts_that_arrive_together_are_stored_in_one_transaction(srv: Server) -> None:
+    """While another writer holds the run store (as the engine does between its
+    writes), the starts that arrive wait together and are then written in one
+    transaction (counted: the write transactions that insert runs)."""
+    engine: Any = srv.deps.run_store.engine  # type: ignore[attr-defined]
+    began: dict[int, int] = {}  # thread -> its current write transaction
+    transactions = itertools.count(1)
+    with_runs: set[int] = set()
+    lock = threading.Lock()
+
+    def record(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        with lock:
+            if statement.startswith("BEGIN IMMEDIATE"):
+                began[threading.get_ident()] = next(transactions)
+            elif statement.startswith("INSERT INTO runs"):
+                with_runs.add(began[threading.get_ident()])
+
+    blocker = sqlite3.connect(engine.url.database, isolation_level=None)
+    blocker.execute("BEGIN IMMEDIATE")
+    event.listen(engine, "before_cursor_execute", record)
+    try:
+        with ThreadPoolExecutor(20) as pool:
+
+            def start(i: int) -> httpx.Response:
+                with httpx.Client(base_url=srv.url, timeout=60) as client:
+                    return client.post("/api/workflow/wf", json={"i": i})
+
+            answers = [pool.submit(start, i) for i in range(20)]
+            starts = srv.app.state.workflow_service.starts
+            eventually(lambda: len(starts._waiting) >= 19, "the starts did not arrive")
+            blocker.execute("COMMIT")
+            ids = [a.result().text for a in answers]
+    finally:
+        event.remove(engine, "before_cursor_execute", record)
+        blocker.close()
+    assert len(set(ids)) == 20
+    # the first start's own transaction (it began waiting first), then all the others'
+    assert len(with_runs) <= 2, with_runs
+    eventually(lambda: sorted(started(srv)) == sorted(ids), "not every run was scheduled")
+
+
+def test_starts_with_one_idempotency_key_at_once_make_one_run(srv: Server) -> None:
+    body = {"name": "wf", "input": {"a": 1}, "idempotencyKey": "order-17"}
+
+    def start(_: int) -> httpx.Response:
+        with httpx.Client(base_url=srv.url, timeout=30) as client:
+            return client.post("/api/workflow", json=body)
+
+    with ThreadPoolExecutor(10) as pool:
+        answers = list(pool.map(start, range(10)))
+    assert {r.status_code for r in answers} == {200}
+    assert len({r.text for r in answers}) == 1
+    eventually(lambda: len(started(srv)) >= 1, "the run was not scheduled")
+    time.sleep(0.2)
+    assert started(srv) == [answers[0].text]
+
+
+def test_a_run_whose_start_is_not_scheduled_yet_reads_running_and_is_scheduled_later(
+    srv: Server,
+) -> None:
+    srv.signals.refuse_starts = True
+    r = srv.client.post("/api/workflow/wf", json={})
+    assert r.status_code == 200, r.text
+    workflow_id = r.text
+    # what the durable adapter reports for an orchestration it does not have (yet)
+    srv.signals.ended[workflow_id] = "its orchestration no longer exists in the durable backend"
+    run = srv.client.get(f"/api/workflow/{workflow_id}")
+    assert run.status_code == 200 and run.json()["status"] == "RUNNING", run.text
+    assert srv.deps.run_store.has_pending_start(workflow_id)
+
+    srv.signals.refuse_starts = False  # the backend is back: the starter tries again
+    eventually(lambda: started(srv) == [workflow_id], "the start was not tried again")
+    eventually(lambda: not srv.deps.run_store.has_pending_start(workflow_id), "pending start left")
+
+
+def test_a_signal_to_a_run_not_scheduled_yet_schedules_it_first(srv: Server) -> None:
+    srv.signals.refuse_starts = True
+    workflow_id = srv.client.post("/api/workflow/wf", json={}).text
+    srv.signals.refuse_starts = False
+    r = srv.client.put(f"/api/workflow/{workflow_id}/pause")
+    assert r.status_code == 200, r.text
+    kinds = [(c.kind, c.workflow_id) for c in srv.signals.calls]
+    assert kinds[:2] == [("start", workflow_id), ("suspend", workflow_id)], kinds
+    time.sleep(1.0)  # the starter's retry finds it scheduled: not started twice
+    assert started(srv) == [workflow_id]
+
+
+def test_a_start_stored_by_a_process_that_stopped_is_scheduled_at_start_up(
+    srv: Server,
+) -> None:
+    """A pending start left in the store (the process stopped between storing the run
+    and scheduling it) is scheduled by the next control plane over the store."""
+    workflow_id = str(uuid.uuid4())
+    srv.deps.run_store.create_run(
+        NewRun(workflow_id=workflow_id, name="wf", version=1, create_time=srv.deps.clock()),
+        start={"name": "wf", "version": 1, "input": {"left": True}},
+    )
+    create_app(srv.settings, srv.deps)  # the next process's control plane
+    eventually(lambda: started(srv) == [workflow_id], "the left start was not scheduled")
+    assert srv.signals.calls[0].data["input"] == {"left": True}
+    eventually(lambda: not srv.deps.run_store.has_pending_start(workflow_id), "pending start left")
+
+
+def test_a_start_that_cannot_be_scheduled_fails_its_run(
+    srv: Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(run_starts, "RETRY_FIRST_SECONDS", 0.05)
+    monkeypatch.setattr(run_starts, "MAX_ATTEMPTS", 3)
+    srv.signals.refuse_starts = True
+    workflow_id = srv.client.post("/api/workflow/wf", json={}).text
+
+    def failed() -> bool:
+        run = srv.deps.run_store.get_run(workflow_id)
+        return run is not None and run.status.value == "FAILED"
+
+    eventually(failed, "the run was left RUNNING")
+    run = srv.client.get(f"/api/workflow/{workflow_id}").json()
+    assert run["status"] == "FAILED"
+    assert "could not be scheduled" in run["reasonForIncompletion"]
+    assert "cannot be reached" in run["reasonForIncompletion"]
+    assert not srv.deps.run_store.has_pending_start(workflow_id)
