@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -56,6 +57,21 @@ class RecordingRunSignals:
 
     def ended_outside(self, workflow_id: str) -> str | None:
         return self.ended.get(workflow_id)
+
+    def start_of(self, workflow_id: str, timeout: float = 10.0) -> RecordedSignal:
+        """The last start of ``workflow_id``, once recorded (a start answered once
+        stored is scheduled a moment later: control_plane/services/run_starts.py)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            with self._lock:
+                starts = [
+                    c for c in self.calls if c.kind == "start" and c.workflow_id == workflow_id
+                ]
+            if starts:
+                return starts[-1]
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"run {workflow_id} was not started within {timeout} s")
+            time.sleep(0.01)
 
     def events(self, name: str | None = None) -> list[RecordedSignal]:
         with self._lock:

@@ -105,8 +105,8 @@ def test_start_read_steer_and_search(srv: Server) -> None:
     r = c.post("/api/workflow/wf", params={"correlationId": "k1", "priority": 3}, json={"url": "u"})
     assert r.status_code == 200 and r.headers["content-type"].startswith("text/plain")
     wid = r.text
-    start = next(s for s in srv.signals.calls if s.kind == "start")
-    assert start.workflow_id == wid and start.data["name"] == "wf"
+    start = srv.signals.start_of(wid)
+    assert start.data["name"] == "wf"
     assert start.data["input"] == {"url": "u"} and start.data["priority"] == 3
     req = {
         "name": "wf",
@@ -116,6 +116,7 @@ def test_start_read_steer_and_search(srv: Server) -> None:
     }
     first = c.post("/api/workflow", json=req).text
     assert c.post("/api/workflow", json=req).text == first
+    srv.signals.start_of(first)
     assert len([s for s in srv.signals.calls if s.kind == "start"]) == 2
     got = c.get(f"/api/workflow/{wid}").json()
     assert got["status"] == "RUNNING" and got["input"] == {"url": "u"} and got["tasks"] == []

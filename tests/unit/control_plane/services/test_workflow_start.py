@@ -63,8 +63,8 @@ def test_a_start_reads_the_definition_once_and_not_the_run_it_wrote(srv: Server)
     assert again.status_code == 200, again.text
     assert reads_of("definitions", seen) == first[:1]
     # the run was started with the snapshot of what was read
-    start = next(s for s in srv.signals.calls if s.kind == "start")
-    assert start.workflow_id == r.text and start.data["definitionRef"].startswith("definitions/")
+    start = srv.signals.start_of(r.text)
+    assert start.data["definitionRef"].startswith("definitions/")
 
 
 def test_a_start_runs_what_is_registered_now(srv: Server) -> None:
@@ -82,7 +82,7 @@ def test_a_start_runs_what_is_registered_now(srv: Server) -> None:
     def started_with() -> dict[str, Any]:
         r = srv.client.post("/api/workflow/wf", json={})
         assert r.status_code == 200, r.text
-        start = [s for s in srv.signals.calls if s.kind == "start"][-1]
+        start = srv.signals.start_of(r.text)
         assert srv.deps.payloads is not None
         snapshot: dict[str, Any] = json.loads(srv.deps.payloads.get(start.data["definitionRef"]))
         return snapshot
