@@ -23,9 +23,10 @@ from __future__ import annotations
 import logging
 import re
 import uuid
+from contextlib import AbstractContextManager
 from typing import Any
 
-from opentelemetry.trace import SpanKind
+from opentelemetry.trace import Span, SpanKind
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
@@ -178,13 +179,7 @@ class WorkflowService:
         task_mocks: dict[str, list[TaskMock]] | None = None,
     ) -> str:
         """Start a run; its id. ``caller_trace``: the caller's W3C traceparent (linked)."""
-        with span(
-            self.tracer,
-            "stepway.workflow.start",
-            root=True,
-            kind=SpanKind.SERVER,
-            links=link_to(caller_trace),
-        ) as current:
+        with self._start_span(caller_trace) as current:
             workflow_id = self._start(request, traceparent_of(current), task_mocks)
             current.set_attribute(WORKFLOW_ID, workflow_id)
             return workflow_id
@@ -194,17 +189,21 @@ class WorkflowService:
     ) -> str:
         """Start a run, answered once the run is stored (with local adapters: the event
         loop's start, :mod:`control_plane.services.run_starts`); its id."""
-        with span(
+        with self._start_span(caller_trace) as current:
+            run, orchestration_input = self._prepare(request, traceparent_of(current), None)
+            workflow_id = await self.starts.start(run, orchestration_input)
+            current.set_attribute(WORKFLOW_ID, workflow_id)
+            return workflow_id
+
+    def _start_span(self, caller_trace: str | None) -> AbstractContextManager[Span]:
+        """The start's span: the root of the run's trace, the caller's linked."""
+        return span(
             self.tracer,
             "stepway.workflow.start",
             root=True,
             kind=SpanKind.SERVER,
             links=link_to(caller_trace),
-        ) as current:
-            run, orchestration_input = self._prepare(request, traceparent_of(current), None)
-            workflow_id = await self.starts.start(run, orchestration_input)
-            current.set_attribute(WORKFLOW_ID, workflow_id)
-            return workflow_id
+        )
 
     def _start(
         self,
