@@ -9,8 +9,9 @@ starts waiting to be stored: one thread writes them all in ONE run-store transac
 each run row with its *pending start* (the orchestration's input), and they are
 answered. The starter thread then schedules their orchestrations
 (``RunSignals.start_new_run``) and deletes their pending starts, one transaction for
-those it scheduled together. Conductor answers a start the same way, once the workflow
-is stored.
+those it scheduled together. A read of a run started a moment ago still waits for its
+first decision (:mod:`control_plane.services.settling`), as with the start that answers
+once scheduled.
 
 Nothing answered is lost:
 
