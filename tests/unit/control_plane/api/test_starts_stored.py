@@ -73,7 +73,9 @@ def test_a_burst_of_starts_is_answered_and_each_run_scheduled_once(srv: Server) 
     eventually(lambda: srv.deps.run_store.pending_starts() == [], "pending starts were left")
 
 
-def test_starts_that_arrive_together_are_stored_in_one_transaction(srv: Server) -> None:
+def test_starts_that_arrive_together_are_stored_in_one_transaction(
+    srv: Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """While another writer holds the run store (as the engine does between its
     writes), the starts that arrive wait together and are then written in one
     transaction (counted: the write transactions that insert runs)."""
@@ -90,6 +92,16 @@ def test_starts_that_arrive_together_are_stored_in_one_transaction(srv: Server) 
             elif statement.startswith("INSERT INTO runs"):
                 with_runs.add(began[threading.get_ident()])
 
+    service = srv.app.state.workflow_service
+    prepare = service._prepare
+    prepared: list[str] = []
+
+    def counted(*args: Any) -> Any:
+        found = prepare(*args)
+        prepared.append(found[0].workflow_id)
+        return found
+
+    monkeypatch.setattr(service, "_prepare", counted)
     blocker = sqlite3.connect(engine.url.database, isolation_level=None)
     blocker.execute("BEGIN IMMEDIATE")
     event.listen(engine, "before_cursor_execute", record)
@@ -101,8 +113,9 @@ def test_starts_that_arrive_together_are_stored_in_one_transaction(srv: Server) 
                     return client.post("/api/workflow/wf", json={"i": i})
 
             answers = [pool.submit(start, i) for i in range(20)]
-            starts = srv.app.state.workflow_service.starts
-            eventually(lambda: len(starts._waiting) >= 19, "the starts did not arrive")
+            # every start prepared: each is then in the first store (waiting for the
+            # lock) or among the starts waiting for it to end
+            eventually(lambda: len(prepared) == 20, "the starts did not arrive")
             blocker.execute("COMMIT")
             ids = [a.result().text for a in answers]
     finally:
