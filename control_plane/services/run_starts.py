@@ -58,9 +58,8 @@ _Waiting = tuple[NewRun, dict[str, Any], "asyncio.Future[str]"]
 class RunStarts:
     def __init__(self, deps: Deps) -> None:
         self._deps = deps
-        # the event loop's: starts waiting to be stored, and whether a store is under way
+        # the event loop's: starts waiting to be stored, and the task storing them
         self._waiting: list[_Waiting] = []
-        self._storing = False
         self._store_task: asyncio.Task[None] | None = None
         # the starter's: runs stored whose orchestration is not scheduled yet (their
         # orchestration inputs), and the starter thread while it runs
@@ -78,8 +77,7 @@ class RunStarts:
         loop = asyncio.get_running_loop()
         stored: asyncio.Future[str] = loop.create_future()
         self._waiting.append((run, run_input, stored))
-        if not self._storing:
-            self._storing = True
+        if self._store_task is None or self._store_task.done():
             # kept: the loop holds only a weak reference to a task
             self._store_task = loop.create_task(self._store_waiting())
         return await stored
@@ -102,7 +100,6 @@ class RunStarts:
                             stored.set_result(result.workflow_id)
                 batch = []
         finally:
-            self._storing = False
             gone = ApiError(503, "the server stopped before the run was stored", retryable=True)
             _fail(batch + self._waiting, gone)
             self._waiting = []

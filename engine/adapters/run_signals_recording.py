@@ -40,11 +40,12 @@ class RecordingRunSignals:
         self._add(RecordedSignal("event", workflow_id, event_name, data))
 
     def start_run(self, workflow_id: str, run_input: dict[str, Any]) -> None:
-        if self.refuse_starts:
-            raise ConnectionError("the durable backend cannot be reached")
-        self._add(RecordedSignal("start", workflow_id, None, run_input))
+        self._start(workflow_id, run_input)
 
     def start_new_run(self, workflow_id: str, run_input: dict[str, Any]) -> None:
+        self._start(workflow_id, run_input)
+
+    def _start(self, workflow_id: str, run_input: dict[str, Any]) -> None:
         if self.refuse_starts:
             raise ConnectionError("the durable backend cannot be reached")
         self._add(RecordedSignal("start", workflow_id, None, run_input))
