@@ -1,11 +1,11 @@
 """Where the time of a step goes: ``uv run --with py-spy python -m bench.profile_steps
-worker|http [--seconds 20]``.
+worker|http|inline|jq [--seconds 20]``.
 
-Runs 20-step runs of WORKER steps (served by one SDK worker process) or HTTP steps
-back to back on the in-process platform of ``stepway dev`` for ``--seconds``, while
-py-spy samples this process (and the worker) at 250 Hz, counting only the thread that
-holds the GIL (``--gil``: the platform is one Python process, so that is where its
-CPU goes). Prints:
+Runs 20-step runs of WORKER steps (served by one SDK worker process), HTTP, INLINE or
+JSON_JQ_TRANSFORM steps back to back on the in-process platform of ``stepway dev`` for
+``--seconds``, while py-spy samples this process (and the worker) at 250 Hz, counting
+only the thread that holds the GIL (``--gil``: the platform is one Python process, so
+that is where its CPU goes). Prints:
 
 * ms per step, and the wall-clock split of a step from the task records (queued ->
   handed out -> ended -> next step queued);
@@ -122,9 +122,18 @@ def _split(runs: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+#: the step kinds to profile: the bench's step definitions (``bench.sys_stepway._task``)
+_KINDS = {
+    "worker": "WORKER:bench_profile",
+    "http": "HTTP",
+    "inline": "INLINE",
+    "jq": "JSON_JQ_TRANSFORM",
+}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("kind", choices=("worker", "http"))
+    parser.add_argument("kind", choices=tuple(_KINDS))
     parser.add_argument("--seconds", type=float, default=20)
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--out", type=Path)
@@ -147,7 +156,7 @@ def main() -> int:
     workers: GatedProcesses | None = None
     spies = []
     try:
-        kind = "WORKER:bench_profile" if args.kind == "worker" else "HTTP"
+        kind = _KINDS[args.kind]
         if args.kind == "worker":
             sw.put_taskdef("bench_profile")
             workers = GatedProcesses(
