@@ -55,6 +55,7 @@ from protocol.limits import MAX_JSON_DEPTH, JsonTooDeep, loads_limited
 __all__ = [
     "DEFAULT_MEMORY_LIMIT_BYTES",
     "DEFAULT_TIME_LIMIT_S",
+    "FreshContext",
     "ScriptError",
     "evaluate",
     "evaluate_condition",
@@ -81,12 +82,13 @@ class ScriptError(Exception):
 
 
 _IDENTIFIER = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*")
-_BINDINGS_GLOBAL = "__stepway_bindings"
+_BIND_GLOBAL = "__stepway_bind"
 _TO_JSON_GLOBAL = "__stepway_to_json"
 _DEPTH_MARKER = "__stepway_depth_limit"
 
-# Runs in every fresh context before the script: removes the clock and randomness,
-# defines the bindings as globals, and leaves nothing else behind.
+# Runs in every fresh context before the script: removes the clock and randomness and
+# leaves two functions (the binder and the converter) that Python takes out of the global
+# object before the script runs.
 _PRELUDE = r"""
 (function (g) {
   "use strict";
@@ -115,9 +117,11 @@ _PRELUDE = r"""
   Object.defineProperty(Math, "random",
     { value: function random() { forbidden("Math.random()"); },
       writable: true, configurable: true, enumerable: false });
-  var bindings = parse(g.__stepway_bindings);
-  delete g.__stepway_bindings;
-  for (var name in bindings) g[name] = bindings[name];
+  // defines the bindings (a JSON object text) as globals; called once, by Python
+  g.__stepway_bind = function bind(text) {
+    var bindings = parse(text);
+    for (var name in bindings) g[name] = bindings[name];
+  };
 
   // JSON text of a result without recursion: a plain copy is built with an explicit
   // stack (JSON.stringify's rules: toJSON, boxed primitives, undefined/functions omitted
@@ -235,11 +239,14 @@ def evaluate_to_json(
     time_limit_s: float = DEFAULT_TIME_LIMIT_S,
     memory_limit_bytes: int = DEFAULT_MEMORY_LIMIT_BYTES,
     max_depth: int = MAX_JSON_DEPTH,
+    context: FreshContext | None = None,
 ) -> str:
     """The JSON text of the result of ``expression`` with the bindings given as a JSON
     object text (what :mod:`engine.runtime.evaluators` runs in its worker processes; nothing is
-    memoised). Raises :class:`ScriptError` like :func:`evaluate`."""
-    kind, value = _run_fresh(expression, bindings_json, time_limit_s, memory_limit_bytes, max_depth)
+    memoised), in ``context`` if given (made ahead of time; used up by this call).
+    Raises :class:`ScriptError` like :func:`evaluate`."""
+    fresh = context if context is not None else FreshContext()
+    kind, value = fresh.run(expression, bindings_json, time_limit_s, memory_limit_bytes, max_depth)
     if kind == "json":
         return str(value)
     return json.dumps(value, ensure_ascii=False, allow_nan=False)
@@ -336,34 +343,73 @@ def _run_fresh(
     memory_limit_bytes: int,
     max_depth: int = MAX_JSON_DEPTH,
 ) -> tuple[str, Any]:
-    # A QuickJS runtime must only ever be used from one thread; this context lives and
-    # dies inside this call.
-    context = quickjs.Context()
-    context.set(_BINDINGS_GLOBAL, bindings_json)
-    try:
-        context.eval(_PRELUDE)
-        to_json = context.get(_TO_JSON_GLOBAL)
-        context.eval(f"delete globalThis.{_TO_JSON_GLOBAL};")
-    except quickjs.JSException as exc:
-        raise ScriptError(f"cannot prepare script context: {_message(exc)}", "bindings") from exc
-    context.set_memory_limit(memory_limit_bytes)
-    context.set_time_limit(time_limit_s)
-    try:
-        result = context.eval(expression)
-        if isinstance(result, quickjs.Object):
-            text = to_json(result, max_depth)
-            return "json", text if isinstance(text, str) else "null"
-    except quickjs.JSException as exc:
-        if _DEPTH_MARKER in str(exc):
+    return FreshContext().run(
+        expression, bindings_json, time_limit_s, memory_limit_bytes, max_depth
+    )
+
+
+class FreshContext:
+    """A new QuickJS context with the prelude run and nothing bound: made ahead of one
+    evaluation (an evaluator process makes the next while it waits for a request, which
+    takes the context's creation off the request's path) and used up by it, so no
+    evaluation sees what another one did. A QuickJS runtime must only ever be used from
+    one thread: the one that made it."""
+
+    __slots__ = ("_bind", "_context", "_to_json", "_used")
+
+    def __init__(self) -> None:
+        self._used = False
+        self._context = quickjs.Context()
+        try:
+            self._context.eval(_PRELUDE)
+            self._bind = self._context.get(_BIND_GLOBAL)
+            self._to_json = self._context.get(_TO_JSON_GLOBAL)
+            self._context.eval(
+                f"delete globalThis.{_BIND_GLOBAL}; delete globalThis.{_TO_JSON_GLOBAL};"
+            )
+        except quickjs.JSException as exc:
             raise ScriptError(
-                f"the script's result is nested more than {max_depth} levels deep; the "
-                f"limit is {max_depth}",
-                "depth_limit",
-            ) from None
-        raise _script_error(exc, time_limit_s, memory_limit_bytes) from None
-    except MemoryError:
-        raise _memory_error(memory_limit_bytes) from None
-    return "value", _primitive(result)
+                f"cannot prepare script context: {_message(exc)}", "bindings"
+            ) from exc
+
+    def run(
+        self,
+        expression: str,
+        bindings_json: str,
+        time_limit_s: float,
+        memory_limit_bytes: int,
+        max_depth: int = MAX_JSON_DEPTH,
+    ) -> tuple[str, Any]:
+        """Bind, then evaluate ``expression`` under the limits: ``("json", text)`` for an
+        object result, ``("value", primitive)`` otherwise."""
+        if self._used:
+            raise RuntimeError("a script context is used for one evaluation only")
+        self._used = True
+        context = self._context
+        try:
+            self._bind(bindings_json)
+        except quickjs.JSException as exc:
+            raise ScriptError(
+                f"cannot prepare script context: {_message(exc)}", "bindings"
+            ) from exc
+        context.set_memory_limit(memory_limit_bytes)
+        context.set_time_limit(time_limit_s)
+        try:
+            result = context.eval(expression)
+            if isinstance(result, quickjs.Object):
+                text = self._to_json(result, max_depth)
+                return "json", text if isinstance(text, str) else "null"
+        except quickjs.JSException as exc:
+            if _DEPTH_MARKER in str(exc):
+                raise ScriptError(
+                    f"the script's result is nested more than {max_depth} levels deep; the "
+                    f"limit is {max_depth}",
+                    "depth_limit",
+                ) from None
+            raise _script_error(exc, time_limit_s, memory_limit_bytes) from None
+        except MemoryError:
+            raise _memory_error(memory_limit_bytes) from None
+        return "value", _primitive(result)
 
 
 def _primitive(value: Any) -> Any:

@@ -28,7 +28,10 @@ import math
 import resource
 import sys
 from functools import lru_cache
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
+
+if TYPE_CHECKING:
+    from engine.language.scripting import FreshContext
 
 DEPTH_MARKER = "__stepway_depth_limit"
 
@@ -112,7 +115,9 @@ def _run_jq(program: str, input_text: str, limits: dict[str, Any]) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
-def _run_js(program: str, input_text: str, limits: dict[str, Any]) -> str:
+def _run_js(
+    program: str, input_text: str, limits: dict[str, Any], context: FreshContext | None
+) -> str:
     from engine.language.scripting import ScriptError, evaluate_to_json
 
     try:
@@ -122,6 +127,7 @@ def _run_js(program: str, input_text: str, limits: dict[str, Any]) -> str:
             time_limit_s=float(limits["cpuSeconds"]),
             memory_limit_bytes=int(limits["memoryBytes"]),
             max_depth=int(limits["maxDepth"]),
+            context=context,
         )
     except ScriptError as exc:
         limit = {"time_limit": "cpu", "memory_limit": "memory", "depth_limit": "depth"}
@@ -141,8 +147,21 @@ def _answer(out: BinaryIO, header: dict[str, Any], body: bytes = b"") -> None:
     out.flush()
 
 
+def _spare_context() -> FreshContext | None:
+    """The context for the next script, made while no request waits (None if it cannot
+    be made now: the request makes its own and reports why)."""
+    from engine.language.scripting import FreshContext, ScriptError
+
+    try:
+        return FreshContext()
+    except (ScriptError, MemoryError):
+        return None
+
+
 def serve(limits: dict[str, Any], stdin: BinaryIO, stdout: BinaryIO) -> None:
-    """Answer requests until stdin closes."""
+    """Answer requests until stdin closes. A script runs in a context made while the
+    process waited for it (each context serves one script)."""
+    spare = _spare_context()
     while True:
         line = stdin.readline()
         if not line:
@@ -152,8 +171,12 @@ def serve(limits: dict[str, Any], stdin: BinaryIO, stdout: BinaryIO) -> None:
         recycle = False
         try:
             _set_cpu_deadline(float(limits["cpuSeconds"]))
-            run = _run_js if request["kind"] == "js" else _run_jq
-            result = run(str(request["program"]), data.decode("utf-8"), limits).encode("utf-8")
+            program, text = str(request["program"]), data.decode("utf-8")
+            if request["kind"] == "js":
+                context, spare = spare, None
+                result = _run_js(program, text, limits, context).encode("utf-8")
+            else:
+                result = _run_jq(program, text, limits).encode("utf-8")
             maximum = int(limits["maxOutputBytes"])
             if len(result) > maximum:
                 raise _Refused(
@@ -162,7 +185,6 @@ def serve(limits: dict[str, Any], stdin: BinaryIO, stdout: BinaryIO) -> None:
                 )
         except _Refused as refused:
             _answer(stdout, {"ok": False, "limit": refused.limit, "message": refused.message})
-            continue
         except MemoryError:
             result = b""
             recycle = True
@@ -179,6 +201,8 @@ def serve(limits: dict[str, Any], stdin: BinaryIO, stdout: BinaryIO) -> None:
             _answer(stdout, {"ok": True, "bytes": len(result)}, result)
         if recycle:  # after a MemoryError the interpreter's state is not to be trusted
             return
+        if spare is None:
+            spare = _spare_context()
 
 
 def main(argv: list[str]) -> int:

@@ -253,7 +253,9 @@ class EvaluatorPool:
                 if self._closed:
                     raise EvaluationError("the evaluator pool is closed")
                 while self._idle:
-                    child = self._idle.pop()
+                    # the one idle longest: it has had the most time to make its next
+                    # script context (engine/runtime/evaluators/child.py)
+                    child = self._idle.pop(0)
                     if child.alive:
                         return child
                     self._live -= 1

@@ -140,3 +140,32 @@ def test_a_closed_pool_refuses() -> None:
     pool.close()
     with pytest.raises(EvaluationError, match="closed"):
         pool.evaluate("js", "1", {})
+
+
+def test_each_script_runs_in_a_context_of_its_own() -> None:
+    """One process serves one script after another (its next context made while it
+    waits): nothing a script leaves behind, nor the helpers the prelude defines, is
+    visible to the next one, also after a script that failed."""
+    with EvaluatorPool(EvaluatorLimits(processes=1)).start() as one:
+        leak = (
+            "var leakedVar = 1; globalThis.leakedProp = 2; Array.prototype.leakedProto = 3;"
+            "JSON.parse = function () { return 'hijacked'; }; $.a"
+        )
+        look = (
+            "[typeof leakedVar, typeof leakedProp, typeof [].leakedProto,"
+            " JSON.parse('[1]')[0], typeof __stepway_bind, typeof __stepway_to_json, $.b]"
+        )
+        assert one.evaluate("js", leak, {"$": {"a": 1}}) == 1
+        assert one.evaluate("js", look, {"$": {"b": 2}}) == [
+            "undefined",
+            "undefined",
+            "undefined",
+            1,
+            "undefined",
+            "undefined",
+            2,
+        ]
+        assert refused(one, "js", "globalThis.left = 1; nope(").limit is None
+        assert one.evaluate("js", "typeof left", {"$": {}}) == "undefined"
+        assert one.evaluate("jq", ".a", {"a": 5}) == [5]
+        assert one.evaluate("js", "typeof leakedVar", {"$": {}}) == "undefined"
