@@ -116,8 +116,8 @@ class Report:
             e = s.extra
             return (
                 f"start p50 {fmt(e['start_p50'])} ms, p99 **{fmt(e['start_p99'])}** ms; "
-                f"run p50 {fmt(e['run_p50'])} ms; {int(e['completed'])}/{int(e['runs'])} "
-                "complete"
+                f"run p50 {fmt(e['run_p50'])} ms; all done {fmt(e.get('burst_ms'))} ms after "
+                f"the first start; {int(e['completed'])}/{int(e['runs'])} complete"
             )
         return fmt(s.value)
 

@@ -161,6 +161,7 @@ WORKLOADS: tuple[Workload, ...] = (
             "start_p50": "start p50 ms",
             "start_p99": "start p99 ms",
             "run_p50": "run p50 ms",
+            "burst_ms": "all runs done, ms after the first start",
             "completed": "completed",
             "runs": "runs",
         },
