@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 import tempfile
 import time
 from collections import Counter
@@ -13,8 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from bench import history
-from bench.common import REPO, median, percentile, python_env
+from bench.common import python_env
 from bench.gate import GatedProcesses
+from bench.start_burst import start_burst
 from bench.stepway_setup import StepwayDev
 
 
@@ -206,55 +204,10 @@ class System:
     def w_starts(self, variant: str, p: dict[str, Any]) -> dict[str, Any]:
         """``runs`` starts of a 3-step WORKER workflow fired at once by a client process,
         served by ``workers`` SDK worker processes."""
-        n = p["runs"]
         name = self._define(f"bench_start{p['steps']}", "WORKER:bench_start", p["steps"])
-        workers = GatedProcesses(
-            "bench.worker_sdk",
-            [self.sw.url, "bench_start"],
-            p["workers"],
-            env=python_env(),
-            log_dir=self.log_dir,
+        return start_burst(
+            self.sw.url, name, "bench_start", p, self.log_dir, wait=self.sw.wait, run=self.sw.run
         )
-        client = subprocess.Popen(
-            [sys.executable, "-m", "bench.load_client", self.sw.url, name, str(n)],
-            cwd=REPO,
-            env=python_env(),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        try:
-            assert client.stdin is not None and client.stdout is not None
-            if client.stdout.readline().strip() != "ready":
-                raise RuntimeError("load client did not start")
-            workers.go()
-            client.stdin.write("go\n")
-            client.stdin.flush()
-            line = client.stdout.readline()
-            if not line.startswith("result "):
-                raise RuntimeError(f"load client: {line!r}")
-            fired = json.loads(line.removeprefix("result "))
-            for i in fired["ids"]:
-                self.sw.wait(i)
-            runs = [self.sw.run(i) for i in fired["ids"]]
-        finally:
-            client.wait(30)
-            workers.stop()
-        ended = [r for r in runs if r.get("endTime")]
-        durations = [r["endTime"] - r["createTime"] for r in ended]
-        # the whole burst: from the first run's creation to the last one's end (a run's
-        # own duration depends on when it was created within the burst: a start
-        # answered sooner starts its run's clock sooner)
-        burst = max(r["endTime"] for r in ended) - min(r["createTime"] for r in runs)
-        return {
-            "start_p50": percentile(fired["ms"], 50),
-            "start_p99": percentile(fired["ms"], 99),
-            "run_p50": median(durations),
-            "burst_ms": burst,
-            "completed": sum(1 for r in runs if r["status"] == "COMPLETED"),
-            "runs": n,
-            "errors": fired["errors"],
-        }
 
     def w_history(self, variant: str, p: dict[str, Any]) -> dict[str, Any]:
         """Events and billable actions per step of one kind: runs of 1 and 1+k steps of

@@ -26,6 +26,7 @@ import httpx
 
 from bench.common import REPO, free_port, python_env
 from bench.gate import GatedProcesses
+from bench.start_burst import start_burst
 from bench.stepway_setup import backend_client, embedded_backend
 from bench.sys_stepway import _task
 
@@ -128,6 +129,20 @@ class System:
             return self._worker20(p)
         if workload == "drain":
             return self._drain(p)
+        if workload == "starts":
+            name = f"bench_split_start{p['steps']}"
+            self._define_workers(name, "bench_split_start", p["steps"])
+            return start_burst(
+                self.url,
+                name,
+                "bench_split_start",
+                p,
+                self.log_dir,
+                wait=lambda i: self.client.wait_for_orchestration_completion(i, timeout=600),
+                run=lambda i: self._check(
+                    self.http.get(f"/api/workflow/{i}", params={"includeTasks": False})
+                ).json(),
+            )
         raise ValueError(workload)
 
     def _worker20(self, p: dict[str, Any]) -> dict[str, Any]:

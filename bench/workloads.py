@@ -153,7 +153,10 @@ WORKLOADS: tuple[Workload, ...] = (
         "500 concurrent starts of a 3-step WORKER workflow (8 SDK workers)",
         "start p99 ms",
         "lower",
-        (Cell(SW, "sdk", "stepway"),),
+        (
+            Cell(SW, "sdk", "stepway", "stepway dev"),
+            Cell("stepway_split", "split", "stepway", "engine and control plane apart"),
+        ),
         full={"runs": 500, "steps": 3, "workers": 8},
         smoke={"runs": 5, "steps": 3, "workers": 1},
         warmup=False,
