@@ -276,6 +276,11 @@ class SqliteDatabase:
         finally:
             con.execute("COMMIT")
 
+    def read_row(self, sql: str, args: Sequence[Any]) -> Any:
+        """The first row of one statement, its own read transaction (no BEGIN/COMMIT
+        round trips: the statement alone is a consistent snapshot)."""
+        return self.connection().execute(sql, args).fetchone()
+
     def notify(self, queue: str | None = None) -> None:
         """A message of ``queue`` can be received (None: of any queue): wakes a receiver
         of this process and rings the other processes' doorbells."""
@@ -478,10 +483,25 @@ class SqliteTaskQueue:
         """When the next message of ``queues`` is receivable (None: no message), read
         in one statement without taking the write lock: an empty receive, the common
         case of an idle long poll, costs a read. (One scalar subquery per queue, so
-        that each is an index lookup of its minimum.)"""
-        with self._db.read() as con:
-            _check_queues(con, queues)
-            return _min_visible(con, queues)
+        that each is an index lookup of its minimum, and the count of the queues that
+        exist; a single statement is its own read transaction.)"""
+        bases = list(dict.fromkeys(base_queue_name(q) for q in queues))
+        sql = "SELECT (SELECT COUNT(*) FROM sbq_queues WHERE name IN ({})){}".format(
+            ",".join("?" * len(bases)),
+            "".join(
+                ", (SELECT MIN(visible_at) FROM sbq_messages WHERE queue = ? AND state = ?)"
+                for _ in queues
+            ),
+        )
+        args: list[Any] = list(bases)
+        for queue in queues:
+            args += [queue, ACTIVE]
+        found, *due = self._db.read_row(sql, args)
+        if found < len(bases):
+            with self._db.read() as con:
+                _check_queues(con, queues)  # raises QueueNotFound naming the first missing
+        known = [float(d) for d in due if d is not None]
+        return min(known) if known else None
 
     def _receive_once(
         self, queues: list[str], max_messages: int, lock_seconds: float | None

@@ -151,7 +151,8 @@ class _Counts:
 @contextmanager
 def transactions(platform: Any) -> Iterator[_Counts]:
     """Counts each transaction: on the run store the BEGIN it opens with (``BEGIN
-    IMMEDIATE`` for a write), on the SQLite queue each read or write block."""
+    IMMEDIATE`` for a write), on the SQLite queue each read or write block and each
+    single-statement read."""
     counts = _Counts()
     engine = platform.services.run_store.engine
     db = platform.services.queue.database
@@ -167,14 +168,23 @@ def transactions(platform: Any) -> Iterator[_Counts]:
 
         return wrapper
 
+    def counted_row(block: Any) -> Any:
+        def wrapper(*args: Any) -> Any:
+            counts.add("queue read")  # one statement, its own read transaction
+            return block(*args)
+
+        return wrapper
+
     event.listen(engine, "before_cursor_execute", on_sql)
+
     db.write = counted("queue write", db.write)
     db.read = counted("queue read", db.read)
+    db.read_row = counted_row(db.read_row)
     try:
         yield counts
     finally:
         event.remove(engine, "before_cursor_execute", on_sql)
-        del db.write, db.read
+        del db.write, db.read, db.read_row
 
 
 def _history(platform: Any, workflow_id: str) -> Counter[str]:
