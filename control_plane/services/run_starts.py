@@ -199,11 +199,22 @@ class RunStarts:
         if not done and not given_up:
             return
         try:
-            self._deps.run_store.delete_pending_starts([*done, *given_up])
+            self._done([*done, *given_up])
         except Exception:  # a later recover schedules them once more: counted once
             log.exception("could not delete %d pending start(s)", len(done) + len(given_up))
+            self._forget([*done, *given_up])
+
+    def _done(self, workflow_ids: list[str]) -> None:
+        """The bookkeeping of starts whose orchestration is scheduled (or whose run was
+        failed): their pending starts deleted, then forgotten here. Raises what the run
+        store raised (they are then still here)."""
+        self._deps.run_store.delete_pending_starts(workflow_ids)
+        self._forget(workflow_ids)
+
+    def _forget(self, workflow_ids: list[str]) -> None:
+        """Drop these starts from the starter's memory: nothing left to schedule."""
         with self._changed:
-            for workflow_id in (*done, *given_up):
+            for workflow_id in workflow_ids:
                 self._unscheduled.pop(workflow_id, None)
                 self._attempts.pop(workflow_id, None)
                 self._retry_at.pop(workflow_id, None)
@@ -244,12 +255,7 @@ class RunStarts:
         if run_input is None:
             return
         self._deps.signals.start_new_run(workflow_id, run_input)
-        self._deps.run_store.delete_pending_starts([workflow_id])
-        with self._changed:
-            self._unscheduled.pop(workflow_id, None)
-            self._attempts.pop(workflow_id, None)
-            self._retry_at.pop(workflow_id, None)
-            self._changed.notify_all()
+        self._done([workflow_id])
 
     def recover(self) -> threading.Thread:
         """Hand the starter, in a thread of its own, the pending starts a process that

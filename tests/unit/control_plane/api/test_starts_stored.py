@@ -173,6 +173,7 @@ def test_a_signal_to_a_run_not_scheduled_yet_schedules_it_first(srv: Server) -> 
     assert r.status_code == 200, r.text
     kinds = [(c.kind, c.workflow_id) for c in srv.signals.calls]
     assert kinds[:2] == [("start", workflow_id), ("suspend", workflow_id)], kinds
+    assert not srv.deps.run_store.has_pending_start(workflow_id)  # deleted once scheduled
     time.sleep(1.0)  # the starter's retry finds it scheduled: not started twice
     assert started(srv) == [workflow_id]
 
