@@ -59,6 +59,13 @@ class Settings(BaseModel):
     #: effect (Conductor answers after deciding), waiting at most this long; a read of a
     #: run started less than this long ago waits (as long) for its first decision
     settle_seconds: float = 5.0
+    #: with local adapters, a start answered once stored whose orchestration the durable
+    #: backend refused is tried again after this long, the wait doubling after each
+    #: refusal up to ``start_retry_max_seconds``, each run on its own; its run is FAILED
+    #: after ``start_max_attempts`` refusals (control_plane/services/run_starts.py)
+    start_retry_first_seconds: float = Field(default=0.5, gt=0)
+    start_retry_max_seconds: float = Field(default=30.0, gt=0)
+    start_max_attempts: int = Field(default=10, ge=1)
 
     max_body_bytes: int = 12 * 1024 * 1024
     max_poll_timeout_ms: int = 5000

@@ -8,6 +8,10 @@ Pure functions, no I/O. The limits are documented in ``docs/configuration.md``
   recursive code (validation, serialization, expressions) would otherwise hit Python's
   recursion limit or the C stack. :func:`json_depth_problem` measures without recursion,
   so it is safe on any value, however deep.
+* **Unicode.** JSON text can spell a UTF-16 surrogate code point on its own (the escape
+  ``"\\ud800"``), which Python reads into a string that no UTF-8 text, database or
+  response can hold. :func:`surrogate_problem` finds one in a value (iteratively), and
+  :func:`may_spell_surrogates` tells cheaply whether a JSON document may spell one.
 * **Names.** A definition name (workflow or task definition) travels in URL paths
   (``/api/workflow/{name}``), in queue names and in database keys: :func:`name_problem`
   refuses what cannot travel there.
@@ -16,6 +20,7 @@ Pure functions, no I/O. The limits are documented in ``docs/configuration.md``
 from __future__ import annotations
 
 import json
+import re
 import unicodedata
 from typing import Any
 
@@ -31,7 +36,9 @@ __all__ = [
     "json_depth",
     "json_depth_problem",
     "loads_limited",
+    "may_spell_surrogates",
     "name_problem",
+    "surrogate_problem",
     "text_problem",
 ]
 
@@ -128,6 +135,64 @@ def loads_limited(data: str | bytes, limit: int = MAX_JSON_DEPTH, what: str = "v
         ) from None
     check_json_depth(value, limit, what)
     return value
+
+
+#: how a JSON document spells a surrogate code point: an escape ``\\uD800`` to
+#: ``\\uDFFF``, or (read from bytes, as Python's ``json`` reads them) the three bytes a
+#: surrogate would take in UTF-8. Two patterns with a literal first byte: each scans a
+#: document at memory speed. A pair of escapes that spells one character matches too.
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+_SURROGATE_BYTES = re.compile(rb"\xed[\xa0-\xbf]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def may_spell_surrogates(document: bytes) -> bool:
+    """Whether the JSON ``document`` may hold a surrogate code point once parsed (no:
+    none can be in it; yes: look for one with :func:`surrogate_problem`)."""
+    return bool(_SURROGATE_ESCAPE.search(document) or _SURROGATE_BYTES.search(document))
+
+
+def _printable(text: str) -> str:
+    """``text`` with its surrogates written as ``\\udXXX`` (a message can carry it)."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _holding_surrogate(value: Any) -> tuple[str, str] | None:
+    """The first string or object key of ``value`` (in document order) that holds a
+    surrogate code point, with its JSON path; None when there is none."""
+    stack: list[tuple[Any, str]] = [(value, "$")]
+    while stack:
+        node, path = stack.pop()
+        if isinstance(node, str):
+            if _SURROGATE.search(node):
+                return node, path
+        elif isinstance(node, dict):
+            children: list[tuple[Any, str]] = []
+            for key, child in node.items():
+                step = f"{path}.{_printable(str(key))}"
+                children += [(key, step), (child, step)]  # the key is a string too
+            stack.extend(reversed(children))
+        elif isinstance(node, (list, tuple)):
+            stack.extend(reversed([(child, f"{path}[{i}]") for i, child in enumerate(node)]))
+    return None
+
+
+def surrogate_problem(value: Any, what: str = "value") -> tuple[str, str] | None:
+    """``(message, path)`` when a string or object key of ``value`` holds a UTF-16
+    surrogate code point (not Unicode text: what a lone ``\\ud800`` in JSON gives),
+    else None. Iterative: safe on any depth."""
+    found = _holding_surrogate(value)
+    if found is None:
+        return None
+    text, path = found
+    match = _SURROGATE.search(text)
+    assert match is not None
+    shown = path if len(path) <= 120 else path[:117] + "..."
+    message = (
+        f"{what} holds U+{ord(match.group()):04X} at {shown}, a UTF-16 surrogate that is "
+        "not half of a pair: strings must be Unicode text"
+    )
+    return message, shown
 
 
 def text_problem(text: str, what: str = "value") -> str | None:

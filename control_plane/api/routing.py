@@ -12,7 +12,10 @@
   route that matched it.
 * **NUL** in a path or query parameter is refused with 400.
 * **JSON bodies** are parsed once here, refusing a document nested deeper than
-  ``protocol.limits.MAX_JSON_DEPTH`` with 400 (before any recursive code sees it).
+  ``protocol.limits.MAX_JSON_DEPTH`` with 400 (before any recursive code sees it), and
+  one holding a string that is not Unicode text (a lone UTF-16 surrogate such as
+  ``"\\ud800"``, which no UTF-8 text, database column or response can hold) with 400
+  naming where.
 """
 
 from __future__ import annotations
@@ -29,7 +32,13 @@ from starlette.routing import BaseRoute, Match
 from starlette.types import Scope
 
 from control_plane.api.errors import ApiError
-from protocol.limits import MAX_JSON_DEPTH, JsonTooDeep, loads_limited
+from protocol.limits import (
+    MAX_JSON_DEPTH,
+    JsonTooDeep,
+    loads_limited,
+    may_spell_surrogates,
+    surrogate_problem,
+)
 
 __all__ = ["StepwayRoute", "all_routes", "allowed_methods", "install_routing", "read_json_body"]
 
@@ -73,12 +82,19 @@ def _is_json(request: Request) -> bool:
 
 async def read_json_body(request: Request, what: str = "the request body") -> Any:
     """The request body parsed as JSON within the depth limit; 400 naming the limit
-    when it is nested deeper. Raises ``json.JSONDecodeError`` for malformed JSON."""
+    when it is nested deeper, 400 naming where when a string in it is not Unicode text.
+    Raises ``json.JSONDecodeError`` for malformed JSON."""
     body = await request.body()
     try:
-        return loads_limited(body, MAX_JSON_DEPTH, what)
+        value = loads_limited(body, MAX_JSON_DEPTH, what)
     except JsonTooDeep as exc:
         raise ApiError(400, str(exc), validation_errors=[(exc.path, str(exc))]) from None
+    if may_spell_surrogates(body):
+        problem = surrogate_problem(value, what)
+        if problem is not None:
+            message, path = problem
+            raise ApiError(400, message, validation_errors=[(path, message)])
+    return value
 
 
 class StepwayRoute(APIRoute):
@@ -119,9 +135,11 @@ class StepwayRoute(APIRoute):
             _refuse_nul(request)
             if request.method in ("POST", "PUT", "PATCH") and _is_json(request):
                 body = await request.body()
-                # a document cannot nest deeper than it has brackets: most bodies are
-                # cleared without parsing them here
-                if body.count(b"[") + body.count(b"{") > MAX_JSON_DEPTH:
+                # a document cannot nest deeper than it has brackets, nor hold a
+                # surrogate it does not spell: most bodies are cleared without parsing
+                # them here
+                deep = body.count(b"[") + body.count(b"{") > MAX_JSON_DEPTH
+                if deep or may_spell_surrogates(body):
                     try:
                         value = await read_json_body(request)
                     except json.JSONDecodeError:

@@ -18,9 +18,12 @@ Nothing answered is lost:
 * a process that stops between the two leaves the pending starts in the store; the next
   one schedules them (:meth:`RunStarts.recover`, at start-up), and a start scheduled
   twice counts once (``start_new_run``);
-* a start whose orchestration cannot be scheduled (the backend is unreachable) is tried
-  again, after 0.5 s doubling to 30 s; after ``MAX_ATTEMPTS`` its run is FAILED with
-  the backend's error as the reason (a restart or retry runs it), never left RUNNING;
+* a start whose orchestration cannot be scheduled (the backend is unreachable, or refuses
+  that run) is tried again after its own wait: ``Settings.start_retry_first_seconds``
+  (0.5 s), doubling after each refusal up to ``start_retry_max_seconds`` (30 s), whatever
+  the other starts do; the starts that came after it are not held up by it. After
+  ``start_max_attempts`` (10) refusals its run is FAILED with the backend's error as
+  the reason (a restart or retry runs it), never left RUNNING;
 * until its orchestration exists, a run reads RUNNING (the repair on read that fails a
   run whose orchestration is gone asks :meth:`RunStarts.pending` first), and a signal
   to it (pause, resume, terminate, skip) schedules it first (:meth:`RunStarts.scheduled`).
@@ -31,6 +34,7 @@ No process-global state: each :class:`RunStarts` belongs to one app's workflow s
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import threading
 import time
@@ -39,34 +43,36 @@ from typing import Any
 import anyio
 
 from control_plane.api.errors import ApiError
-from control_plane.deps import Deps
+from control_plane.deps import Deps, Settings
 from engine.ports.run_store import CreateRunResult, NewRun, RunStatus, RunUpdate
 
 log = logging.getLogger(__name__)
 
-#: how long the starter waits before trying a failed schedule again: first, at most
-RETRY_FIRST_SECONDS = 0.5
-RETRY_MAX_SECONDS = 30.0
-#: a start that failed this many times fails its run (30 s apart at the end: about 2.5 min)
-MAX_ATTEMPTS = 10
-#: pending starts read from the store at once by :meth:`RunStarts.recover`
+#: pending starts read from the store at once by :meth:`RunStarts.recover`; it reads no
+#: more while this many starts wait to be tried again
 RECOVER_PAGE = 500
 
 _Waiting = tuple[NewRun, dict[str, Any], "asyncio.Future[str]"]
 
 
 class RunStarts:
-    def __init__(self, deps: Deps) -> None:
+    def __init__(self, settings: Settings, deps: Deps) -> None:
         self._deps = deps
+        self._retry_first = settings.start_retry_first_seconds
+        self._retry_max = settings.start_retry_max_seconds
+        self._max_attempts = settings.start_max_attempts
         # the event loop's: starts waiting to be stored, and the task storing them
         self._waiting: list[_Waiting] = []
         self._store_task: asyncio.Task[None] | None = None
-        # the starter's: runs stored whose orchestration is not scheduled yet (their
-        # orchestration inputs), and the starter thread while it runs
-        self._lock = threading.Lock()
+        # the starter's, under ``_changed``: runs stored whose orchestration is not
+        # scheduled yet (their orchestration inputs), the refusals of those refused and
+        # when (time.monotonic) each of these may be tried again, and the starter thread
+        # while it runs. ``_changed`` is notified whenever they change.
+        self._changed = threading.Condition()
         self._unscheduled: dict[str, dict[str, Any]] = {}
-        self._starter: threading.Thread | None = None
         self._attempts: dict[str, int] = {}
+        self._retry_at: dict[str, float] = {}
+        self._starter: threading.Thread | None = None
 
     # --- the event loop's side ---------------------------------------------------------
 
@@ -122,8 +128,9 @@ class RunStarts:
     def _schedule_later(self, starts: dict[str, dict[str, Any]]) -> None:
         if not starts:
             return
-        with self._lock:
+        with self._changed:
             self._unscheduled.update(starts)
+            self._changed.notify_all()
             if self._starter is None:
                 self._starter = threading.Thread(
                     target=self._run_starter, name="stepway-run-starter", daemon=True
@@ -131,57 +138,94 @@ class RunStarts:
                 self._starter.start()
 
     def _run_starter(self) -> None:
-        retry = RETRY_FIRST_SECONDS
+        """Try the starts that are due (new ones, and refused ones whose wait is over)
+        until none is left; in between, sleep until the next is due or a start arrives."""
         while True:
-            with self._lock:
-                if not self._unscheduled:
-                    self._starter = None
-                    return
-                starts = dict(self._unscheduled)
-            retry = self._schedule_or_wait(starts, retry)
+            with self._changed:
+                while True:
+                    if not self._unscheduled:
+                        self._starter = None
+                        return
+                    now = time.monotonic()
+                    due = {
+                        workflow_id: run_input
+                        for workflow_id, run_input in self._unscheduled.items()
+                        if self._retry_at.get(workflow_id, now) <= now
+                    }
+                    if due:
+                        break
+                    # every start left waits for its retry (its own entry in _retry_at)
+                    self._changed.wait(min(self._retry_at.values()) - now)
+            self._schedule(due)
 
-    def _schedule_or_wait(self, starts: dict[str, dict[str, Any]], retry: float) -> float:
-        """Schedule ``starts``; when none could be, wait ``retry`` seconds first. The
-        next wait."""
-        if self._schedule(starts):
-            return RETRY_FIRST_SECONDS
-        time.sleep(retry)
-        return min(retry * 2, RETRY_MAX_SECONDS)
+    def _retry_delay(self, attempts: int) -> float:
+        """How long a start refused ``attempts`` times waits before its next try."""
+        return min(self._retry_first * 2.0 ** (attempts - 1), self._retry_max)
 
-    def _schedule(self, starts: dict[str, dict[str, Any]]) -> bool:
-        """Schedule these orchestrations; a start that failed ``MAX_ATTEMPTS`` times
-        fails its run. False when none was scheduled or failed (try again later)."""
+    def _schedule(self, starts: dict[str, dict[str, Any]]) -> None:
+        """Schedule these orchestrations. A refused start waits its own retry delay
+        before its next try; one refused ``start_max_attempts`` times fails its run."""
         done: list[str] = []
         given_up: dict[str, Exception] = {}
         for workflow_id, run_input in starts.items():
             try:
                 self._deps.signals.start_new_run(workflow_id, run_input)
             except Exception as exc:
-                with self._lock:
+                with self._changed:
+                    if workflow_id not in self._unscheduled:
+                        continue  # scheduled meanwhile (``scheduled``)
                     attempts = self._attempts[workflow_id] = self._attempts.get(workflow_id, 0) + 1
-                if attempts >= MAX_ATTEMPTS:
+                    delay = self._retry_delay(attempts)
+                    self._retry_at[workflow_id] = time.monotonic() + delay
+                    self._changed.notify_all()
+                if attempts >= self._max_attempts:
                     given_up[workflow_id] = exc
                 else:
                     log.warning(
-                        "could not schedule run %s yet (attempt %d): %s", workflow_id, attempts, exc
+                        "could not schedule run %s yet (attempt %d, next in %.1f s): %s",
+                        workflow_id,
+                        attempts,
+                        delay,
+                        exc,
                     )
                 continue
             done.append(workflow_id)
-        for workflow_id, error in given_up.items():
-            self._fail_run(workflow_id, error)
+        for workflow_id, error in list(given_up.items()):
+            try:
+                self._fail_run(workflow_id, error)
+            except Exception:  # its start stays: tried again after its retry delay
+                log.exception("could not fail run %s whose start was given up", workflow_id)
+                del given_up[workflow_id]
+        if not done and not given_up:
+            return
         try:
-            self._deps.run_store.delete_pending_starts([*done, *given_up])
+            self._done([*done, *given_up])
         except Exception:  # a later recover schedules them once more: counted once
             log.exception("could not delete %d pending start(s)", len(done) + len(given_up))
-        with self._lock:
-            for workflow_id in (*done, *given_up):
+            self._forget([*done, *given_up])
+
+    def _done(self, workflow_ids: list[str]) -> None:
+        """The bookkeeping of starts whose orchestration is scheduled (or whose run was
+        failed): their pending starts deleted, then forgotten here. Raises what the run
+        store raised (they are then still here)."""
+        self._deps.run_store.delete_pending_starts(workflow_ids)
+        self._forget(workflow_ids)
+
+    def _forget(self, workflow_ids: list[str]) -> None:
+        """Drop these starts from the starter's memory: nothing left to schedule."""
+        with self._changed:
+            for workflow_id in workflow_ids:
                 self._unscheduled.pop(workflow_id, None)
                 self._attempts.pop(workflow_id, None)
-        return bool(done or given_up)
+                self._retry_at.pop(workflow_id, None)
+            self._changed.notify_all()
 
     def _fail_run(self, workflow_id: str, exc: Exception) -> None:
         log.error(
-            "giving up the start of run %s after %d attempts: %s", workflow_id, MAX_ATTEMPTS, exc
+            "giving up the start of run %s after %d attempts: %s",
+            workflow_id,
+            self._max_attempts,
+            exc,
         )
         now = self._deps.clock()
         self._deps.run_store.update_run(
@@ -198,7 +242,7 @@ class RunStarts:
 
     def pending(self, workflow_id: str) -> bool:
         """Whether the run's orchestration is still to be scheduled."""
-        with self._lock:
+        with self._changed:
             if workflow_id in self._unscheduled:
                 return True
         return self._deps.run_store.has_pending_start(workflow_id)
@@ -206,35 +250,50 @@ class RunStarts:
     def scheduled(self, workflow_id: str) -> None:
         """Schedule the run's orchestration now if this process still has it to schedule
         (a signal to the run needs it); raises what the backend raised."""
-        with self._lock:
+        with self._changed:
             run_input = self._unscheduled.get(workflow_id)
         if run_input is None:
             return
         self._deps.signals.start_new_run(workflow_id, run_input)
-        self._deps.run_store.delete_pending_starts([workflow_id])
-        with self._lock:
-            self._unscheduled.pop(workflow_id, None)
-            self._attempts.pop(workflow_id, None)
+        self._done([workflow_id])
 
     def recover(self) -> threading.Thread:
-        """Schedule, in a thread of its own, the pending starts a process that stopped
-        left in the store, page by page; the thread (it ends when none is left)."""
+        """Hand the starter, in a thread of its own, the pending starts a process that
+        stopped left in the store, page by page; the thread (it ends when none is left)."""
         thread = threading.Thread(target=self._recover, name="stepway-run-recovery", daemon=True)
         thread.start()
         return thread
 
     def _recover(self) -> None:
-        retry = RETRY_FIRST_SECONDS
+        """Each page holds the oldest pending starts this process does not have yet; the
+        next is read once the starter tried each of them (a refused one then waits its
+        own retry, as any start). While ``RECOVER_PAGE`` starts wait for a retry, no
+        more are read (they are held in memory until scheduled)."""
         while True:
+            with self._changed:
+                while len(self._retry_at) >= RECOVER_PAGE:
+                    self._changed.wait()
+                known = set(self._unscheduled)
+            limit = RECOVER_PAGE + len(known)
             try:
-                page = self._deps.run_store.pending_starts(limit=RECOVER_PAGE)
+                page = self._deps.run_store.pending_starts(limit=limit)
             except Exception:
                 log.exception("could not read the pending starts")
                 return
-            if not page:
+            fresh = {p.workflow_id: p.run_input for p in page if p.workflow_id not in known}
+            if fresh:
+                log.info(
+                    "scheduling %d run(s) whose start was stored but not scheduled", len(fresh)
+                )
+                self._schedule_later(fresh)
+                with self._changed:
+                    self._changed.wait_for(functools.partial(self._tried, fresh))
+            if len(page) < limit:  # none left that this process does not have
                 return
-            log.info("scheduling %d run(s) whose start was stored but not scheduled", len(page))
-            retry = self._schedule_or_wait({p.workflow_id: p.run_input for p in page}, retry)
+
+    def _tried(self, starts: dict[str, Any]) -> bool:
+        """Whether the starter tried each of these starts (under ``_changed``)."""
+        return all(w not in self._unscheduled or w in self._retry_at for w in starts)
 
 
 def _fail(waiting: list[_Waiting], error: ApiError) -> None:

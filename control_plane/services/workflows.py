@@ -129,7 +129,7 @@ class WorkflowService:
         self.settling = RunSettling(settings, deps)
         self.replays = RunReplays(settings, deps, self.settle)
         self.waits = RunWaits(deps, self.workflow_json, self.tasks.row_json)
-        self.starts = RunStarts(deps)
+        self.starts = RunStarts(settings, deps)
 
     def _definition(self, name: str, version: int | None) -> tuple[DefinitionRecord, WorkflowDef]:
         """The registered definition, read once (parsed once per registration; the

@@ -27,6 +27,10 @@ class RecordingRunSignals:
     ended: dict[str, str] = field(default_factory=dict)
     #: while set, starts fail as with a backend that cannot be reached
     refuse_starts: bool = False
+    #: the starts of these runs fail so too, whatever ``refuse_starts`` says
+    refuse_runs: set[str] = field(default_factory=set)
+    #: the runs whose start failed so, once per refused start
+    refused: list[str] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def _add(self, signal: RecordedSignal) -> None:
@@ -46,7 +50,9 @@ class RecordingRunSignals:
         self._start(workflow_id, run_input)
 
     def _start(self, workflow_id: str, run_input: dict[str, Any]) -> None:
-        if self.refuse_starts:
+        if self.refuse_starts or workflow_id in self.refuse_runs:
+            with self._lock:
+                self.refused.append(workflow_id)
             raise ConnectionError("the durable backend cannot be reached")
         self._add(RecordedSignal("start", workflow_id, None, run_input))
 

@@ -36,7 +36,6 @@ through SQLAlchemy.
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
@@ -233,12 +232,12 @@ rate_windows = sa.Table(
 )
 
 #: the orchestration input of a run whose start was answered, until the orchestration is
-#: scheduled (``create_run`` with ``start``); ``run_input`` is compact JSON text
+#: scheduled (``create_run`` with ``start``)
 run_starts = sa.Table(
     "run_starts",
     metadata,
     sa.Column("workflow_id", _ID, primary_key=True),
-    sa.Column("run_input", sa.Text, nullable=False),
+    sa.Column("run_input", _json(), nullable=False),
     sa.Column("created_at", sa.BigInteger, nullable=False),
 )
 
@@ -614,7 +613,7 @@ class SqlRunStore:
 
         values = {
             "workflow_id": workflow_id,
-            "run_input": json.dumps(start, separators=(",", ":")),
+            "run_input": start,
             "created_at": created_at,
         }
         self._exec(conn, "put_pending_start", build, values)
@@ -635,7 +634,7 @@ class SqlRunStore:
         return [
             PendingStart(
                 workflow_id=r["workflow_id"],
-                run_input=json.loads(r["run_input"]),
+                run_input=r["run_input"],
                 created_at=int(r["created_at"]),
             )
             for r in rows

@@ -6,12 +6,14 @@ a fresh schema through ``search_path``, dropped afterwards).
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from decimal import Decimal
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -233,21 +235,78 @@ def test_upgrade_adds_pending_starts_to_a_store_with_runs(store_url: str) -> Non
         upgraded.close()
 
 
+def test_upgrade_makes_the_input_of_pending_starts_a_json_column(store_url: str) -> None:
+    """Revision 0006 turns ``run_starts.run_input`` from text into the store's JSON type
+    (JSONB on PostgreSQL, as ``runs.input``): a pending start written as text before it
+    reads back the same after it."""
+    engine = sa.create_engine(store_url)
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
+    left = start_of("old", text="héllo ✓ \U0001f600", nested={"a": [1, 2.5, None]}, big=2**70)
+    with engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, "0005")
+        conn.execute(
+            sa.text(
+                "INSERT INTO runs (workflow_id, name, version, status, priority, create_time, "
+                "update_time) VALUES ('old', 'wf', 1, 'RUNNING', 0, :t, :t)"
+            ),
+            {"t": T0},
+        )
+        conn.execute(
+            sa.text(
+                "INSERT INTO run_starts (workflow_id, run_input, created_at) VALUES ('old', :i, :t)"
+            ),
+            {"i": json.dumps(left, separators=(",", ":")), "t": T0},
+        )
+    engine.dispose()
+    upgraded = SqlRunStore(store_url)
+    try:
+        assert upgraded.pending_starts() == [
+            PendingStart(workflow_id="old", run_input=left, created_at=T0)
+        ]
+        (column,) = [
+            c
+            for c in sa.inspect(upgraded.engine).get_columns("run_starts")
+            if c["name"] == "run_input"
+        ]
+        expected = "JSONB" if upgraded.dialect == "postgresql" else "JSON"
+        assert type(column["type"]).__name__ == expected and not column["nullable"]
+        assert upgraded.create_run(
+            run("new", create_time=T0 + 1), start=start_of("new", n=1)
+        ).created
+        assert upgraded.pending_starts()[1].run_input == start_of("new", n=1)
+    finally:
+        upgraded.close()
+
+
 def test_adapter_satisfies_port(store: SqlRunStore) -> None:
     assert isinstance(store, RunStore)
 
 
 def test_migration_creates_schema_matching_adapter_tables(store: SqlRunStore) -> None:
+    """The migrated schema has the adapter's tables and columns, with their types and
+    nullability (indexes are the migrations' alone)."""
     with store.engine.connect() as conn:
         version = conn.execute(sa.text("SELECT version_num FROM alembic_version")).scalar()
-        diffs = compare_metadata(MigrationContext.configure(conn), metadata)
+        context = MigrationContext.configure(conn, opts={"compare_type": True})
+        diffs = compare_metadata(context, metadata)
     assert version == ScriptDirectory(str(MIGRATIONS_DIR)).get_current_head()
+    # a column's changes come as a list of them
+    changes = [c for d in diffs for c in (d if isinstance(d, list) else [d])]
     structural = [
-        d
-        for d in diffs
-        if isinstance(d, tuple)
-        and d[0] in {"add_table", "remove_table", "add_column", "remove_column"}
-        and not (d[0] == "remove_table" and d[1].name == "alembic_version")
+        c
+        for c in changes
+        if c[0]
+        in {
+            "add_table",
+            "remove_table",
+            "add_column",
+            "remove_column",
+            "modify_type",
+            "modify_nullable",
+        }
+        and not (c[0] == "remove_table" and c[1].name == "alembic_version")
     ]
     assert structural == []
 
@@ -1013,6 +1072,59 @@ def test_a_created_run_gets_its_pending_start(store: SqlRunStore) -> None:
     assert store.create_run(run("w2")).created
     assert not store.has_pending_start("w2") and not store.has_pending_start("missing")
     assert [p.workflow_id for p in store.pending_starts()] == ["w1"]
+
+
+def test_a_pending_start_holds_its_json_as_the_run_input_does(store: SqlRunStore) -> None:
+    """Nested objects, any Unicode text, integers past 64 bits and floats come back
+    equal, and of their type, from the pending start and from the run's own input. A
+    float written with an exponent whose value is whole (``6.02e23``) comes back as the
+    same JSON number; PostgreSQL's JSONB keeps the number, not its spelling, so Python
+    reads it there as an int."""
+    value = {
+        "nested": {"a": {"b": [1, {"c": None}, [True, False, {}], []]}},
+        "text": ["héllo ✓", "\U0001f600 \u4e2d\u6587", 'quote " back \\ slash', "tab\tline\n"],
+        "ints": [0, -1, 2**53 + 1, 2**63 - 1, -(2**63), 2**64 + 7, -(10**30)],
+        "floats": [0.1, -2.5, 1.5e-7, 3.141592653589793, 1e15 + 0.5, 1.0],
+        "exponent": 6.02e23,
+    }
+    start = start_of("w1", **value)
+    assert store.create_run(run("w1", input=value), start=start).created
+    (pending,) = store.pending_starts()
+    stored = store.get_run("w1")
+    assert stored is not None
+    for got in (pending.run_input["input"], stored.input):
+        assert {k: v for k, v in got.items() if k != "exponent"} == {
+            k: v for k, v in value.items() if k != "exponent"
+        }
+        assert [type(x) for x in got["ints"]] == [int] * len(value["ints"])
+        assert [type(x) for x in got["floats"]] == [float] * len(value["floats"])
+        assert Decimal(repr(got["exponent"])) == Decimal("6.02e23")
+    assert pending.run_input == {**start, "input": {**value, "exponent": stored.input["exponent"]}}
+
+
+def test_a_start_holding_a_lone_surrogate_is_stored_whole_or_not_at_all(
+    store: SqlRunStore,
+) -> None:
+    """JSON text can spell a UTF-16 surrogate on its own (``"\\ud800"``); the API refuses
+    such a body (control_plane/api/routing.py). Given one anyway, SQLite keeps it as JSON
+    text does (escaped) and reads it back; PostgreSQL's JSONB cannot hold it and refuses
+    it, whether in the run's input or only in its pending start, and then nothing of
+    the start is written: never a run without its pending start."""
+    odd = "a\ud800b"
+    cases = {"both": (run("w1", input={"s": odd}), start_of("w1", s=odd))}
+    cases["start"] = (run("w2", input={"s": "plain"}), start_of("w2", s=odd, n=2))
+    for new_run, start in cases.values():
+        if store.dialect == "sqlite":
+            assert store.create_run(new_run, start=start).created
+            stored = store.get_run(new_run.workflow_id)
+            assert stored is not None and stored.input == new_run.input
+        else:
+            with pytest.raises(sa.exc.DataError, match="surrogate"):
+                store.create_run(new_run, start=start)
+            assert store.get_run(new_run.workflow_id) is None
+    expected = [start for _, start in cases.values()] if store.dialect == "sqlite" else []
+    assert [p.run_input for p in store.pending_starts()] == expected
+    assert store.create_run(run("w3"), start=start_of("w3")).created  # the store goes on
 
 
 def test_a_run_that_existed_gets_no_pending_start(store: SqlRunStore) -> None:

@@ -1,4 +1,5 @@
-"""protocol.limits: JSON depth without recursion, definition names."""
+"""protocol.limits: JSON depth without recursion, strings that are not Unicode text,
+definition names."""
 
 from __future__ import annotations
 
@@ -13,7 +14,9 @@ from protocol.limits import (
     json_depth,
     json_depth_problem,
     loads_limited,
+    may_spell_surrogates,
     name_problem,
+    surrogate_problem,
 )
 
 
@@ -79,3 +82,63 @@ def test_names_that_cannot_travel_are_refused_with_the_reason(name: str, fragmen
 @pytest.mark.parametrize("name", ["invoice_intake", "Month-End Close v2", "ünïcode.ok", "x" * 255])
 def test_ordinary_names_are_allowed(name: str) -> None:
     assert name_problem(name) is None
+
+
+@pytest.mark.parametrize(
+    "document",
+    [
+        b'{"a": "\\ud800"}',
+        b'{"a": "\\uDFFF"}',
+        b'{"a": "\\uDbFf"}',
+        b'["\\udc00x"]',
+        b'{"\\ud800": 1}',
+        b'"\xed\xa0\x80"',  # the three bytes a surrogate would take in UTF-8
+        b'"\xed\xbf\xbf"',
+    ],
+)
+def test_every_spelling_of_a_surrogate_is_seen_and_found(document: bytes) -> None:
+    value = json.loads(document)
+    assert may_spell_surrogates(document)
+    problem = surrogate_problem(value, "the body")
+    assert problem is not None and "surrogate" in problem[0]
+
+
+@pytest.mark.parametrize(
+    "document",
+    ['{"a": "plain"}', '{"a": "h\u00e9llo \\u00e9"}', '"\ud55c\uad6d\uc5b4"', '"\U0001f600"'],
+)
+def test_documents_that_cannot_hold_a_surrogate_are_cleared_without_parsing(
+    document: str,
+) -> None:
+    """Unicode text, Korean (whose UTF-8 starts with the byte a surrogate's would) and
+    escapes of other characters spell no surrogate."""
+    assert not may_spell_surrogates(document.encode("utf-8"))
+    assert surrogate_problem(json.loads(document)) is None
+
+
+def test_a_surrogate_is_found_where_it_is_in_document_order() -> None:
+    value = {"a": ["ok", {"b": "x\ud800"}], "c\udc00": 1, "d": "\udfff"}
+    problem = surrogate_problem(value, "the body")
+    assert problem is not None
+    message, path = problem
+    assert path == "$.a[1].b"
+    assert message.startswith("the body holds U+D800 at $.a[1].b")
+    assert surrogate_problem({"k\udc00": 1}) == (
+        "value holds U+DC00 at $.k\\udc00, a UTF-16 surrogate that is not half of a pair: "
+        "strings must be Unicode text",
+        "$.k\\udc00",
+    )
+    # the message itself is text (an error body can carry it)
+    message.encode("utf-8")
+    assert surrogate_problem({"a": "\ud83d\ude00"}) is not None  # a pair, but unjoined
+    assert surrogate_problem({"a": "\U0001f600"}) is None  # the pair joined: one character
+
+
+def test_a_surrogate_far_deeper_than_the_recursion_limit_is_found() -> None:
+    deep = _nested(100_000)
+    node = deep
+    while node:
+        node = node[0]  # type: ignore[assignment]
+    node.append("\ud800")
+    problem = surrogate_problem(deep)
+    assert problem is not None and problem[1].endswith("...")

@@ -13,6 +13,7 @@ from starlette.routing import Match
 
 from control_plane.api.app import create_app
 from control_plane.api.routing import StepwayRoute, all_routes
+from engine.ports.run_store import RunQuery
 from protocol.limits import MAX_JSON_DEPTH
 from tests.unit.control_plane.conftest import Server, assert_error, taskdef
 
@@ -79,6 +80,48 @@ def test_a_body_nested_deeper_than_the_limit_is_400_naming_it(srv: Server) -> No
             error = assert_error(r, 400)
             assert f"nested more than {MAX_JSON_DEPTH} levels" in error["message"], error
             assert error["retryable"] is False
+
+
+@pytest.mark.parametrize(
+    ("url", "body", "where"),
+    [
+        ("/api/workflow/flow", b'{"a": {"b": ["ok", "x\\ud800"]}}', "$.a.b[1]"),
+        ("/api/workflow/flow", b'{"\\udc00": 1}', "$.\\udc00"),
+        ("/api/workflow/flow", b'{"a": "\xed\xa0\x80"}', "$.a"),  # a surrogate's bytes
+        ("/api/workflow/flow", b'{"a": "\\ude00\\ud83d"}', "$.a"),  # halves the wrong way round
+        ("/api/workflow", b'{"name": "flow", "input": {"a": "\\uD800"}}', "$.input.a"),
+        ("/api/workflow", b'{"name": "flow", "correlationId": "\\ud800"}', "$.correlationId"),
+        ("/api/workflow/test", b'{"name": "flow", "input": {"a": "\\ud800"}}', "$.input.a"),
+        (
+            "/api/tasks",
+            b'{"taskId": "t", "status": "COMPLETED", "outputData": {"a": "\\ud800"}}',
+            "$.outputData.a",
+        ),
+        (
+            "/api/metadata/workflow",
+            b'{"name": "f", "description": "\\udbff", "tasks": []}',
+            "$.description",
+        ),
+    ],
+)
+def test_a_body_holding_a_lone_surrogate_is_400_naming_where(
+    srv: Server, url: str, body: bytes, where: str
+) -> None:
+    """JSON can spell a UTF-16 surrogate on its own, which no text can hold: the body is
+    refused naming where, never a 500 (and no run is started)."""
+    assert srv.client.post("/api/metadata/workflow", json=WORKFLOW).status_code == 200
+    r = srv.client.post(url, content=body, headers={"content-type": "application/json"})
+    error = assert_error(r, 400, where)
+    assert "surrogate" in error["message"] and error["retryable"] is False
+    assert srv.deps.run_store.search_runs(RunQuery()).total_hits == 0
+
+
+def test_an_escaped_surrogate_pair_is_one_character(srv: Server) -> None:
+    assert srv.client.post("/api/metadata/workflow", json=WORKFLOW).status_code == 200
+    headers = {"content-type": "application/json"}
+    r = srv.client.post("/api/workflow/flow", content=b'{"a": "\\ud83d\\ude00"}', headers=headers)
+    assert r.status_code == 200, r.text
+    assert srv.client.get(f"/api/workflow/{r.text}").json()["input"] == {"a": "\U0001f600"}
 
 
 def test_a_method_a_path_does_not_answer_is_405_listing_its_methods(srv: Server) -> None:

@@ -34,12 +34,16 @@ WORKFLOW = {
 }
 
 
-@pytest.fixture
-def srv(make_server: Any) -> Server:
-    s: Server = make_server(local_adapters=True)
+def server(make_server: Any, **settings: Any) -> Server:
+    s: Server = make_server(local_adapters=True, **settings)
     s.register(taskdef("parse"))
     assert s.client.post("/api/metadata/workflow", json=WORKFLOW).status_code == 200
     return s
+
+
+@pytest.fixture
+def srv(make_server: Any) -> Server:
+    return server(make_server)
 
 
 def eventually(check: Callable[[], bool], what: str, seconds: float = 15.0) -> None:
@@ -169,6 +173,7 @@ def test_a_signal_to_a_run_not_scheduled_yet_schedules_it_first(srv: Server) -> 
     assert r.status_code == 200, r.text
     kinds = [(c.kind, c.workflow_id) for c in srv.signals.calls]
     assert kinds[:2] == [("start", workflow_id), ("suspend", workflow_id)], kinds
+    assert not srv.deps.run_store.has_pending_start(workflow_id)  # deleted once scheduled
     time.sleep(1.0)  # the starter's retry finds it scheduled: not started twice
     assert started(srv) == [workflow_id]
 
@@ -189,11 +194,8 @@ def test_a_start_stored_by_a_process_that_stopped_is_scheduled_at_start_up(
     eventually(lambda: not srv.deps.run_store.has_pending_start(workflow_id), "pending start left")
 
 
-def test_a_start_that_cannot_be_scheduled_fails_its_run(
-    srv: Server, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(run_starts, "RETRY_FIRST_SECONDS", 0.05)
-    monkeypatch.setattr(run_starts, "MAX_ATTEMPTS", 3)
+def test_a_start_that_cannot_be_scheduled_fails_its_run(make_server: Any) -> None:
+    srv = server(make_server, start_retry_first_seconds=0.05, start_max_attempts=3)
     srv.signals.refuse_starts = True
     workflow_id = srv.client.post("/api/workflow/wf", json={}).text
 
@@ -207,3 +209,53 @@ def test_a_start_that_cannot_be_scheduled_fails_its_run(
     assert "could not be scheduled" in run["reasonForIncompletion"]
     assert "cannot be reached" in run["reasonForIncompletion"]
     assert not srv.deps.run_store.has_pending_start(workflow_id)
+    assert srv.signals.refused == [workflow_id] * 3  # tried no more once given up
+
+
+def test_a_refused_start_waits_its_own_retry_while_the_starts_after_it_go_through(
+    make_server: Any,
+) -> None:
+    """A backend that refuses one run while it takes the others: that run is tried again
+    only once its own wait is over (here a minute), however many other starts the
+    starter schedules meanwhile, and none of those waits for it."""
+    srv = server(make_server, start_retry_first_seconds=60)
+    srv.signals.refuse_starts = True
+    refused = srv.client.post("/api/workflow/wf", json={"n": -1}).text
+    eventually(lambda: srv.signals.refused == [refused], "the start was not tried")
+    srv.signals.refuse_runs.add(refused)  # from now on the backend refuses that run only
+    srv.signals.refuse_starts = False
+
+    others = []
+    for i in range(30):  # one after the other: the starter makes a pass for each
+        r = srv.client.post("/api/workflow/wf", json={"n": i})
+        assert r.status_code == 200, r.text
+        others.append(r.text)
+        eventually(lambda w=r.text: w in started(srv), f"start {i} waited", seconds=10)
+    assert sorted(started(srv)) == sorted(others)
+    assert srv.signals.refused == [refused]  # its wait is not over: not tried again
+    run = srv.client.get(f"/api/workflow/{refused}").json()
+    assert run["status"] == "RUNNING" and srv.deps.run_store.has_pending_start(refused)
+
+
+def test_left_starts_are_scheduled_page_by_page_past_one_the_backend_refuses(
+    make_server: Any,
+) -> None:
+    """More pending starts left by a stopped process than a page of recovery holds, the
+    oldest of them refused by the backend: every other one is scheduled, once, and the
+    refused one waits its own retry instead of being tried again with every page."""
+    srv = server(make_server, start_retry_first_seconds=60)
+    store = srv.deps.run_store
+    now = srv.deps.clock()
+    left = [f"left-{i:04}" for i in range(2 * run_starts.RECOVER_PAGE + 100)]
+    with store.batch():
+        for i, workflow_id in enumerate(left):
+            store.create_run(
+                NewRun(workflow_id=workflow_id, name="wf", version=1, create_time=now + i),
+                start={"name": "wf", "version": 1, "input": {"i": i}},
+            )
+    srv.signals.refuse_runs.add(left[0])
+    create_app(srv.settings, srv.deps)  # the next process's control plane
+    eventually(lambda: len(started(srv)) >= len(left) - 1, "the left starts were not scheduled")
+    assert sorted(started(srv)) == left[1:]
+    assert srv.signals.refused == [left[0]]
+    assert [p.workflow_id for p in store.pending_starts()] == [left[0]]
