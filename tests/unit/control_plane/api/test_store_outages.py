@@ -114,6 +114,31 @@ def test_a_metadata_write_meeting_a_locked_run_store_answers_503(make_server: An
 
 
 @pytest.mark.parametrize("fast_path", [True, False], ids=["fast-path", "fastapi"])
+def test_a_poll_meeting_a_locked_run_store_answers_503_and_loses_no_task(
+    make_server: Any, fast_path: bool
+) -> None:
+    # the worker's poll time is recorded on its first poll only: the second poll's first
+    # write is the hand-out, after the message was received from the queue
+    srv: Server = make_server(
+        fast_path=fast_path, busy_timeout_seconds=0.2, poll_record_interval_ms=600_000
+    )
+    srv.register(taskdef("parse"))
+    assert poll(srv, "parse").json() == []
+    task_id = srv.dispatch("parse")
+
+    with locked(store_file(srv)):
+        body = assert_unavailable(poll(srv, "parse"), LOCKED)
+        assert body["message"] == LOCKED
+        single = srv.client.get("/api/tasks/poll/parse", params={"workerid": "w1"})
+        assert_unavailable(single, LOCKED)
+
+    # the message went back to its queue at once (not when its lock expires)
+    tasks = poll(srv, "parse").json()
+    assert [t["taskId"] for t in tasks] == [task_id]
+    assert tasks[0]["pollCount"] == 1
+
+
+@pytest.mark.parametrize("fast_path", [True, False], ids=["fast-path", "fastapi"])
 @pytest.mark.parametrize("route", ["/api/tasks", "/api/tasks/update-v2"])
 def test_a_result_meeting_a_locked_run_store_answers_503_and_its_retry_is_accepted_once(
     make_server: Any, fast_path: bool, route: str
