@@ -5,7 +5,9 @@ validationErrors: [{path, message}]}``: our own :class:`ApiError`, FastAPI's
 ``RequestValidationError`` (400, one entry per field, malformed JSON included),
 Starlette's HTTP errors (404 for unknown routes, 405 with every method of the path in
 ``Allow`` ...), bodies above the size
-limit (413) and unexpected exceptions (500, details only in the server log).
+limit (413), a run store or task queue that is unavailable right now (503, retryable,
+with ``Retry-After``: ``RunStoreUnavailable``, ``QueueUnavailable``) and unexpected
+exceptions (500, details only in the server log).
 """
 
 from __future__ import annotations
@@ -31,8 +33,13 @@ from control_plane.api.errors import (
     not_found,
 )
 from control_plane.api.routing import allowed_methods
+from engine.ports.queue import QueueUnavailable
+from engine.ports.run_store import RunStoreUnavailable
 
 log = logging.getLogger(__name__)
+
+#: ``Retry-After`` of a 503: a backing service unavailable right now
+RETRY_AFTER_SECONDS = 1
 
 __all__ = [
     "ApiError",
@@ -112,7 +119,7 @@ def validation_issues(exc: RequestValidationError) -> list[tuple[str, str]]:
 def install_error_handlers(app: FastAPI) -> None:
     async def api_error(_: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, ApiError)
-        headers = {"Retry-After": "1"} if exc.status == 503 else None
+        headers = {"Retry-After": str(RETRY_AFTER_SECONDS)} if exc.status == 503 else None
         if exc.status == 401:
             headers = {"WWW-Authenticate": "Bearer"}
         return error_response(
@@ -134,6 +141,15 @@ def install_error_handlers(app: FastAPI) -> None:
             headers["Allow"] = ", ".join(allowed_methods(request.app, request.scope))
         return error_response(exc.status_code, message, headers=headers)
 
+    async def unavailable(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, RunStoreUnavailable | QueueUnavailable)
+        # one line, no traceback: the driver's error is named by class and code only
+        # (its message may hold the statement's parameters or the server's address)
+        log.warning("%s on %s %s (%s)", exc, request.method, request.url.path, exc.detail)
+        return error_response(
+            503, str(exc), retryable=True, headers={"Retry-After": str(RETRY_AFTER_SECONDS)}
+        )
+
     async def unexpected(request: Request, exc: Exception) -> JSONResponse:
         log.exception("unhandled error on %s %s", request.method, request.url.path)
         return error_response(500, f"internal error: {type(exc).__name__}", retryable=True)
@@ -141,6 +157,8 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(ApiError, api_error)
     app.add_exception_handler(RequestValidationError, request_validation)
     app.add_exception_handler(StarletteHTTPException, http_error)
+    app.add_exception_handler(RunStoreUnavailable, unavailable)
+    app.add_exception_handler(QueueUnavailable, unavailable)
     app.add_exception_handler(Exception, unexpected)
 
 

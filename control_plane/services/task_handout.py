@@ -33,9 +33,10 @@ from engine.ports.queue import (
     QueueError,
     QueueMessage,
     QueueNotFound,
+    QueueUnavailable,
 )
 from engine.ports.queue_provisioning import queue_names
-from engine.ports.run_store import TaskLimits
+from engine.ports.run_store import RunStoreUnavailable, TaskLimits
 from protocol.messages import TaskMessage
 from protocol.queues import poll_queues
 
@@ -106,12 +107,22 @@ class TaskHandout(TaskSupport):
                 break
             wait = 0.0 if first else max(0.0, min(remaining, 0.5))
             messages = self._receive(queues, task_type, domain, want, wait)
-            for message in messages:
+            for i, message in enumerate(messages):
                 if gone():
                     self._make_visible(message.queue, message)
                     continue
                 began = time.time_ns()
-                task = self._hand_out(td, task_type, worker_id, holder, message.queue, message)
+                try:
+                    task = self._hand_out(td, task_type, worker_id, holder, message.queue, message)
+                except RunStoreUnavailable:
+                    # nothing of this hand-out was written: its message and the others
+                    # received go back now, not when their locks expire; the tasks handed
+                    # out already are the answer, else the caller learns of the outage
+                    for left in messages[i:]:
+                        self._make_visible(left.queue, left)
+                    if handed:
+                        return handed
+                    raise
                 if task is not None:
                     record_handout(self.deps.tracer_provider, task, began)
                     handed.append(task)
@@ -155,7 +166,7 @@ class TaskHandout(TaskSupport):
     def _make_visible(self, queue: str, message: QueueMessage) -> None:
         try:
             self.deps.queue.requeue(queue, message, 0.0)
-        except QueueError as exc:  # its lock expires and it comes back by itself
+        except (QueueError, QueueUnavailable) as exc:  # its lock expires: it comes back
             log.warning("could not put %s back on %s: %s", message.message_id, queue, exc)
 
     def give_back(self, tasks: list[dict[str, Any]], holder: str) -> None:

@@ -55,7 +55,11 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from azure.core.credentials import TokenCredential
-from azure.core.exceptions import ResourceNotFoundError
+from azure.core.exceptions import (
+    ResourceNotFoundError,
+    ServiceRequestError,
+    ServiceResponseError,
+)
 from azure.servicebus import (
     ServiceBusClient,
     ServiceBusMessage,
@@ -70,7 +74,11 @@ from azure.servicebus.exceptions import (
     MessageLockLostError,
     MessageNotFoundError,
     MessagingEntityNotFoundError,
+    OperationTimeoutError,
+    ServiceBusCommunicationError,
+    ServiceBusConnectionError,
     ServiceBusError,
+    ServiceBusServerBusyError,
 )
 from azure.servicebus.management import ServiceBusAdministrationClient
 
@@ -82,6 +90,7 @@ from engine.ports.queue import (
     QueueError,
     QueueMessage,
     QueueNotFound,
+    QueueUnavailable,
     base_queue_name,
     encode_body,
     is_dead_letter_queue,
@@ -91,6 +100,28 @@ from engine.ports.queue import (
 )
 
 _MAX_RECEIVERS_PER_QUEUE = 8
+
+
+#: errors of the SDK that mean Service Bus cannot be used right now (the SDK retried
+#: them already): the port's ``QueueUnavailable``
+_OUTAGES = (
+    ServiceBusConnectionError,
+    ServiceBusCommunicationError,
+    ServiceBusServerBusyError,
+    OperationTimeoutError,
+    ServiceRequestError,  # the administration client's request could not be sent
+    ServiceResponseError,  # ... or its answer not read
+)
+
+
+def _outage_reason(exc: BaseException) -> str:
+    """What is wrong, in words safe to show a caller (the SDK's message names the
+    namespace and the connection's details)."""
+    if isinstance(exc, ServiceBusServerBusyError):
+        return "Service Bus is busy"
+    if isinstance(exc, OperationTimeoutError):
+        return "a Service Bus operation timed out"
+    return "cannot connect to Service Bus"
 
 
 @dataclass
@@ -156,6 +187,11 @@ class ServiceBusTaskQueue:
             raise QueueNotFound(queue) from exc
         except (MessageLockLostError, MessageAlreadySettled) as exc:
             raise MessageLockLost(str(exc)) from exc
+        except _OUTAGES as exc:
+            cls = type(exc)
+            raise QueueUnavailable(
+                _outage_reason(exc), f"{cls.__module__}.{cls.__qualname__}"
+            ) from exc
         except ServiceBusError as exc:
             if "not found" in str(exc).lower() and "entity" in str(exc).lower():
                 raise QueueNotFound(queue) from exc

@@ -9,6 +9,8 @@ on the same file:
   serialised by a ``threading.Lock`` so threads queue up cheaply instead of
   spinning in SQLite's busy handler (which still covers other processes, with
   ``busy_timeout_seconds``).
+* A file locked past the busy timeout or that cannot be opened raises the port's
+  ``QueueUnavailable`` (``SqliteDatabase.write`` and ``read``, where every statement runs).
 * A receive is an index range scan on ``(queue, state, visible_at)``: O(log n + k).
   A locked message keeps ``state = active`` with ``visible_at = locked_until``, so
   an expired lock makes it receivable again without any sweeper; the redelivery
@@ -41,6 +43,7 @@ from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import Any
 
+from engine.adapters.database_outages import outage_of
 from engine.adapters.queue_doorbell import SCHEMA as DOORBELL_SCHEMA
 from engine.adapters.queue_doorbell import Doorbell
 from engine.ports.queue import (
@@ -54,6 +57,7 @@ from engine.ports.queue import (
     QueueMessage,
     QueueNotFound,
     QueueSettings,
+    QueueUnavailable,
     base_queue_name,
     dead_letter_queue_name,
     encode_body,
@@ -211,6 +215,14 @@ def settings_from_json(text: str) -> QueueSettings:
     return QueueSettings(**{k: v for k, v in data.items() if k in known})
 
 
+def _raise_if_outage(exc: sqlite3.Error) -> None:
+    """Raise :class:`QueueUnavailable` when ``exc`` is an outage of the database
+    (``engine/adapters/database_outages.py``); else return and the caller re-raises."""
+    outage = outage_of(exc)
+    if outage is not None:
+        raise QueueUnavailable(outage.reason, outage.detail) from exc
+
+
 class SqliteDatabase:
     """Connections to one queue database file: one per thread, WAL mode."""
 
@@ -255,31 +267,47 @@ class SqliteDatabase:
 
     @contextlib.contextmanager
     def write(self) -> Iterator[sqlite3.Connection]:
-        """One ``BEGIN IMMEDIATE`` transaction (the file's write lock)."""
-        con = self.connection()
-        with self.shared.write_lock:
-            con.execute("BEGIN IMMEDIATE")
-            try:
-                yield con
-            except BaseException:
-                con.execute("ROLLBACK")
-                raise
-            con.execute("COMMIT")
+        """One ``BEGIN IMMEDIATE`` transaction (the file's write lock). An outage of
+        the file (locked past the busy timeout, unreadable) raises
+        :class:`QueueUnavailable`."""
+        try:
+            con = self.connection()
+            with self.shared.write_lock:
+                con.execute("BEGIN IMMEDIATE")
+                try:
+                    yield con
+                except BaseException:
+                    con.execute("ROLLBACK")
+                    raise
+                con.execute("COMMIT")
+        except sqlite3.Error as exc:
+            _raise_if_outage(exc)
+            raise
 
     @contextlib.contextmanager
     def read(self) -> Iterator[sqlite3.Connection]:
-        """One read transaction (a consistent snapshot; never blocks writers)."""
-        con = self.connection()
-        con.execute("BEGIN")
+        """One read transaction (a consistent snapshot; never blocks writers). An outage
+        of the file raises :class:`QueueUnavailable`."""
         try:
-            yield con
-        finally:
-            con.execute("COMMIT")
+            con = self.connection()
+            con.execute("BEGIN")
+            try:
+                yield con
+            finally:
+                con.execute("COMMIT")
+        except sqlite3.Error as exc:
+            _raise_if_outage(exc)
+            raise
 
     def read_row(self, sql: str, args: Sequence[Any]) -> Any:
         """The first row of one statement, its own read transaction (no BEGIN/COMMIT
-        round trips: the statement alone is a consistent snapshot)."""
-        return self.connection().execute(sql, args).fetchone()
+        round trips: the statement alone is a consistent snapshot). An outage of the
+        file raises :class:`QueueUnavailable`."""
+        try:
+            return self.connection().execute(sql, args).fetchone()
+        except sqlite3.Error as exc:
+            _raise_if_outage(exc)
+            raise
 
     def notify(self, queue: str | None = None) -> None:
         """A message of ``queue`` can be received (None: of any queue): wakes a receiver

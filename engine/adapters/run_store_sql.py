@@ -22,6 +22,14 @@ Concurrency
 
 Every public method is one transaction; most are one statement.
 
+Outages
+-------
+Every statement runs inside ``_begin`` (a write transaction or a batch) or ``_read``.
+There, a database error that is an outage (``engine/adapters/database_outages.py``: a
+lock held past the busy timeout, a connection refused or lost ...) becomes the port's
+``RunStoreUnavailable``, chained to the driver's error rather than SQLAlchemy's (whose
+message holds the statement's parameters). Every other error is raised as it is.
+
 Statements
 ----------
 The statements of the hot paths (task rows, hand-out, leases, poll data, run rows)
@@ -36,6 +44,7 @@ through SQLAlchemy.
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
@@ -51,6 +60,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import RowMapping, make_url
 
+from engine.adapters.database_outages import outage_of
 from engine.adapters.run_watches import RunWatches
 from engine.adapters.sqlite_transactions import SqliteTransactions, sqlite_engine
 from engine.language.definitions import RunStatus, TaskStatus
@@ -68,6 +78,7 @@ from engine.ports.run_store import (
     PollData,
     RunQuery,
     RunRecord,
+    RunStoreUnavailable,
     RunUpdate,
     RunWatch,
     SearchResult,
@@ -249,6 +260,21 @@ _NO_DOMAIN = ""
 _DELETE_CHUNK = 128
 
 
+#: the errors ``_raise_if_outage`` sorts: SQLAlchemy's, and the SQLite driver's (statements
+#: run on its cursor, ``_Prepared``, and BEGIN / COMMIT, ``sqlite_transactions.py``)
+_DATABASE_ERRORS = (sa.exc.SQLAlchemyError, sqlite3.Error)
+
+
+def _raise_if_outage(exc: BaseException) -> None:
+    """Raise :class:`RunStoreUnavailable` when the database error ``exc`` is an outage
+    (``engine/adapters/database_outages.py``), chained to the driver's error (not to
+    SQLAlchemy's, whose message holds the statement's parameters); else return and the
+    caller re-raises ``exc``."""
+    outage = outage_of(exc)
+    if outage is not None:
+        raise RunStoreUnavailable(outage.reason, outage.detail) from outage.cause
+
+
 class _Rollback(Exception):
     """Raised inside a transaction to roll it back without an error."""
 
@@ -424,7 +450,8 @@ class SqlRunStore:
     @contextmanager
     def _begin(self) -> Iterator[Connection]:
         """A write transaction; once it committed, the readers watching the runs it
-        touched are woken (``watch``)."""
+        touched are woken (``watch``). An outage of the database raises
+        :class:`RunStoreUnavailable` (``_raise_if_outage``)."""
         try:
             if self._sqlite is None:
                 with self._engine.begin() as conn:
@@ -433,6 +460,10 @@ class SqlRunStore:
                 assert self._write_lock is not None
                 with self._write_lock, self._sqlite.write() as conn:
                     yield conn
+        except _DATABASE_ERRORS as exc:
+            self._watches.discarded()
+            _raise_if_outage(exc)
+            raise
         except BaseException:
             self._watches.discarded()
             raise
@@ -477,13 +508,27 @@ class SqlRunStore:
         if batch is not None:
             return nullcontext(batch)
         if self._sqlite is not None:
-            return self._sqlite.read()
+            return self._read_on_sqlite(self._sqlite)
         return self._read_through_sqlalchemy()
+
+    @staticmethod
+    @contextmanager
+    def _read_on_sqlite(sqlite: SqliteTransactions) -> Iterator[Connection]:
+        try:
+            with sqlite.read() as conn:
+                yield conn
+        except _DATABASE_ERRORS as exc:
+            _raise_if_outage(exc)
+            raise
 
     @contextmanager
     def _read_through_sqlalchemy(self) -> Iterator[Connection]:
-        with self._engine.connect() as conn, conn.begin():
-            yield conn
+        try:
+            with self._engine.connect() as conn, conn.begin():
+                yield conn
+        except _DATABASE_ERRORS as exc:
+            _raise_if_outage(exc)
+            raise
 
     def _stmt(self, key: Hashable, build: Callable[[], Any]) -> Any:
         """The statement ``build`` makes, built once per key (see the module doc)."""

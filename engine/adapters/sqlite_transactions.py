@@ -47,7 +47,10 @@ _SAVEPOINT = "stepway_partial"
 def sqlite_engine(url: URL, **engine_kwargs: Any) -> Engine:
     """An engine for a SQLite file: WAL, a busy timeout, no pool, no implicit BEGIN of
     the driver; a transaction SQLAlchemy begins by itself (a caller of ``engine``)
-    opens with ``BEGIN IMMEDIATE``."""
+    opens with ``BEGIN IMMEDIATE``. The busy timeout is the URL's ``timeout`` (seconds,
+    the driver's parameter: ``sqlite:///runs.db?timeout=5``), else
+    ``SQLITE_BUSY_TIMEOUT_MS``."""
+    busy_timeout_ms = busy_timeout_of(url)
     engine_kwargs.setdefault("poolclass", NullPool)
     engine = sa.create_engine(url, **engine_kwargs)
 
@@ -57,7 +60,7 @@ def sqlite_engine(url: URL, **engine_kwargs: Any) -> Engine:
         dbapi_conn.isolation_level = None
         cur = dbapi_conn.cursor()
         try:
-            cur.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
+            cur.execute(f"PRAGMA busy_timeout = {busy_timeout_ms}")
             cur.execute("PRAGMA journal_mode = WAL")
             cur.execute("PRAGMA synchronous = NORMAL")
         finally:
@@ -71,6 +74,22 @@ def sqlite_engine(url: URL, **engine_kwargs: Any) -> Engine:
         _driver_sql(conn, driver, BEGIN_WRITE)
 
     return engine
+
+
+def busy_timeout_of(url: URL) -> int:
+    """The busy timeout in ms of a SQLite URL (its ``timeout`` in seconds, else
+    ``SQLITE_BUSY_TIMEOUT_MS``)."""
+    raw = url.query.get("timeout")
+    if raw is None:
+        return SQLITE_BUSY_TIMEOUT_MS
+    text = raw if isinstance(raw, str) else raw[-1]
+    try:
+        seconds = float(text)
+    except ValueError:
+        raise ValueError(f"timeout of the SQLite URL: expected seconds, got {text!r}") from None
+    if not seconds >= 0:
+        raise ValueError(f"timeout of the SQLite URL: must be at least 0, got {text!r}")
+    return int(seconds * 1000)
 
 
 def _driver_sql(conn: Connection, driver: Any, sql: str) -> None:

@@ -41,6 +41,7 @@ from sqlalchemy.exc import ArgumentError
 from engine.adapters.backend.config import BackendConfig, CredentialKind
 from engine.adapters.backend.connect import ROLES, Role
 from engine.adapters.backend.sessions import DEFAULT_SESSION_CAPACITY
+from engine.adapters.sqlite_transactions import busy_timeout_of
 from engine.app.telemetry import TelemetryConfig
 from engine.ports.payload_store import PayloadLimits
 from engine.runtime.builtins.results import OutboundSettings
@@ -353,6 +354,11 @@ def _read_run_store(env: EnvReader, data_dir: Path | None) -> RunStoreConfig | N
     if backend == "sqlite":
         if not url.database or url.database == ":memory:":
             env.error(name, "a SQLite run store needs a file: sqlite:///<path>")
+            return None
+        try:
+            busy_timeout_of(url)
+        except ValueError as exc:
+            env.error(name, str(exc))
             return None
         auth = env.choice("STEPWAY_RUN_STORE_AUTH", ("password",), "password")
         return RunStoreConfig(url=_render(url), auth="password", migrate=migrate) if auth else None

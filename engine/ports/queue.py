@@ -33,6 +33,8 @@ Semantics every adapter implements (the contract suite in
 * Settling (``complete``, ``abandon``, ``dead_letter``, ``defer``, ``requeue``)
   needs a live lock: settling after the lock expired, or twice, raises
   :class:`MessageLockLost`.
+* A backend that cannot be used right now (locked past its busy timeout, unreachable,
+  busy) raises :class:`QueueUnavailable`, which is not a :class:`QueueError`.
 * The dead-letter queue of ``q`` is the queue ``q/$deadletterqueue``
   (:func:`dead_letter_queue_name`); it can be peeked and received from (with a
   lock, then completed) like any queue, but not sent to.
@@ -88,6 +90,23 @@ class MessageNotFound(QueueError):
         )
         self.queue = queue
         self.sequence_numbers = tuple(sequence_numbers)
+
+
+class QueueUnavailable(Exception):
+    """The queue backend cannot be used right now (its database locked past the busy
+    timeout, the namespace unreachable or busy); the same call may succeed when tried
+    again. ``reason`` is safe to show a caller; ``detail`` names the backend's error
+    for the server's log.
+
+    Not a :class:`QueueError`: code that handles an answer of a queue (no such queue, a
+    lost lock) and goes on must not take an outage for one. It propagates as any
+    failure of the backend does: an activity meeting it is retried, the API answers 503.
+    """
+
+    def __init__(self, reason: str, detail: str = "") -> None:
+        super().__init__(f"task queue unavailable: {reason}")
+        self.reason = reason
+        self.detail = detail
 
 
 def dead_letter_queue_name(queue: str) -> str:

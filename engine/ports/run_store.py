@@ -14,6 +14,9 @@ Conventions
   Conductor camelCase field names (``workflowId``, ``referenceTaskName`` ...).
 * Large JSON values are either inline (``input``, ``output_data`` ...) or an
   offload reference into the payload store (``input_ref``, ``output_ref`` ...).
+* A database that cannot be used right now (locked past its wait, unreachable,
+  restarting, out of resources) raises :class:`RunStoreUnavailable`: the call wrote
+  nothing and may be made again. Any other error of the database is raised as it is.
 
 Monotonic statuses
 ------------------
@@ -66,6 +69,22 @@ TASK_TERMINAL: frozenset[TaskStatus] = frozenset(
 TASK_SUCCEEDED: frozenset[TaskStatus] = frozenset(
     {TaskStatus.COMPLETED, TaskStatus.COMPLETED_WITH_ERRORS, TaskStatus.SKIPPED}
 )
+
+
+class RunStoreUnavailable(Exception):
+    """The run store cannot be used right now: its database is locked past the busy
+    timeout, unreachable, restarting or out of resources. Nothing was written by the
+    call that raised it; the same call may succeed when tried again. Integrity and
+    programming errors are not this: they raise as the database raised them.
+
+    ``reason`` names what is wrong in words safe to show a caller (no statement, no
+    parameter, no address or credential); ``detail`` names the driver's error (its class
+    and code) for the server's log."""
+
+    def __init__(self, reason: str, detail: str = "") -> None:
+        super().__init__(f"run store unavailable: {reason}")
+        self.reason = reason
+        self.detail = detail
 
 
 class _Record(BaseModel):

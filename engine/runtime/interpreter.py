@@ -21,6 +21,9 @@ Waits:
 * HUMAN and WAIT without a duration: the external event named by the task id.
 * Activity types: the activity returns a result envelope; retries are the Decider's (so
   Retry-After and terminal errors are honoured), with the retry delay as a durable timer.
+  An activity that fails because the run store or a task queue is unavailable is not a
+  failed attempt: it runs again after a durable timer (the delays of the bookkeeping's
+  retries), and its attempt fails only once those are spent.
 * SUB_WORKFLOW: a child ``WorkflowInterpreter`` instance named ``<taskId>-<attempt>``,
   started once the resolve activity wrote its run row. An attempt the run stops waiting
   for has its child terminated by the next record or finish activity; if it ended while
@@ -56,6 +59,8 @@ from engine.decider import (
 )
 from engine.decider.state import Deadline, TaskChange, TimeoutKind
 from engine.language.definitions import RunStatus, TaskStatus, TaskType
+from engine.ports.queue import QueueUnavailable
+from engine.ports.run_store import RunStoreUnavailable
 from engine.runtime.activity_io import (
     ACTIVITY_BUILTIN,
     ACTIVITY_CHECK,
@@ -104,6 +109,22 @@ BOOKKEEPING_RETRY = dt.RetryPolicy(
     backoff_coefficient=2.0,
     max_retry_interval=timedelta(seconds=60),
 )
+
+
+def _outage_delay_ms(outages: int) -> int | None:
+    """How long a built-in task's activity waits before it runs again after its
+    ``outages``-th run that met the run store or a task queue unavailable: the delays
+    of :data:`BOOKKEEPING_RETRY`; None once its attempts are spent."""
+    policy = BOOKKEEPING_RETRY
+    if outages >= policy.max_number_of_attempts:
+        return None
+    seconds = policy.first_retry_interval.total_seconds()
+    seconds *= (policy.backoff_coefficient or 1.0) ** (outages - 1)
+    if policy.max_retry_interval is not None:
+        seconds = min(seconds, policy.max_retry_interval.total_seconds())
+    return int(seconds * 1000)
+
+
 #: outcomes handled per orchestration execution before carrying state into a new one
 STEPS_PER_EXECUTION = 10
 #: the roles of a wait that are activities (a durable timer or event wait is cancelled)
@@ -168,6 +189,9 @@ class _Pending:
     records: list[TaskChange] = field(default_factory=list)
     #: a WORKER attempt: when the run last knew it untaken (dispatched, or a check)
     untaken_since_ms: int = 0
+    #: runs of this attempt's activity that met the run store or a task queue
+    #: unavailable (``_again_after_outage``)
+    outages: int = 0
 
 
 class _Run:
@@ -409,6 +433,28 @@ class _Run:
             ),
         )
 
+    def _again_after_outage(self, task_id: str, error: Exception) -> bool:
+        """Run a built-in task's activity (or its poll) again after a durable delay when
+        it failed because the run store or a task queue was unavailable, so that its
+        task does not fail for an outage that ends within the schedule of
+        :data:`BOOKKEEPING_RETRY`. Running it again is safe: the records it carries are
+        written first, in one transaction, before the call it makes, and a
+        START_WORKFLOW starts its run once however often it runs. False when the error
+        is another, or that schedule is spent."""
+        details = getattr(error, "details", None)
+        if not isinstance(details, dt.FailureDetails) or not (
+            details.is_caused_by(RunStoreUnavailable) or details.is_caused_by(QueueUnavailable)
+        ):
+            return False
+        entry = self.pending[task_id]
+        entry.outages += 1
+        delay_ms = _outage_delay_ms(entry.outages)
+        if delay_ms is None:
+            return False
+        entry.phase = "poll-delay" if entry.phase == "poll" else "delay"
+        self._arm_timer(task_id, self.now() + delay_ms)
+        return True
+
     # -- handling a completed durable task -------------------------------------------------
 
     def handle(self, task_id: str, role: str, task: dt.Task[Any]) -> TaskOutcome | None:
@@ -445,8 +491,10 @@ class _Run:
                 self.records[:0] = entry.records
             entry.records = []
         if failed:
-            reason = str(task.get_exception())
-            return outcome(TaskStatus.FAILED, reason=f"engine error: {reason}")
+            error = task.get_exception()
+            if role == "activity" and self._again_after_outage(task_id, error):
+                return None
+            return outcome(TaskStatus.FAILED, reason=f"engine error: {error}")
 
         if role == "timer":
             if entry.timer_at_ms is not None and self.now() + 5 < entry.timer_at_ms:

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from decimal import Decimal
 from pathlib import Path
 from typing import Any, TypeVar
@@ -36,6 +38,7 @@ from engine.ports.run_store import (
     RunQuery,
     RunStatus,
     RunStore,
+    RunStoreUnavailable,
     RunUpdate,
     TaskLimits,
     TaskRecord,
@@ -1550,3 +1553,82 @@ def test_rate_limit_never_exceeded_across_windows(store: SqlRunStore) -> None:
 
     race(THREADS, worker)
     assert grants == {T0 // 1000 + w: per for w in range(4)}
+
+
+# --- outages ---------------------------------------------------------------------
+
+
+def _waiting_briefly(store_url: str) -> str:
+    """``store_url`` whose store waits at most 0.2 s for a lock another connection holds
+    (SQLite: the busy timeout; PostgreSQL: ``lock_timeout``)."""
+    url = make_url(store_url)
+    if url.get_backend_name() == "sqlite":
+        url = url.update_query_dict({"timeout": "0.2"})
+    else:
+        options = str(url.query.get("options") or "")
+        url = url.update_query_dict({"options": f"{options} -clock_timeout=200".strip()})
+    return url.render_as_string(hide_password=False)
+
+
+@contextmanager
+def _write_locked(store_url: str) -> Iterator[None]:
+    """Another connection holds the lock every write of runs needs (SQLite: the file's,
+    by ``BEGIN EXCLUSIVE``; PostgreSQL: the ``runs`` table's)."""
+    url = make_url(store_url)
+    if url.get_backend_name() == "sqlite":
+        lock = sqlite3.connect(str(url.database), isolation_level=None)
+        lock.execute("BEGIN EXCLUSIVE")
+        try:
+            yield
+        finally:
+            lock.execute("COMMIT")
+            lock.close()
+        return
+    engine = sa.create_engine(store_url)
+    try:
+        with engine.begin() as conn:
+            conn.execute(sa.text("LOCK TABLE runs IN ACCESS EXCLUSIVE MODE"))
+            yield
+    finally:
+        engine.dispose()
+
+
+def test_a_write_meeting_a_locked_database_raises_unavailable_and_writes_nothing(
+    store_url: str,
+) -> None:
+    store = SqlRunStore(_waiting_briefly(store_url))
+    try:
+        store.create_run(run("before"))
+        with _write_locked(store_url):
+            with pytest.raises(RunStoreUnavailable) as caught:
+                store.create_run(run("w1", input={"card": "4111-1111"}))
+            with pytest.raises(RunStoreUnavailable), store.batch():
+                store.create_run(run("w2"), start={"workflowId": "w2"})
+        assert str(caught.value).startswith("run store unavailable: ")
+        assert caught.value.reason in (
+            "database is locked",  # SQLite
+            "a lock of the database was not available in time",  # PostgreSQL
+        )
+        # the driver's error, not SQLAlchemy's (whose message holds the parameters)
+        cause = caught.value.__cause__
+        assert cause is not None and not isinstance(cause, sa.exc.SQLAlchemyError)
+        assert "4111" not in str(caught.value) + caught.value.detail + str(cause)
+        assert store.get_run("w1") is None and store.get_run("w2") is None
+        assert store.pending_starts() == []
+        # the lock is gone: the same calls succeed
+        assert store.create_run(run("w1")).created
+        with store.batch():
+            assert store.create_run(run("w2"), start={"workflowId": "w2"}).created
+        assert store.get_run("before") is not None
+    finally:
+        store.close()
+
+
+def test_an_integrity_error_is_no_outage(store: SqlRunStore) -> None:
+    """A write the database refuses reaches the caller as the database raised it."""
+    with pytest.raises((sa.exc.IntegrityError, sqlite3.IntegrityError)):
+        store.append_task_log("t1", None, T0)  # type: ignore[arg-type]  # NOT NULL
+    with pytest.raises((sa.exc.IntegrityError, sqlite3.IntegrityError)), store.batch():
+        store.append_task_log("t1", "kept?", T0)
+        store.append_task_log("t1", None, T0)  # type: ignore[arg-type]
+    assert store.list_task_logs("t1") == []

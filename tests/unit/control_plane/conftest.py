@@ -115,13 +115,18 @@ def make_server(tmp_path: Path) -> Iterator[Any]:
         fast_path: bool = True,
         clock: Callable[[], int] | None = None,
         local_adapters: bool = True,
+        run_store: SqlRunStore | None = None,
+        busy_timeout_seconds: float | None = None,
         **overrides: Any,
     ) -> Server:
         """A server with these settings; ``fast_path=False`` serves the hot Task API
         routes through FastAPI too, ``clock`` replaces the wall clock of the API,
         ``local_adapters=False`` runs every storage call of the Task API in a thread as on
         PostgreSQL and Service Bus (``Deps.local_adapters``; its SQLite files and local
-        payload directory and its recorded signals are local, as ``stepway serve`` would find)."""
+        payload directory and its recorded signals are local, as ``stepway serve`` would find).
+        ``run_store`` replaces the SQLite run store (closed at the end);
+        ``busy_timeout_seconds`` is how long the SQLite run store and queue wait for a
+        lock another connection holds."""
         port = free_port()
         url = f"http://127.0.0.1:{port}"
         n = len(started)
@@ -129,9 +134,14 @@ def make_server(tmp_path: Path) -> Iterator[Any]:
         overrides.setdefault("settle_seconds", 0)  # no engine here acts on the signals
         settings = Settings(**overrides)
         signals = RecordingRunSignals()
+        store_url = f"sqlite:///{tmp_path}/runs{n}.db"
+        queue_wait: dict[str, float] = {}
+        if busy_timeout_seconds is not None:
+            store_url += f"?timeout={busy_timeout_seconds}"
+            queue_wait["busy_timeout_seconds"] = busy_timeout_seconds
         deps = Deps(
-            run_store=SqlRunStore(f"sqlite:///{tmp_path}/runs{n}.db"),
-            queue=SqliteTaskQueue(tmp_path / f"queues{n}.db"),
+            run_store=run_store or SqlRunStore(store_url),
+            queue=SqliteTaskQueue(tmp_path / f"queues{n}.db", **queue_wait),
             provisioner=SqliteQueueProvisioner(tmp_path / f"queues{n}.db"),
             payloads=LocalPayloadStore(
                 tmp_path / f"payloads{n}",

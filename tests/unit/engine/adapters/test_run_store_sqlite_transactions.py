@@ -188,3 +188,13 @@ def test_a_statement_of_sqlalchemy_in_a_transaction_commits_or_rolls_back_with_i
     finally:
         event.remove(store.engine, "before_cursor_execute", record)
         store.close()
+
+
+@pytest.mark.parametrize(("query", "busy_ms"), [("", 30_000), ("?timeout=0.25", 250)])
+def test_the_busy_timeout_is_the_urls_timeout(tmp_path: Path, query: str, busy_ms: int) -> None:
+    store = SqlRunStore(f"sqlite:///{tmp_path / 'runs.db'}{query}")
+    try:
+        with store._read() as conn:
+            assert conn.exec_driver_sql("PRAGMA busy_timeout").scalar() == busy_ms
+    finally:
+        store.close()

@@ -86,6 +86,8 @@ def test_activities_role_needs_queue_and_payload_store() -> None:
         ("STEPWAY_RUN_STORE_URL", "not a url", "not a database URL"),
         ("STEPWAY_RUN_STORE_URL", "sqlite://", "needs a file"),
         ("STEPWAY_RUN_STORE_URL", "postgresql+asyncpg://u@h/db", "driver"),
+        ("STEPWAY_RUN_STORE_URL", "sqlite:////tmp/runs.db?timeout=soon", "expected seconds"),
+        ("STEPWAY_RUN_STORE_URL", "sqlite:////tmp/runs.db?timeout=-1", "at least 0"),
         ("STEPWAY_RUN_STORE_MIGRATE", "maybe", "true or false"),
         ("STEPWAY_QUEUE", "amqp://x", "servicebus://"),
         ("STEPWAY_QUEUE", "servicebus://sb-x", "fully qualified"),

@@ -1,0 +1,316 @@
+"""A run store or task queue that is unavailable right now, over real HTTP: its SQLite
+file held by another connection's ``BEGIN EXCLUSIVE`` past a short busy timeout, or a
+PostgreSQL server that cannot be reached. What a client sees: 503 with ``Retry-After``
+and a retryable Conductor error body naming the dependency, never the statement's
+parameters or the database's address and credentials; and once the dependency is back,
+the same call succeeds, counted once."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import sqlite3
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import sqlalchemy as sa
+from sqlalchemy.engine import make_url
+
+from engine.adapters.run_store_sql import SqlRunStore
+from engine.ports.run_store import RunQuery
+from tests.unit.control_plane.conftest import Server, assert_error, free_port, taskdef
+
+WORKFLOW = {
+    "name": "wf",
+    "version": 1,
+    "tasks": [{"name": "parse", "taskReferenceName": "p1", "type": "SIMPLE"}],
+}
+#: in a start's input: what the run store's statement carries as a parameter
+SECRET_INPUT = {"card": "4111-1111-1111-1111"}
+LOCKED = "run store unavailable: database is locked"
+
+
+@contextmanager
+def locked(path: str | Path) -> Iterator[None]:
+    """Another connection holds the write lock of the SQLite file at ``path``."""
+    lock = sqlite3.connect(path, isolation_level=None)
+    lock.execute("BEGIN EXCLUSIVE")
+    try:
+        yield
+    finally:
+        lock.execute("COMMIT")
+        lock.close()
+
+
+def store_file(srv: Server) -> str:
+    database = srv.deps.run_store.engine.url.database  # type: ignore[attr-defined]
+    assert database
+    return str(database)
+
+
+def assert_unavailable(r: httpx.Response, message: str) -> dict[str, Any]:
+    body = assert_error(r, 503)
+    assert body["retryable"] is True, body
+    assert body["validationErrors"] == [], body
+    assert message in body["message"], body
+    assert r.headers["Retry-After"] == "1"
+    assert "4111" not in r.text and "INSERT" not in r.text and "SELECT" not in r.text, r.text
+    return body
+
+
+def poll(srv: Server, task_type: str, **params: Any) -> httpx.Response:
+    return srv.client.get(
+        f"/api/tasks/poll/batch/{task_type}", params={"workerid": "w1", "timeout": 0, **params}
+    )
+
+
+# --- the workflow and metadata APIs ----------------------------------------------------
+
+
+@pytest.mark.parametrize("local_adapters", [True, False], ids=["stored-then-started", "direct"])
+def test_a_start_meeting_a_locked_run_store_answers_503_and_its_retry_makes_one_run(
+    make_server: Any, local_adapters: bool
+) -> None:
+    srv: Server = make_server(local_adapters=local_adapters, busy_timeout_seconds=0.2)
+    srv.register(taskdef("parse"))
+    assert srv.client.post("/api/metadata/workflow", json=WORKFLOW).status_code == 200
+    start = {"name": "wf", "input": SECRET_INPUT, "idempotencyKey": "order-17"}
+
+    with locked(store_file(srv)):
+        assert_unavailable(srv.client.post("/api/workflow", json=start), LOCKED)
+        # a read does not need the write lock (WAL): the store answers it
+        assert srv.client.get("/api/workflow/none-such").status_code == 404
+    assert srv.deps.run_store.search_runs(RunQuery()).total_hits == 0
+
+    retried = srv.client.post("/api/workflow", json=start)
+    assert retried.status_code == 200, retried.text
+    again = srv.client.post("/api/workflow", json=start)
+    assert again.status_code == 200 and again.text == retried.text
+    srv.signals.start_of(retried.text)
+    time.sleep(0.2)  # a second start, if there were one, would be scheduled by now
+    assert [c.workflow_id for c in srv.signals.calls if c.kind == "start"] == [retried.text]
+    assert srv.deps.run_store.search_runs(RunQuery()).total_hits == 1
+
+
+def test_a_metadata_write_meeting_a_locked_run_store_answers_503(make_server: Any) -> None:
+    srv: Server = make_server(busy_timeout_seconds=0.2)
+    with locked(store_file(srv)):
+        body = assert_unavailable(srv.client.post("/api/metadata/workflow", json=WORKFLOW), LOCKED)
+    assert body["message"] == LOCKED
+    assert srv.client.get("/api/metadata/workflow/wf").status_code == 404
+    assert srv.client.post("/api/metadata/workflow", json=WORKFLOW).status_code == 200
+    assert srv.client.get("/api/metadata/workflow/wf").status_code == 200
+
+
+# --- the Task API (its hot routes answered by the fast path, or by FastAPI) ------------
+
+
+@pytest.mark.parametrize("fast_path", [True, False], ids=["fast-path", "fastapi"])
+def test_a_poll_meeting_a_locked_run_store_answers_503_and_loses_no_task(
+    make_server: Any, fast_path: bool
+) -> None:
+    # the worker's poll time is recorded on its first poll only: the second poll's first
+    # write is the hand-out, after the message was received from the queue
+    srv: Server = make_server(
+        fast_path=fast_path, busy_timeout_seconds=0.2, poll_record_interval_ms=600_000
+    )
+    srv.register(taskdef("parse"))
+    assert poll(srv, "parse").json() == []
+    task_id = srv.dispatch("parse")
+
+    with locked(store_file(srv)):
+        body = assert_unavailable(poll(srv, "parse"), LOCKED)
+        assert body["message"] == LOCKED
+        single = srv.client.get("/api/tasks/poll/parse", params={"workerid": "w1"})
+        assert_unavailable(single, LOCKED)
+
+    # the message went back to its queue at once (not when its lock expires)
+    tasks = poll(srv, "parse").json()
+    assert [t["taskId"] for t in tasks] == [task_id]
+    assert tasks[0]["pollCount"] == 1
+
+
+@pytest.mark.parametrize("fast_path", [True, False], ids=["fast-path", "fastapi"])
+@pytest.mark.parametrize("route", ["/api/tasks", "/api/tasks/update-v2"])
+def test_a_result_meeting_a_locked_run_store_answers_503_and_its_retry_is_accepted_once(
+    make_server: Any, fast_path: bool, route: str
+) -> None:
+    srv: Server = make_server(fast_path=fast_path, busy_timeout_seconds=0.2)
+    srv.register(taskdef("parse"))
+    task_id = srv.dispatch("parse")
+    [task] = poll(srv, "parse").json()
+    result = {
+        "workflowInstanceId": task["workflowInstanceId"],
+        "taskId": task_id,
+        "status": "COMPLETED",
+        "outputData": SECRET_INPUT,
+        "workerId": "w1",
+    }
+
+    with locked(store_file(srv)):
+        assert_unavailable(srv.client.post(route, json=result), LOCKED)
+    row = srv.deps.run_store.get_task(task_id)
+    assert row is not None and row.status == "IN_PROGRESS"
+    assert srv.signals.events(task_id) == []
+
+    assert srv.client.post(route, json=result).status_code in (200, 204)
+    assert srv.client.post(route, json=result).status_code in (200, 204)  # repeated: harmless
+    row = srv.deps.run_store.get_task(task_id)
+    assert row is not None and row.status == "COMPLETED" and row.output_data == SECRET_INPUT
+    assert len(srv.signals.events(task_id)) == 1
+
+
+@pytest.mark.parametrize("fast_path", [True, False], ids=["fast-path", "fastapi"])
+def test_a_poll_meeting_a_locked_queue_answers_503_and_loses_no_task(
+    make_server: Any, fast_path: bool
+) -> None:
+    srv: Server = make_server(fast_path=fast_path, busy_timeout_seconds=0.2)
+    srv.register(taskdef("parse"))
+    task_id = srv.dispatch("parse")
+    queues = srv.deps.queue._db.path  # type: ignore[attr-defined]
+
+    with locked(queues):
+        body = assert_unavailable(poll(srv, "parse"), "task queue unavailable: database is locked")
+    assert body["message"] == "task queue unavailable: database is locked"
+    assert [t["taskId"] for t in poll(srv, "parse").json()] == [task_id]
+
+
+# --- PostgreSQL ----------------------------------------------------------------------
+
+
+def test_a_postgresql_run_store_that_cannot_be_reached_answers_503(make_server: Any) -> None:
+    port = free_port()  # nothing listens there
+    store = SqlRunStore(
+        f"postgresql+psycopg://stepway:hunter2@127.0.0.1:{port}/stepway", migrate=False
+    )
+    srv: Server = make_server(run_store=store, local_adapters=False)
+    answers = [
+        srv.client.get("/api/workflow/some-run"),
+        srv.client.post("/api/workflow/wf", json=SECRET_INPUT),
+        srv.client.post("/api/metadata/workflow", json=WORKFLOW),
+        poll(srv, "parse"),
+    ]
+    for r in answers:
+        body = assert_unavailable(r, "run store unavailable: cannot connect to the database")
+        for secret in ("hunter2", "stepway:", str(port), "127.0.0.1"):
+            assert secret not in r.text, body
+
+
+PG_URL = os.environ.get("STEPWAY_TEST_POSTGRES_URL")
+
+
+class TcpProxy:
+    """Forwards connections to ``target`` from a port of its own: the database's address
+    as the run store sees it. ``stop`` closes the port and cuts every connection (a
+    server gone away), ``start`` listens on the same port again."""
+
+    def __init__(self, target: tuple[str, int]) -> None:
+        self.target = target
+        self.port = free_port()
+        self._listener: socket.socket | None = None
+        self._open: list[socket.socket] = []
+        self._lock = threading.Lock()
+
+    def start(self) -> None:
+        listener = socket.socket()
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", self.port))
+        listener.listen()
+        self._listener = listener
+        threading.Thread(target=self._accept, args=(listener,), daemon=True).start()
+
+    def stop(self) -> None:
+        listener, self._listener = self._listener, None
+        with self._lock:
+            cut, self._open = self._open, []
+        for sock in [s for s in (listener,) if s is not None] + cut:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)  # wakes the accept and the pipes
+            sock.close()
+
+    def _accept(self, listener: socket.socket) -> None:
+        while True:
+            try:
+                client, _ = listener.accept()
+            except OSError:
+                return  # stopped
+            try:
+                upstream = socket.create_connection(self.target)
+            except OSError:
+                client.close()
+                continue
+            with self._lock:
+                self._open += [client, upstream]
+            for src, dst in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pipe, args=(src, dst), daemon=True).start()
+
+    @staticmethod
+    def _pipe(src: socket.socket, dst: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            while data := src.recv(65536):
+                dst.sendall(data)
+        for sock in (src, dst):
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
+
+@pytest.fixture
+def proxied_postgres() -> Iterator[tuple[str, TcpProxy]]:
+    """A run store URL of a fresh schema of the test server, reached through a proxy."""
+    assert PG_URL
+    schema = f"t_{uuid.uuid4().hex[:16]}"
+    admin = sa.create_engine(PG_URL)
+    with admin.begin() as conn:
+        conn.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
+    url = make_url(PG_URL)
+    proxy = TcpProxy((url.host or "127.0.0.1", url.port or 5432))
+    proxy.start()
+    try:
+        proxied = url.set(host="127.0.0.1", port=proxy.port).update_query_dict(
+            {"options": f"-csearch_path={schema}"}
+        )
+        yield proxied.render_as_string(hide_password=False), proxy
+    finally:
+        proxy.stop()
+        with admin.begin() as conn:
+            conn.execute(sa.text(f'DROP SCHEMA "{schema}" CASCADE'))
+        admin.dispose()
+
+
+@pytest.mark.postgres
+@pytest.mark.skipif(not PG_URL, reason="needs STEPWAY_TEST_POSTGRES_URL")
+def test_a_postgresql_run_store_that_goes_away_answers_503_until_it_is_back(
+    make_server: Any, proxied_postgres: tuple[str, TcpProxy]
+) -> None:
+    url, proxy = proxied_postgres
+    srv: Server = make_server(run_store=SqlRunStore(url), local_adapters=False)
+    srv.register(taskdef("parse"))
+    assert srv.client.post("/api/metadata/workflow", json=WORKFLOW).status_code == 200
+    first = srv.client.post("/api/workflow", json={"name": "wf", "idempotencyKey": "a"})
+    assert first.status_code == 200, first.text
+    start = {"name": "wf", "input": SECRET_INPUT, "idempotencyKey": "b"}
+
+    proxy.stop()  # the server goes away, with the store's open connections
+    for r in (
+        srv.client.post("/api/workflow", json=start),
+        srv.client.get(f"/api/workflow/{first.text}"),
+        poll(srv, "parse"),
+    ):
+        assert_unavailable(r, "run store unavailable: ")
+        assert str(proxy.port) not in r.text
+
+    proxy.start()  # and is back
+    assert srv.client.get(f"/api/workflow/{first.text}").status_code == 200
+    retried = srv.client.post("/api/workflow", json=start)
+    assert retried.status_code == 200, retried.text
+    again = srv.client.post("/api/workflow", json=start)
+    assert again.text == retried.text != first.text
+    assert srv.deps.run_store.search_runs(RunQuery()).total_hits == 2
