@@ -12,6 +12,9 @@ Pure functions, no I/O. The limits are documented in ``docs/configuration.md``
   ``"\\ud800"``), which Python reads into a string that no UTF-8 text, database or
   response can hold. :func:`surrogate_problem` finds one in a value (iteratively), and
   :func:`may_spell_surrogates` tells cheaply whether a JSON document may spell one.
+  ``NaN`` and ``Infinity``, which Python's ``json`` reads but JSON has no number for,
+  are found by :func:`non_number_problem`; :func:`needs_checking` tells cheaply whether
+  a document needs any of these looks.
 * **Names.** A definition name (workflow or task definition) travels in URL paths
   (``/api/workflow/{name}``), in queue names and in database keys: :func:`name_problem`
   refuses what cannot travel there.
@@ -22,6 +25,7 @@ from __future__ import annotations
 import json
 import re
 import unicodedata
+from collections.abc import Callable
 from typing import Any
 
 __all__ = [
@@ -36,8 +40,11 @@ __all__ = [
     "json_depth",
     "json_depth_problem",
     "loads_limited",
+    "may_spell_non_numbers",
     "may_spell_surrogates",
     "name_problem",
+    "needs_checking",
+    "non_number_problem",
     "surrogate_problem",
     "text_problem",
 ]
@@ -157,16 +164,15 @@ def _printable(text: str) -> str:
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
-def _holding_surrogate(value: Any) -> tuple[str, str] | None:
-    """The first string or object key of ``value`` (in document order) that holds a
-    surrogate code point, with its JSON path; None when there is none."""
+def _first(value: Any, found: Callable[[Any], bool]) -> tuple[Any, str] | None:
+    """The first string, object key or other value of ``value`` (in document order) for
+    which ``found`` is true, with its JSON path; None when there is none. Iterative."""
     stack: list[tuple[Any, str]] = [(value, "$")]
     while stack:
         node, path = stack.pop()
-        if isinstance(node, str):
-            if _SURROGATE.search(node):
-                return node, path
-        elif isinstance(node, dict):
+        if found(node):
+            return node, path
+        if isinstance(node, dict):
             children: list[tuple[Any, str]] = []
             for key, child in node.items():
                 step = f"{path}.{_printable(str(key))}"
@@ -175,6 +181,16 @@ def _holding_surrogate(value: Any) -> tuple[str, str] | None:
         elif isinstance(node, (list, tuple)):
             stack.extend(reversed([(child, f"{path}[{i}]") for i, child in enumerate(node)]))
     return None
+
+
+def _holding_surrogate(value: Any) -> tuple[str, str] | None:
+    """The first string or object key of ``value`` (in document order) that holds a
+    surrogate code point, with its JSON path; None when there is none."""
+    return _first(value, lambda node: isinstance(node, str) and bool(_SURROGATE.search(node)))
+
+
+def _shown(path: str) -> str:
+    return path if len(path) <= 120 else path[:117] + "..."
 
 
 def surrogate_problem(value: Any, what: str = "value") -> tuple[str, str] | None:
@@ -187,12 +203,60 @@ def surrogate_problem(value: Any, what: str = "value") -> tuple[str, str] | None
     text, path = found
     match = _SURROGATE.search(text)
     assert match is not None
-    shown = path if len(path) <= 120 else path[:117] + "..."
+    shown = _shown(path)
     message = (
         f"{what} holds U+{ord(match.group()):04X} at {shown}, a UTF-16 surrogate that is "
         "not half of a pair: strings must be Unicode text"
     )
     return message, shown
+
+
+#: how Python's ``json`` reads the constants JSON does not have (RFC 8259: numbers are
+#: finite): ``NaN``, ``Infinity`` and ``-Infinity``
+_NON_NUMBER = re.compile(rb"NaN|Infinity")
+
+
+class _NonNumber:
+    """What a ``NaN`` or ``Infinity`` token of a document parses to while it is looked
+    for (:func:`non_number_problem`)."""
+
+    __slots__ = ("token",)
+
+    def __init__(self, token: str) -> None:
+        self.token = token
+
+
+def non_number_problem(document: str | bytes, what: str = "value") -> tuple[str, str] | None:
+    """``(message, path)`` when the JSON ``document`` (well-formed, within the depth
+    limit) uses ``NaN``, ``Infinity`` or ``-Infinity``, which JSON has no numbers for
+    (Python's ``json`` reads them; Jackson, and so Conductor, refuses them): stored,
+    such a value would come back as ``null``. None when it uses none."""
+    value = json.loads(document, parse_constant=_NonNumber)
+    found = _first(value, lambda node: isinstance(node, _NonNumber))
+    if found is None:
+        return None
+    token, path = found
+    shown = _shown(path)
+    message = f"{what} holds {token.token} at {shown}: JSON numbers must be finite"
+    return message, shown
+
+
+def needs_checking(document: bytes, limit: int = MAX_JSON_DEPTH) -> bool:
+    """Whether the JSON ``document`` must be parsed and checked before use: it may nest
+    deeper than ``limit`` (more brackets than that), spell a surrogate
+    (:func:`surrogate_problem`) or a constant JSON has no number for
+    (:func:`non_number_problem`). Scans at memory speed; most documents are cleared."""
+    return (
+        document.count(b"[") + document.count(b"{") > limit
+        or may_spell_surrogates(document)
+        or _NON_NUMBER.search(document) is not None
+    )
+
+
+def may_spell_non_numbers(document: bytes) -> bool:
+    """Whether the JSON ``document`` may use ``NaN`` or ``Infinity`` (no: it does not;
+    yes: look with :func:`non_number_problem`)."""
+    return _NON_NUMBER.search(document) is not None
 
 
 def text_problem(text: str, what: str = "value") -> str | None:

@@ -21,8 +21,8 @@ answers as it always does:
 * a body above the size limit (``BodySizeLimit`` answers 413), one whose content type
   is not plainly ``application/json``, one empty, malformed, possibly nested too deep
   (more brackets than the depth limit), possibly holding a string that is not Unicode
-  text (it spells a UTF-16 surrogate) or not valid for the route (FastAPI's 400 naming
-  the field).
+  text (it spells a UTF-16 surrogate) or a NaN or Infinity, or not valid for the route
+  (FastAPI's 400 naming the field).
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from control_plane.api import tasks as api_tasks
 from control_plane.api.routing import StepwayRoute, all_routes
 from control_plane.auth import principal
-from protocol.limits import MAX_JSON_DEPTH, may_spell_surrogates
+from protocol.limits import needs_checking
 
 __all__ = ["HOT_ROUTES", "TaskApiFastPath"]
 
@@ -210,9 +210,10 @@ class TaskApiFastPath:
     def _validated_body(field: Any, read: list[Message]) -> Any:
         """The body, validated by the route's body ``field`` (FastAPI's) as FastAPI
         validates it; falls through unless it is a JSON object, possibly nested within
-        the depth limit and spelling no surrogate, that the field takes."""
+        the depth limit and spelling no surrogate, NaN or Infinity, that the field
+        takes."""
         raw = b"".join(m.get("body", b"") for m in read)
-        if raw.count(b"[") + raw.count(b"{") > MAX_JSON_DEPTH or may_spell_surrogates(raw):
+        if needs_checking(raw):
             raise _FallThrough
         try:
             value = json.loads(raw)  # as Starlette's Request.json()

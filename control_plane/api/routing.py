@@ -15,7 +15,8 @@
   ``protocol.limits.MAX_JSON_DEPTH`` with 400 (before any recursive code sees it), and
   one holding a string that is not Unicode text (a lone UTF-16 surrogate such as
   ``"\\ud800"``, which no UTF-8 text, database column or response can hold) with 400
-  naming where.
+  naming where, and one using ``NaN`` or ``Infinity`` (JSON has no such numbers; stored,
+  they would read back as ``null``) with 400 naming where.
 """
 
 from __future__ import annotations
@@ -36,7 +37,10 @@ from protocol.limits import (
     MAX_JSON_DEPTH,
     JsonTooDeep,
     loads_limited,
+    may_spell_non_numbers,
     may_spell_surrogates,
+    needs_checking,
+    non_number_problem,
     surrogate_problem,
 )
 
@@ -82,18 +86,22 @@ def _is_json(request: Request) -> bool:
 
 async def read_json_body(request: Request, what: str = "the request body") -> Any:
     """The request body parsed as JSON within the depth limit; 400 naming the limit
-    when it is nested deeper, 400 naming where when a string in it is not Unicode text.
+    when it is nested deeper, 400 naming where when a string in it is not Unicode text
+    or it uses ``NaN`` or ``Infinity``.
     Raises ``json.JSONDecodeError`` for malformed JSON."""
     body = await request.body()
     try:
         value = loads_limited(body, MAX_JSON_DEPTH, what)
     except JsonTooDeep as exc:
         raise ApiError(400, str(exc), validation_errors=[(exc.path, str(exc))]) from None
-    if may_spell_surrogates(body):
+    problem = None
+    if may_spell_non_numbers(body):
+        problem = non_number_problem(body, what)
+    if problem is None and may_spell_surrogates(body):
         problem = surrogate_problem(value, what)
-        if problem is not None:
-            message, path = problem
-            raise ApiError(400, message, validation_errors=[(path, message)])
+    if problem is not None:
+        message, path = problem
+        raise ApiError(400, message, validation_errors=[(path, message)])
     return value
 
 
@@ -136,10 +144,9 @@ class StepwayRoute(APIRoute):
             if request.method in ("POST", "PUT", "PATCH") and _is_json(request):
                 body = await request.body()
                 # a document cannot nest deeper than it has brackets, nor hold a
-                # surrogate it does not spell: most bodies are cleared without parsing
-                # them here
-                deep = body.count(b"[") + body.count(b"{") > MAX_JSON_DEPTH
-                if deep or may_spell_surrogates(body):
+                # surrogate or a NaN it does not spell: most bodies are cleared without
+                # parsing them here
+                if needs_checking(body):
                     try:
                         value = await read_json_body(request)
                     except json.JSONDecodeError:

@@ -16,6 +16,8 @@ from protocol.limits import (
     loads_limited,
     may_spell_surrogates,
     name_problem,
+    needs_checking,
+    non_number_problem,
     surrogate_problem,
 )
 
@@ -142,3 +144,21 @@ def test_a_surrogate_far_deeper_than_the_recursion_limit_is_found() -> None:
     node.append("\ud800")
     problem = surrogate_problem(deep)
     assert problem is not None and problem[1].endswith("...")
+
+
+def test_nan_and_infinity_are_found_where_they_are() -> None:
+    document = b'{"a": "NaN", "b": [1, 2.5, {"c": -Infinity}], "d": NaN}'
+    assert needs_checking(document)
+    assert non_number_problem(document, "the body") == (
+        "the body holds -Infinity at $.b[2].c: JSON numbers must be finite",
+        "$.b[2].c",
+    )
+    # as text they are text; large and small finite numbers are numbers
+    assert non_number_problem(b'{"a": "NaN", "b": "Infinity", "c": 1e308, "d": -1e-308}') is None
+
+
+def test_most_documents_need_no_check() -> None:
+    assert not needs_checking(b'{"taskId": "t", "status": "COMPLETED", "outputData": {"x": 1.5}}')
+    assert needs_checking(b'{"a": NaN}')
+    assert needs_checking(b'{"a": "\\ud800"}')
+    assert needs_checking(b"[" * (MAX_JSON_DEPTH + 1))

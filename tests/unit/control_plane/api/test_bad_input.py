@@ -124,6 +124,51 @@ def test_an_escaped_surrogate_pair_is_one_character(srv: Server) -> None:
     assert srv.client.get(f"/api/workflow/{r.text}").json()["input"] == {"a": "\U0001f600"}
 
 
+@pytest.mark.parametrize(
+    ("url", "body", "where", "token"),
+    [
+        ("/api/workflow/flow", b'{"a": {"b": [1, NaN]}}', "$.a.b[1]", "NaN"),
+        ("/api/workflow/flow", b'{"a": Infinity}', "$.a", "Infinity"),
+        ("/api/workflow", b'{"name": "flow", "input": {"x": -Infinity}}', "$.input.x", "-Infinity"),
+        (
+            "/api/tasks",
+            b'{"taskId": "t", "status": "COMPLETED", "outputData": {"score": NaN}}',
+            "$.outputData.score",
+            "NaN",
+        ),
+        (
+            "/api/tasks/update-v2",
+            b'{"taskId": "t", "status": "COMPLETED", "outputData": {"score": NaN}}',
+            "$.outputData.score",
+            "NaN",
+        ),
+    ],
+)
+def test_a_body_using_nan_or_infinity_is_400_naming_where(
+    srv: Server, url: str, body: bytes, where: str, token: str
+) -> None:
+    """Python's json reads NaN and Infinity, which JSON has no number for (Jackson, and
+    so Conductor, refuses them); stored, they would read back as null. The body is
+    refused naming where, the Task API's hot routes included, and no run is started."""
+    assert srv.client.post("/api/metadata/workflow", json=WORKFLOW).status_code == 200
+    r = srv.client.post(url, content=body, headers={"content-type": "application/json"})
+    error = assert_error(r, 400, where)
+    assert f"holds {token} at {where}" in error["message"] and error["retryable"] is False
+    assert srv.deps.run_store.search_runs(RunQuery()).total_hits == 0
+
+
+def test_nan_inside_a_string_is_text(srv: Server) -> None:
+    assert srv.client.post("/api/metadata/workflow", json=WORKFLOW).status_code == 200
+    headers = {"content-type": "application/json"}
+    body = b'{"a": "NaN", "b": "Infinity and beyond"}'
+    r = srv.client.post("/api/workflow/flow", content=body, headers=headers)
+    assert r.status_code == 200, r.text
+    assert srv.client.get(f"/api/workflow/{r.text}").json()["input"] == {
+        "a": "NaN",
+        "b": "Infinity and beyond",
+    }
+
+
 def test_a_method_a_path_does_not_answer_is_405_listing_its_methods(srv: Server) -> None:
     """Not a complete-by-reference call on task 'all' (POST /api/tasks/{wf}/{ref}/{status})
     nor a terminate of run 'search' (DELETE /api/workflow/{workflowId})."""
