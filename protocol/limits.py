@@ -41,10 +41,12 @@ __all__ = [
     "json_depth_problem",
     "loads_limited",
     "may_spell_non_numbers",
+    "may_spell_nul",
     "may_spell_surrogates",
     "name_problem",
     "needs_checking",
     "non_number_problem",
+    "nul_problem",
     "surrogate_problem",
     "text_problem",
 ]
@@ -160,8 +162,9 @@ def may_spell_surrogates(document: bytes) -> bool:
 
 
 def _printable(text: str) -> str:
-    """``text`` with its surrogates written as ``\\udXXX`` (a message can carry it)."""
-    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    """``text`` with its surrogates written as ``\\udXXX`` and NUL as ``\\u0000`` (a
+    message can carry it)."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8").replace("\x00", "\\u0000")
 
 
 def _first(value: Any, found: Callable[[Any], bool]) -> tuple[Any, str] | None:
@@ -211,6 +214,27 @@ def surrogate_problem(value: Any, what: str = "value") -> tuple[str, str] | None
     return message, shown
 
 
+#: how a JSON document spells the NUL character (a raw NUL byte is not JSON)
+_NUL_ESCAPE = re.compile(rb"\\u0000")
+
+
+def may_spell_nul(document: bytes) -> bool:
+    """Whether the JSON ``document`` may hold the NUL character once parsed (no: it does
+    not; yes: look with :func:`nul_problem`)."""
+    return _NUL_ESCAPE.search(document) is not None
+
+
+def nul_problem(value: Any, what: str = "value") -> tuple[str, str] | None:
+    """``(message, path)`` when a string or object key of ``value`` holds the NUL
+    character, which PostgreSQL's text and JSONB cannot store; else None. Iterative."""
+    found = _first(value, lambda node: isinstance(node, str) and "\x00" in node)
+    if found is None:
+        return None
+    shown = _shown(found[1])
+    message = f"{what} holds the NUL character (\\u0000) at {shown}: strings must not hold it"
+    return message, shown
+
+
 #: how Python's ``json`` reads the constants JSON does not have (RFC 8259: numbers are
 #: finite): ``NaN``, ``Infinity`` and ``-Infinity``
 _NON_NUMBER = re.compile(rb"NaN|Infinity")
@@ -244,12 +268,14 @@ def non_number_problem(document: str | bytes, what: str = "value") -> tuple[str,
 def needs_checking(document: bytes, limit: int = MAX_JSON_DEPTH) -> bool:
     """Whether the JSON ``document`` must be parsed and checked before use: it may nest
     deeper than ``limit`` (more brackets than that), spell a surrogate
-    (:func:`surrogate_problem`) or a constant JSON has no number for
-    (:func:`non_number_problem`). Scans at memory speed; most documents are cleared."""
+    (:func:`surrogate_problem`), the NUL character (:func:`nul_problem`) or a constant
+    JSON has no number for (:func:`non_number_problem`). Scans at memory speed; most
+    documents are cleared."""
     return (
         document.count(b"[") + document.count(b"{") > limit
         or may_spell_surrogates(document)
         or _NON_NUMBER.search(document) is not None
+        or _NUL_ESCAPE.search(document) is not None
     )
 
 

@@ -15,6 +15,7 @@
   ``protocol.limits.MAX_JSON_DEPTH`` with 400 (before any recursive code sees it), and
   one holding a string that is not Unicode text (a lone UTF-16 surrogate such as
   ``"\\ud800"``, which no UTF-8 text, database column or response can hold) with 400
+  naming where, one holding the NUL character (which PostgreSQL cannot store) with 400
   naming where, and one using ``NaN`` or ``Infinity`` (JSON has no such numbers; stored,
   they would read back as ``null``) with 400 naming where.
 """
@@ -38,9 +39,11 @@ from protocol.limits import (
     JsonTooDeep,
     loads_limited,
     may_spell_non_numbers,
+    may_spell_nul,
     may_spell_surrogates,
     needs_checking,
     non_number_problem,
+    nul_problem,
     surrogate_problem,
 )
 
@@ -87,7 +90,7 @@ def _is_json(request: Request) -> bool:
 async def read_json_body(request: Request, what: str = "the request body") -> Any:
     """The request body parsed as JSON within the depth limit; 400 naming the limit
     when it is nested deeper, 400 naming where when a string in it is not Unicode text
-    or it uses ``NaN`` or ``Infinity``.
+    or holds NUL, or it uses ``NaN`` or ``Infinity``.
     Raises ``json.JSONDecodeError`` for malformed JSON."""
     body = await request.body()
     try:
@@ -99,6 +102,8 @@ async def read_json_body(request: Request, what: str = "the request body") -> An
         problem = non_number_problem(body, what)
     if problem is None and may_spell_surrogates(body):
         problem = surrogate_problem(value, what)
+    if problem is None and may_spell_nul(body):
+        problem = nul_problem(value, what)
     if problem is not None:
         message, path = problem
         raise ApiError(400, message, validation_errors=[(path, message)])

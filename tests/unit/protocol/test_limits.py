@@ -18,6 +18,7 @@ from protocol.limits import (
     name_problem,
     needs_checking,
     non_number_problem,
+    nul_problem,
     surrogate_problem,
 )
 
@@ -162,3 +163,14 @@ def test_most_documents_need_no_check() -> None:
     assert needs_checking(b'{"a": NaN}')
     assert needs_checking(b'{"a": "\\ud800"}')
     assert needs_checking(b"[" * (MAX_JSON_DEPTH + 1))
+
+
+def test_nul_is_found_where_it_is() -> None:
+    assert needs_checking(b'{"a": "\\u0000"}')
+    assert nul_problem({"a": ["ok", {"b": "x\x00"}]}, "the body") == (
+        "the body holds the NUL character (\\u0000) at $.a[1].b: strings must not hold it",
+        "$.a[1].b",
+    )
+    assert nul_problem({"k\x00": 1}) is not None
+    assert nul_problem({"k\x00": 1})[1] == "$.k\\u0000"  # type: ignore[index]
+    assert nul_problem({"a": "\\u0000"}) is None  # a backslash, then u0000

@@ -157,6 +157,37 @@ def test_a_body_using_nan_or_infinity_is_400_naming_where(
     assert srv.deps.run_store.search_runs(RunQuery()).total_hits == 0
 
 
+@pytest.mark.parametrize(
+    ("url", "body", "where"),
+    [
+        ("/api/workflow/flow", b'{"a": {"b": ["ok", "x\\u0000y"]}}', "$.a.b[1]"),
+        ("/api/workflow/flow", b'{"k\\u0000": 1}', "$.k"),
+        (
+            "/api/tasks/update-v2",
+            b'{"taskId": "t", "status": "COMPLETED", "outputData": {"a": "\\u0000"}}',
+            "$.outputData.a",
+        ),
+    ],
+)
+def test_a_body_holding_nul_is_400_naming_where(
+    srv: Server, url: str, body: bytes, where: str
+) -> None:
+    """PostgreSQL's text and JSONB cannot store NUL: refused on every store alike, the
+    Task API's hot routes included, rather than a 500 on PostgreSQL only."""
+    assert srv.client.post("/api/metadata/workflow", json=WORKFLOW).status_code == 200
+    r = srv.client.post(url, content=body, headers={"content-type": "application/json"})
+    error = assert_error(r, 400, where)
+    assert "NUL character" in error["message"] and error["retryable"] is False
+    assert srv.deps.run_store.search_runs(RunQuery()).total_hits == 0
+    # a backslash then u0000, as text, is text
+    text = b'{"a": "\\\\u0000"}'
+    r = srv.client.post(
+        "/api/workflow/flow", content=text, headers={"content-type": "application/json"}
+    )
+    assert r.status_code == 200, r.text
+    assert srv.client.get(f"/api/workflow/{r.text}").json()["input"] == {"a": "\\u0000"}
+
+
 def test_nan_inside_a_string_is_text(srv: Server) -> None:
     assert srv.client.post("/api/metadata/workflow", json=WORKFLOW).status_code == 200
     headers = {"content-type": "application/json"}
