@@ -241,6 +241,17 @@ class Report:
             f"{fmt(sw_http / floor_http)}x",
             le(sw_http / floor_http, 1.3),
         )
+        # INLINE and JSON_JQ_TRANSFORM are built-in activities too (README, first
+        # paragraph); the floor's step for them is a no-op activity
+        floor_noop = v("builtin20", "floor", "noop")
+        for variant, label in (("inline", "INLINE"), ("jq", "JSON_JQ_TRANSFORM")):
+            ratio = v("builtin20", "stepway", variant) / floor_noop
+            check(
+                f"built-in activity step at most 1.3x the floor (20 {label} steps against "
+                "20 no-op activities)",
+                f"{fmt(ratio)}x",
+                le(ratio, 1.3),
+            )
         for name, system, variant in (
             ("DBOS", "dbos", "http"),
             ("Temporal activities", "temporal", "activity"),
