@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import sqlalchemy as sa
 
-__all__ = ["Outage", "outage_of"]
+__all__ = ["Outage", "outage_of", "refusal_of"]
 
 _CONNECTION_LOST = "the connection to the database was lost"
 
@@ -107,3 +107,27 @@ def _postgres_outage(exc: BaseException) -> Outage | None:
 def _name(exc: BaseException) -> str:
     cls = type(exc)
     return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def refusal_of(exc: BaseException) -> str:
+    """What the database said when it refused a call, without the values: the driver's
+    error class, its code (SQLSTATE, or SQLite's error name) and the primary message.
+    PostgreSQL's ``DETAIL`` (which quotes the failing row) and SQLAlchemy's statement and
+    parameters are left out."""
+    orig: BaseException = exc
+    if isinstance(exc, sa.exc.DBAPIError) and isinstance(exc.orig, BaseException):
+        orig = exc.orig
+    primary = getattr(getattr(orig, "diag", None), "message_primary", None)
+    if isinstance(primary, str) and primary:
+        return f"{type(orig).__name__} (SQLSTATE {getattr(orig, 'sqlstate', None)}): {primary}"
+    first = str(orig).splitlines()[0] if str(orig) else ""
+    if isinstance(orig, sqlite3.Error):
+        name = getattr(orig, "sqlite_errorname", None)
+        return (
+            f"{type(orig).__name__} ({name}): {first}"
+            if name
+            else f"{type(orig).__name__}: {first}"
+        )
+    if isinstance(orig, sa.exc.DBAPIError) or type(orig).__module__.startswith("psycopg"):
+        return type(orig).__name__  # its message may quote the statement's values
+    return f"{type(orig).__name__}: {first}"

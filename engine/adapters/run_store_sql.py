@@ -60,7 +60,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import RowMapping, make_url
 
-from engine.adapters.database_outages import outage_of
+from engine.adapters.database_outages import outage_of, refusal_of
 from engine.adapters.run_watches import RunWatches
 from engine.adapters.sqlite_transactions import SqliteTransactions, sqlite_engine
 from engine.language.definitions import RunStatus, TaskStatus
@@ -78,6 +78,7 @@ from engine.ports.run_store import (
     PollData,
     RunQuery,
     RunRecord,
+    RunStoreRefused,
     RunStoreUnavailable,
     RunUpdate,
     RunWatch,
@@ -268,11 +269,13 @@ _DATABASE_ERRORS = (sa.exc.SQLAlchemyError, sqlite3.Error)
 def _raise_if_outage(exc: BaseException) -> None:
     """Raise :class:`RunStoreUnavailable` when the database error ``exc`` is an outage
     (``engine/adapters/database_outages.py``), chained to the driver's error (not to
-    SQLAlchemy's, whose message holds the statement's parameters); else return and the
-    caller re-raises ``exc``."""
+    SQLAlchemy's, whose message holds the statement's parameters); else
+    :class:`RunStoreRefused` naming the error without the values it quotes."""
     outage = outage_of(exc)
     if outage is not None:
         raise RunStoreUnavailable(outage.reason, outage.detail) from outage.cause
+    # the driver's and SQLAlchemy's messages quote the statement's values or the row
+    raise RunStoreRefused(refusal_of(exc)) from None
 
 
 class _Rollback(Exception):
@@ -398,6 +401,9 @@ class SqlRunStore:
     def __init__(self, url: str, *, migrate: bool = True, **engine_kwargs: Any) -> None:
         parsed = make_url(url)
         self.dialect = parsed.get_backend_name()
+        # an error's message names the statement but not its parameters, which hold
+        # runs' inputs and outputs (logs, error bodies and task reasons quote it)
+        engine_kwargs.setdefault("hide_parameters", True)
         if self.dialect == "sqlite":
             database = parsed.database
             if not database or database == ":memory:":

@@ -16,7 +16,8 @@ Conventions
   offload reference into the payload store (``input_ref``, ``output_ref`` ...).
 * A database that cannot be used right now (locked past its wait, unreachable,
   restarting, out of resources) raises :class:`RunStoreUnavailable`: the call wrote
-  nothing and may be made again. Any other error of the database is raised as it is.
+  nothing and may be made again. Any other error of the database raises
+  :class:`RunStoreRefused`, naming it without the values it quotes.
 
 Monotonic statuses
 ------------------
@@ -85,6 +86,15 @@ class RunStoreUnavailable(Exception):
         super().__init__(f"run store unavailable: {reason}")
         self.reason = reason
         self.detail = detail
+
+
+class RunStoreRefused(Exception):
+    """The run store's database refused the call for a reason that trying again will not
+    change (a constraint, a value the database cannot store, an error in a statement):
+    nothing was written by the call that raised it. Its message names the database's
+    error by class and code and its primary message, never the statement's values nor
+    the row the database quotes (runs' inputs and outputs): it reaches logs, error
+    bodies and tasks' reasons."""
 
 
 class _Record(BaseModel):

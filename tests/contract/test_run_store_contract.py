@@ -38,6 +38,7 @@ from engine.ports.run_store import (
     RunQuery,
     RunStatus,
     RunStore,
+    RunStoreRefused,
     RunStoreUnavailable,
     RunUpdate,
     TaskLimits,
@@ -1122,8 +1123,9 @@ def test_a_start_holding_a_lone_surrogate_is_stored_whole_or_not_at_all(
             stored = store.get_run(new_run.workflow_id)
             assert stored is not None and stored.input == new_run.input
         else:
-            with pytest.raises(sa.exc.DataError, match="surrogate"):
+            with pytest.raises(RunStoreRefused) as refused:
                 store.create_run(new_run, start=start)
+            assert odd not in str(refused.value)
             assert store.get_run(new_run.workflow_id) is None
     expected = [start for _, start in cases.values()] if store.dialect == "sqlite" else []
     assert [p.run_input for p in store.pending_starts()] == expected
@@ -1625,10 +1627,21 @@ def test_a_write_meeting_a_locked_database_raises_unavailable_and_writes_nothing
 
 
 def test_an_integrity_error_is_no_outage(store: SqlRunStore) -> None:
-    """A write the database refuses reaches the caller as the database raised it."""
-    with pytest.raises((sa.exc.IntegrityError, sqlite3.IntegrityError)):
+    """A write the database refuses is refused, not an outage, and writes nothing."""
+    with pytest.raises(RunStoreRefused, match=r"(?i)not.null"):
         store.append_task_log("t1", None, T0)  # type: ignore[arg-type]  # NOT NULL
-    with pytest.raises((sa.exc.IntegrityError, sqlite3.IntegrityError)), store.batch():
+    with pytest.raises(RunStoreRefused), store.batch():
         store.append_task_log("t1", "kept?", T0)
         store.append_task_log("t1", None, T0)  # type: ignore[arg-type]
     assert store.list_task_logs("t1") == []
+
+
+def test_a_refused_write_does_not_quote_its_values(store: SqlRunStore) -> None:
+    """An error's message reaches logs, error bodies and task reasons: it names what the
+    database refused, never the values it carried nor the row PostgreSQL quotes (runs'
+    inputs and outputs); neither does an error it is chained to."""
+    secret = "a-payload-7f3c9e"
+    with pytest.raises(RunStoreRefused) as raised:
+        store.append_task_log(secret, None, T0)  # type: ignore[arg-type]  # NOT NULL
+    assert secret not in str(raised.value) and "task_logs" in str(raised.value)
+    assert raised.value.__cause__ is None and raised.value.__suppress_context__
