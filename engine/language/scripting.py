@@ -304,7 +304,7 @@ def _run(
             _cache.move_to_end(key)
     if hit is None:
         try:
-            hit = _run_fresh(expression, bindings_json, time_limit_s, memory_limit_bytes)
+            hit = FreshContext().run(expression, bindings_json, time_limit_s, memory_limit_bytes)
         except ScriptError as exc:
             if exc.reason == "error":  # deterministic: the same script fails the same way
                 _remember(key, ("error", exc.message))
@@ -334,18 +334,6 @@ def _remember(key: bytes, entry: tuple[str, Any]) -> None:
         _cache.move_to_end(key)
         while len(_cache) > _CACHE_SIZE:
             _cache.popitem(last=False)
-
-
-def _run_fresh(
-    expression: str,
-    bindings_json: str,
-    time_limit_s: float,
-    memory_limit_bytes: int,
-    max_depth: int = MAX_JSON_DEPTH,
-) -> tuple[str, Any]:
-    return FreshContext().run(
-        expression, bindings_json, time_limit_s, memory_limit_bytes, max_depth
-    )
 
 
 class FreshContext:
