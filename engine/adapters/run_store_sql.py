@@ -49,7 +49,7 @@ import threading
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import sqlalchemy as sa
 from alembic import command
@@ -261,12 +261,12 @@ _NO_DOMAIN = ""
 _DELETE_CHUNK = 128
 
 
-#: the errors ``_raise_if_outage`` sorts: SQLAlchemy's, and the SQLite driver's (statements
+#: the errors ``_raise_as_port_error`` sorts: SQLAlchemy's, and the SQLite driver's (statements
 #: run on its cursor, ``_Prepared``, and BEGIN / COMMIT, ``sqlite_transactions.py``)
 _DATABASE_ERRORS = (sa.exc.SQLAlchemyError, sqlite3.Error)
 
 
-def _raise_if_outage(exc: BaseException) -> None:
+def _raise_as_port_error(exc: BaseException) -> NoReturn:
     """Raise :class:`RunStoreUnavailable` when the database error ``exc`` is an outage
     (``engine/adapters/database_outages.py``), chained to the driver's error (not to
     SQLAlchemy's, whose message holds the statement's parameters); else
@@ -456,8 +456,8 @@ class SqlRunStore:
     @contextmanager
     def _begin(self) -> Iterator[Connection]:
         """A write transaction; once it committed, the readers watching the runs it
-        touched are woken (``watch``). An outage of the database raises
-        :class:`RunStoreUnavailable` (``_raise_if_outage``)."""
+        touched are woken (``watch``). A database error raises the port's
+        :class:`RunStoreUnavailable` or :class:`RunStoreRefused` (``_raise_as_port_error``)."""
         try:
             if self._sqlite is None:
                 with self._engine.begin() as conn:
@@ -468,8 +468,7 @@ class SqlRunStore:
                     yield conn
         except _DATABASE_ERRORS as exc:
             self._watches.discarded()
-            _raise_if_outage(exc)
-            raise
+            _raise_as_port_error(exc)
         except BaseException:
             self._watches.discarded()
             raise
@@ -524,8 +523,7 @@ class SqlRunStore:
             with sqlite.read() as conn:
                 yield conn
         except _DATABASE_ERRORS as exc:
-            _raise_if_outage(exc)
-            raise
+            _raise_as_port_error(exc)
 
     @contextmanager
     def _read_through_sqlalchemy(self) -> Iterator[Connection]:
@@ -533,8 +531,7 @@ class SqlRunStore:
             with self._engine.connect() as conn, conn.begin():
                 yield conn
         except _DATABASE_ERRORS as exc:
-            _raise_if_outage(exc)
-            raise
+            _raise_as_port_error(exc)
 
     def _stmt(self, key: Hashable, build: Callable[[], Any]) -> Any:
         """The statement ``build`` makes, built once per key (see the module doc)."""
