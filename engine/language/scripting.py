@@ -83,6 +83,8 @@ class ScriptError(Exception):
 
 _IDENTIFIER = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*")
 _BIND_GLOBAL = "__stepway_bind"
+_RUN_GLOBAL = "__stepway_run"
+_HELD_GLOBAL = "__stepway_held"
 _TO_JSON_GLOBAL = "__stepway_to_json"
 _DEPTH_MARKER = "__stepway_depth_limit"
 
@@ -121,6 +123,18 @@ _PRELUDE = r"""
   g.__stepway_bind = function bind(text) {
     var bindings = parse(text);
     for (var name in bindings) g[name] = bindings[name];
+  };
+
+  // runs the script as a global script (an indirect eval) and keeps its completion value;
+  // called once, by Python, which gets the value's type, then the value: a string as its
+  // JSON text (the bridge to Python reads a string only up to its first NUL character)
+  var indirectEval = g.eval, held;
+  g.__stepway_run = function run(source) {
+    held = indirectEval(source);
+    return typeof held;
+  };
+  g.__stepway_held = function heldValue() {
+    return typeof held === "string" ? stringify(held) : held;
   };
 
   // JSON text of a result without recursion: a plain copy is built with an explicit
@@ -343,18 +357,18 @@ class FreshContext:
     evaluation sees what another one did. A QuickJS runtime must only ever be used from
     one thread: the one that made it."""
 
-    __slots__ = ("_bind", "_context", "_to_json", "_used")
+    __slots__ = ("_bind", "_context", "_held", "_run", "_to_json", "_used")
 
     def __init__(self) -> None:
         self._used = False
         self._context = quickjs.Context()
         try:
             self._context.eval(_PRELUDE)
-            self._bind = self._context.get(_BIND_GLOBAL)
-            self._to_json = self._context.get(_TO_JSON_GLOBAL)
-            self._context.eval(
-                f"delete globalThis.{_BIND_GLOBAL}; delete globalThis.{_TO_JSON_GLOBAL};"
+            helpers = (_BIND_GLOBAL, _RUN_GLOBAL, _HELD_GLOBAL, _TO_JSON_GLOBAL)
+            self._bind, self._run, self._held, self._to_json = (
+                self._context.get(name) for name in helpers
             )
+            self._context.eval("".join(f"delete globalThis.{name};" for name in helpers))
         except quickjs.JSException as exc:
             raise ScriptError(
                 f"cannot prepare script context: {_message(exc)}", "bindings"
@@ -383,7 +397,10 @@ class FreshContext:
         context.set_memory_limit(memory_limit_bytes)
         context.set_time_limit(time_limit_s)
         try:
-            result = context.eval(expression)
+            kind = self._run(expression)
+            result = self._held()
+            if kind == "string":
+                return "value", json.loads(result)
             if isinstance(result, quickjs.Object):
                 text = self._to_json(result, max_depth)
                 return "json", text if isinstance(text, str) else "null"

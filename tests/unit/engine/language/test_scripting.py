@@ -391,3 +391,12 @@ def test_evaluate_to_json_gives_the_text_of_any_result() -> None:
     assert evaluate_to_json("undefined", "{}") == "null"
     assert evaluate_to_json("'x'", "{}") == '"x"'
     assert evaluate_to_json("1.5", "{}") == "1.5"
+
+
+def test_a_string_result_comes_back_whole() -> None:
+    """QuickJS's bridge reads a string only up to its first NUL: a string result comes
+    back as JSON text instead, whole (NUL and lone surrogates included)."""
+    assert evaluate("'a' + String.fromCharCode(0) + 'b'", {}) == "a\x00b"
+    assert evaluate_to_json("'a' + String.fromCharCode(0)", "{}") == '"a\\u0000"'
+    assert evaluate("String.fromCharCode(0xd800)", {}) == "\ud800"
+    assert evaluate("var s = 'x'; s + s", {}) == "xx"  # statements: the completion value
