@@ -49,6 +49,7 @@ __all__ = [
     "nul_problem",
     "surrogate_problem",
     "text_problem",
+    "unstorable_text_problem",
 ]
 
 #: Containers (objects and arrays) one inside the other, at most. ``{}`` and ``[]`` are
@@ -233,6 +234,21 @@ def nul_problem(value: Any, what: str = "value") -> tuple[str, str] | None:
     shown = _shown(found[1])
     message = f"{what} holds the NUL character (\\u0000) at {shown}: strings must not hold it"
     return message, shown
+
+
+def unstorable_text_problem(value: Any, what: str = "value") -> tuple[str, str] | None:
+    """``(message, path)`` when a string or object key of the JSON-like ``value`` holds
+    what no UTF-8 text or PostgreSQL text or JSONB can keep (the NUL character, a UTF-16
+    surrogate), else None: for values the engine itself produces (a built-in task's
+    output), which never passed the API's checks. One encode at C speed; the walk that
+    names the place runs only when the text shows one may be there."""
+    try:
+        text = json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return None  # not JSON: what stores it reports that
+    if "\\u0000" not in text and _SURROGATE.search(text) is None:
+        return None
+    return nul_problem(value, what) or surrogate_problem(value, what)
 
 
 #: how Python's ``json`` reads the constants JSON does not have (RFC 8259: numbers are

@@ -69,6 +69,7 @@ from engine.runtime.snapshots import (
 )
 from engine.runtime.tracing import STATUS, attributes, span, traceparent_of, tracer
 from protocol.events import TERMINATE_EVENT, TerminateEvent
+from protocol.limits import unstorable_text_problem
 from protocol.messages import TaskMessage, message_id
 from protocol.payload_keys import (
     ACTIVITY_PREFIX_KEY,
@@ -891,10 +892,20 @@ class RunActivities:
     def _task_output(self, where: PolledTask, result: ActivityResult) -> dict[str, Any]:
         """A built-in task's result with its output offloaded when above the threshold
         (``{"outputRef": ref}``; the Decider reads it for expressions) or failed, naming
-        the payload and its size, above the maximum."""
+        the payload and its size, above the maximum, or failed naming where when it holds
+        text no store can keep (NUL, a lone surrogate: an HTTP response or a script's
+        result can; PostgreSQL refuses it, so SQLite and PostgreSQL answer alike)."""
         envelope = result.to_dict()
         if not result.output or result.is_pending:
             return envelope
+        unstorable = unstorable_text_problem(result.output, f"the output of task {where.ref!r}")
+        if unstorable is not None:  # the same call would give it again: not retried
+            return {
+                **envelope,
+                "status": "FAILED_WITH_TERMINAL_ERROR",
+                "output": {},
+                "reason": f"{unstorable[0]}; the run store cannot keep it",
+            }
         key = task_output_key(where.workflow_id, where.task_id, where.attempt)
         try:
             _, ref = self._offload(PayloadKind.TASK_OUTPUT, key, result.output)

@@ -674,6 +674,46 @@ def test_document_intelligence_failed_operation_fails_the_run(
 # -- INLINE / JSON_JQ_TRANSFORM and a mixed run ------------------------------------------
 
 
+def test_output_no_store_can_keep_fails_the_task_naming_where(
+    builtin_platform: Any, servers: Any
+) -> None:
+    """An HTTP response or a script's result can hold the NUL character, which
+    PostgreSQL's JSONB cannot store: the task fails (not retried: the same call gives
+    it again) naming where, on SQLite as on PostgreSQL, instead of an engine error on
+    one store only."""
+    platform = builtin_platform
+    api = servers({"/nul": [Reply(200, {"a": ["ok", "x\u0000y"]})]})
+    platform.register_task_def({"name": "fetch", "retryCount": 2, "retryDelaySeconds": 1})
+    platform.register({"name": "nul_http", "tasks": [http_task("fetch", api.url + "/nul")]})
+    run = platform.wait(platform.start("nul_http"))
+    assert run.status == RunStatus.FAILED
+    row = platform.tasks(run.workflow_id)["fetch"]
+    assert row.status == TaskStatus.FAILED_WITH_TERMINAL_ERROR and row.attempt == 1
+    reason = row.reason_for_incompletion or ""
+    assert "NUL character" in reason and "$.response.body.a[1]" in reason, reason
+    assert api.count("/nul") == 1
+    platform.register(
+        {
+            "name": "nul_js",
+            "tasks": [
+                {
+                    "name": "js",
+                    "taskReferenceName": "js",
+                    "type": "INLINE",
+                    "inputParameters": {
+                        "evaluatorType": "javascript",
+                        "expression": "'a' + String.fromCharCode(0)",
+                    },
+                }
+            ],
+        }
+    )
+    run = platform.wait(platform.start("nul_js"))
+    assert run.status == RunStatus.FAILED
+    reason = platform.tasks(run.workflow_id)["js"].reason_for_incompletion or ""
+    assert "NUL character" in reason and "$.result" in reason, reason
+
+
 def test_inline_and_jq_transform(builtin_platform: Any) -> None:
     platform = builtin_platform
     platform.register(

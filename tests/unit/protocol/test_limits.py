@@ -20,6 +20,7 @@ from protocol.limits import (
     non_number_problem,
     nul_problem,
     surrogate_problem,
+    unstorable_text_problem,
 )
 
 
@@ -174,3 +175,14 @@ def test_nul_is_found_where_it_is() -> None:
     assert nul_problem({"k\x00": 1}) is not None
     assert nul_problem({"k\x00": 1})[1] == "$.k\\u0000"  # type: ignore[index]
     assert nul_problem({"a": "\\u0000"}) is None  # a backslash, then u0000
+
+
+def test_text_no_store_can_keep_is_found_in_values_the_engine_made() -> None:
+    output = {"response": {"statusCode": 200, "body": {"a": ["ok", "x\x00y"]}}}
+    assert unstorable_text_problem(output, "the output") == (
+        "the output holds the NUL character (\\u0000) at $.response.body.a[1]: strings "
+        "must not hold it",
+        "$.response.body.a[1]",
+    )
+    assert unstorable_text_problem({"s": "a\ud800"}) is not None
+    assert unstorable_text_problem({"s": "\\u0000", "n": 1.5, "e": "\U0001f600"}) is None
