@@ -236,16 +236,20 @@ def nul_problem(value: Any, what: str = "value") -> tuple[str, str] | None:
     return message, shown
 
 
-def unstorable_text_problem(value: Any, what: str = "value") -> tuple[str, str] | None:
+def unstorable_text_problem(
+    value: Any, what: str = "value", text: str | None = None
+) -> tuple[str, str] | None:
     """``(message, path)`` when a string or object key of the JSON-like ``value`` holds
     what no UTF-8 text or PostgreSQL text or JSONB can keep (the NUL character, a UTF-16
     surrogate), else None: for values the engine itself produces (a built-in task's
     output), which never passed the API's checks. One encode at C speed; the walk that
-    names the place runs only when the text shows one may be there."""
-    try:
-        text = json.dumps(value, ensure_ascii=False)
-    except (TypeError, ValueError):
-        return None  # not JSON: what stores it reports that
+    names the place runs only when the text shows one may be there. ``text``: the
+    value's JSON text (``ensure_ascii=False``) when the caller made it already."""
+    if text is None:
+        try:
+            text = json.dumps(value, ensure_ascii=False)
+        except (TypeError, ValueError):
+            return None  # not JSON: what stores it reports that
     if "\\u0000" not in text and _SURROGATE.search(text) is None:
         return None
     return nul_problem(value, what) or surrogate_problem(value, what)

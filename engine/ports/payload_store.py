@@ -149,8 +149,21 @@ def offload_if_large(
     ``(None, reference)`` when it was stored. Raises ``PayloadTooLarge`` (naming
     ``kind`` and ``key``) above the maximum. ``limits`` defaults to ``store.limits``.
     """
+    return offload_encoded(store, kind, key, value, encode_json(value), limits=limits)
+
+
+def offload_encoded(
+    store: PayloadStore,
+    kind: PayloadKind,
+    key: str,
+    value: Any,
+    data: bytes,
+    *,
+    limits: PayloadLimits | None = None,
+) -> tuple[Any, str | None]:
+    """:func:`offload_if_large` for a ``value`` its caller encoded already (``data``:
+    :func:`encode_json` of it), so that it is not encoded twice."""
     lim = limits if limits is not None else store.limits
-    data = encode_json(value)
     size = len(data)
     if size > lim.max_size:
         raise PayloadTooLarge(f"{kind.value} {key}", size, lim.max_size)

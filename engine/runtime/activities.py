@@ -21,6 +21,7 @@ dispatch span's context goes into the task message, so the worker's span is its 
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import uuid
 from datetime import UTC, datetime, timedelta
@@ -31,7 +32,12 @@ from opentelemetry.trace import SpanKind
 
 from engine.decider.state import ScheduleTask, TaskChange
 from engine.language.definitions import RunStatus, TaskStatus, TaskType, WorkflowDef
-from engine.ports.payload_store import PayloadKind, PayloadTooLarge, offload_if_large
+from engine.ports.payload_store import (
+    PayloadKind,
+    PayloadTooLarge,
+    offload_encoded,
+    offload_if_large,
+)
 from engine.ports.queue import QueueError, QueueNotFound
 from engine.ports.queue_provisioning import ensure_queues_exist
 from engine.ports.run_store import DefinitionRecord, NewRun, RunUpdate, TaskRecord, TaskUpdate
@@ -874,10 +880,17 @@ class RunActivities:
 
     # -- payloads ------------------------------------------------------------------------
 
-    def _offload(self, kind: PayloadKind, key: str, value: Any) -> tuple[Any, str | None]:
+    def _offload(
+        self, kind: PayloadKind, key: str, value: Any, text: str | None = None
+    ) -> tuple[Any, str | None]:
+        """``value`` inline or offloaded (``offload_if_large``); ``text``: its JSON text
+        when the caller made it already (compact, ``ensure_ascii=False``)."""
         svc = self.services
         if svc.payloads is None:
             return value, None
+        if text is not None:
+            data = text.encode("utf-8")
+            return offload_encoded(svc.payloads, kind, key, value, data, limits=svc.payload_limits)
         return offload_if_large(svc.payloads, kind, key, value, limits=svc.payload_limits)
 
     def _inline_deps(self) -> ActivityDeps:
@@ -898,7 +911,10 @@ class RunActivities:
         envelope = result.to_dict()
         if not result.output or result.is_pending:
             return envelope
-        unstorable = unstorable_text_problem(result.output, f"the output of task {where.ref!r}")
+        # encoded once: for the check and for the offload's size
+        text = json.dumps(result.output, separators=(",", ":"), ensure_ascii=False)
+        what = f"the output of task {where.ref!r}"
+        unstorable = unstorable_text_problem(result.output, what, text)
         if unstorable is not None:  # the same call would give it again: not retried
             return {
                 **envelope,
@@ -908,7 +924,7 @@ class RunActivities:
             }
         key = task_output_key(where.workflow_id, where.task_id, where.attempt)
         try:
-            _, ref = self._offload(PayloadKind.TASK_OUTPUT, key, result.output)
+            _, ref = self._offload(PayloadKind.TASK_OUTPUT, key, result.output, text)
         except PayloadTooLarge as exc:
             return {
                 **envelope,
