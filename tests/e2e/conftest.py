@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -238,15 +239,23 @@ def backend() -> Iterator[EmbeddedBackend]:
         yield server
 
 
-@pytest.fixture
-def platform(backend: EmbeddedBackend, tmp_path: Path) -> Iterator[Platform]:
+@contextmanager
+def running_platform(backend: EmbeddedBackend, settings: LocalSettings) -> Iterator[Platform]:
+    """The engine with its local services (``settings``) on ``backend``, for a test."""
     config = BackendConfig.embedded(backend.address)
-    services = build_local_services(LocalSettings(data_dir=tmp_path), config)
+    services = build_local_services(settings, config)
     worker = make_engine_worker(config, services)
     start_worker(worker)
     client = make_engine_client(config)
     try:
-        yield Platform(services, client, SqliteQueueProvisioner(tmp_path / "queues.db"), worker)
+        queues = SqliteQueueProvisioner(settings.queue_path)
+        yield Platform(services, client, queues, worker)
     finally:
         stop_worker(worker)
         services.close()
+
+
+@pytest.fixture
+def platform(backend: EmbeddedBackend, tmp_path: Path) -> Iterator[Platform]:
+    with running_platform(backend, LocalSettings(data_dir=tmp_path)) as started:
+        yield started

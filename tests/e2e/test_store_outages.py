@@ -15,36 +15,22 @@ from typing import Any
 import pytest
 from sqlalchemy import event
 
-from engine.adapters.backend.config import BackendConfig
-from engine.adapters.backend.connect import start_worker, stop_worker
 from engine.adapters.backend.embedded import EmbeddedBackend
-from engine.adapters.queue_provisioning_sqlite import SqliteQueueProvisioner
 from engine.app.host import (
     LocalSettings,
-    build_local_services,
-    make_engine_client,
-    make_engine_worker,
 )
 from engine.language.definitions import RunStatus, TaskStatus
-from tests.e2e.conftest import Platform
+from tests.e2e.conftest import Platform, running_platform
 
 
 @pytest.fixture
 def short_busy_platform(backend: EmbeddedBackend, tmp_path: Path) -> Iterator[Platform]:
     """The e2e platform with a run store that waits at most 0.2 s for a lock."""
-    config = BackendConfig.embedded(backend.address)
     settings = LocalSettings(
         data_dir=tmp_path, run_store_url=f"sqlite:///{tmp_path / 'runs.db'}?timeout=0.2"
     )
-    services = build_local_services(settings, config)
-    worker = make_engine_worker(config, services)
-    start_worker(worker)
-    client = make_engine_client(config)
-    try:
-        yield Platform(services, client, SqliteQueueProvisioner(tmp_path / "queues.db"), worker)
-    finally:
-        stop_worker(worker)
-        services.close()
+    with running_platform(backend, settings) as started:
+        yield started
 
 
 class WriteAttempts:
