@@ -33,7 +33,8 @@ from engine.adapters.backend.embedded import EmbeddedBackend
 from engine.adapters.queue_provisioning_sqlite import SqliteQueueProvisioner
 from engine.adapters.queue_sqlite import SqliteTaskQueue
 from engine.adapters.run_store_sql import SqlRunStore
-from engine.app.config import EnvReader, read_orchestration_sessions
+from engine.app.config import EnvReader, read_gc_tuning, read_orchestration_sessions
+from engine.app.garbage_collection import settle_heap
 from engine.app.host import make_engine_client
 from engine.language.definitions import TaskStatus, TaskType
 from engine.ports.run_store import NewRun, TaskRecord
@@ -117,6 +118,7 @@ class StepwayDev:
         )
         app = self.platform.start()
         self._served = _Served(app, http=http, loop=loop)
+        settle_heap(read_gc_tuning(EnvReader()))  # as `stepway dev` once started
         self.url = self._served.url
         self.http = self._served.http
         self.client = self.platform.client  # the durable backend's client
@@ -207,6 +209,7 @@ class TaskApiOnly:
             local_adapters=True,  # as stepway dev's
         )
         self._served = _Served(create_app(Settings(), deps), http=http, loop=loop)
+        settle_heap(read_gc_tuning(EnvReader()))  # as `stepway serve` once started
         self.url = self._served.url
         self.http = self._served.http
         self._runs = 0

@@ -341,14 +341,17 @@ def serve(data_dir: Path, host: str, port: int, with_workers: bool) -> None:
         )
     from engine.app.config import (
         read_engine_limits,
+        read_gc_tuning,
         read_orchestration_sessions,
         read_payload_limits,
     )
+    from engine.app.garbage_collection import settle_heap
 
     env = EnvReader()
     payload_limits = read_payload_limits(env)
     evaluator_limits, run_limits = read_engine_limits(env)
     sessions = read_orchestration_sessions(env)
+    gc_tuning = read_gc_tuning(env)
     telemetry = TelemetryConfig.read(env, "stepway-dev")
     try:
         env.raise_if_errors()
@@ -385,6 +388,7 @@ def serve(data_dir: Path, host: str, port: int, with_workers: bool) -> None:
         servers.append(server)
         if with_workers and not stopping.is_set():
             platform.start_workers()
+        settle_heap(gc_tuning)
         print(platform.banner(), flush=True)
         if not stopping.is_set():
             server.run()

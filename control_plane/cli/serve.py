@@ -44,7 +44,8 @@ from engine.app.azure_services import (
     build_run_store,
     telemetry_credential,
 )
-from engine.app.config import DataConfig, EnvReader, backend_from_env
+from engine.app.config import DataConfig, EnvReader, backend_from_env, read_gc_tuning
+from engine.app.garbage_collection import settle_heap
 from engine.app.telemetry import TelemetryConfig, build_tracer_provider
 from engine.ports.queue_provisioning import QueueProvisioner
 
@@ -93,6 +94,9 @@ class ServeConfig(BaseModel):
     log_level: str = "info"
     #: where traces go (engine/app/telemetry.py); default: nowhere
     telemetry: TelemetryConfig = Field(default_factory=TelemetryConfig)
+    #: freeze what start-up made and raise the collector's thresholds
+    #: (engine/app/garbage_collection.py)
+    gc_tuning: bool = True
 
     @classmethod
     def from_env(
@@ -119,6 +123,7 @@ class ServeConfig(BaseModel):
             service_bus = _read_service_bus_target(env, data.queue.namespace_name or "")
         log_level = env.choice("STEPWAY_LOG_LEVEL", ("debug", "info", "warning", "error"), "info")
         telemetry = TelemetryConfig.read(env, "stepway-control-plane")
+        gc_tuning = read_gc_tuning(env)
         env.raise_if_errors()
         assert data is not None and backend is not None and settings is not None
         return cls(
@@ -130,6 +135,7 @@ class ServeConfig(BaseModel):
             service_bus=service_bus,
             log_level=log_level or "info",
             telemetry=telemetry,
+            gc_tuning=gc_tuning,
         )
 
 
@@ -344,6 +350,7 @@ def run(config: ServeConfig) -> None:
         config.data.run_store.redacted(),
     )
     level = cast(Literal["debug", "info", "warning", "error"], config.log_level)
+    settle_heap(config.gc_tuning)
     try:
         _Server(
             uvicorn.Config(

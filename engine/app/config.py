@@ -575,6 +575,9 @@ class EngineConfig(BaseModel):
     max_concurrent_work_items: int | None = None
     #: live orchestrations kept between their work items (0: every work item replays)
     orchestration_sessions: int = DEFAULT_SESSION_CAPACITY
+    #: freeze what start-up made and raise the collector's thresholds
+    #: (engine/app/garbage_collection.py)
+    gc_tuning: bool = True
     #: where traces go (engine/app/telemetry.py); default: nowhere
     telemetry: TelemetryConfig = Field(default_factory=TelemetryConfig)
     #: limits of script and jq evaluations (engine.runtime.evaluators)
@@ -607,6 +610,7 @@ class EngineConfig(BaseModel):
         warning_ms = env.integer("STEPWAY_NO_WORKER_WARNING_MS", 10_000)
         concurrency = env.optional_int("STEPWAY_MAX_CONCURRENT_WORK_ITEMS", minimum=1)
         sessions = read_orchestration_sessions(env)
+        gc_tuning = read_gc_tuning(env)
         telemetry = TelemetryConfig.read(env, _SERVICE_NAMES.get(role_value or "", "stepway"))
         evaluators, run_limits = read_engine_limits(env)
         env.raise_if_errors()
@@ -623,6 +627,7 @@ class EngineConfig(BaseModel):
             no_worker_warning_ms=warning_ms,
             max_concurrent_work_items=concurrency,
             orchestration_sessions=sessions,
+            gc_tuning=gc_tuning,
             telemetry=telemetry,
             evaluators=evaluators,
             run_limits=run_limits,
@@ -661,6 +666,13 @@ def read_orchestration_sessions(env: EnvReader) -> int:
     """``STEPWAY_ORCHESTRATION_SESSIONS``: live orchestrations an engine process keeps
     between their work items; read by ``stepway engine`` and by ``stepway dev``."""
     return env.integer("STEPWAY_ORCHESTRATION_SESSIONS", DEFAULT_SESSION_CAPACITY, minimum=0)
+
+
+def read_gc_tuning(env: EnvReader) -> bool:
+    """``STEPWAY_GC_TUNING``: whether the process freezes what start-up made and raises
+    the garbage collector's thresholds (engine/app/garbage_collection.py); read by every
+    platform process."""
+    return env.flag("STEPWAY_GC_TUNING", True)
 
 
 def read_engine_limits(env: EnvReader) -> tuple[EvaluatorLimits, RunLimits]:

@@ -19,6 +19,7 @@ from durabletask.worker import ConcurrencyOptions
 from engine.adapters.backend.connect import start_worker, stop_worker
 from engine.app.azure_services import build_credential, build_services, telemetry_credential
 from engine.app.config import EngineConfig
+from engine.app.garbage_collection import settle_heap
 from engine.app.host import make_engine_worker
 from engine.app.telemetry import build_tracer_provider
 
@@ -62,6 +63,7 @@ def run_engine(config: EngineConfig, stop: threading.Event | None = None) -> Non
         sessions=config.orchestration_sessions,
     )
     start_worker(worker)
+    settle_heap(config.gc_tuning)
     target = (
         config.backend.address if config.backend.kind == "embedded" else config.backend.endpoint
     )

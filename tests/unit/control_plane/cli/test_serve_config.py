@@ -89,6 +89,7 @@ def test_serve_entra_values() -> None:
         ("STEPWAY_AUTH_MODE", "open", "entra, tokens, none"),
         ("STEPWAY_PORT", "http", "integer"),
         ("STEPWAY_TOKENS_FILE", "/nonexistent/tokens.yaml", "no such file"),
+        ("STEPWAY_GC_TUNING", "sometimes", "true or false"),
     ],
 )
 def test_serve_bad_value_names_its_variable(variable: str, value: str, fragment: str) -> None:

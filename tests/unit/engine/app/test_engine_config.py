@@ -105,6 +105,7 @@ def test_activities_role_needs_queue_and_payload_store() -> None:
         ("STEPWAY_OUTBOUND_ALLOW_LINK_LOCAL", "sure", "true or false"),
         ("STEPWAY_MAX_CONCURRENT_WORK_ITEMS", "0", "at least 1"),
         ("STEPWAY_AZURE_CREDENTIAL", "secret", "managed_identity, default"),
+        ("STEPWAY_GC_TUNING", "maybe", "true or false"),
     ],
 )
 def test_a_bad_value_names_its_variable(
@@ -164,6 +165,12 @@ def test_local_defaults_from_the_data_dir(tmp_path: Path) -> None:
     assert config.data.payload_store.directory == data / "payloads"
     assert config.data.credential == "default"
     assert not config.data.uses_azure
+
+
+def test_gc_tuning_is_on_unless_turned_off(tmp_path: Path) -> None:
+    assert EngineConfig.from_env(local_env(tmp_path)).gc_tuning is True
+    off = local_env(tmp_path, STEPWAY_GC_TUNING="false")
+    assert EngineConfig.from_env(off).gc_tuning is False
 
 
 def test_role_aliases_and_override(tmp_path: Path) -> None:
