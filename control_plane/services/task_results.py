@@ -152,12 +152,12 @@ class TaskResults(TaskSupport):
                     f"{worker_id} may not update task {row.task_id} attempt {row.attempt}: {why}"
                 )
         assert lease is not None
-        for entry in result.logs:
-            text = entry if isinstance(entry, str) else entry.log
-            store.append_task_log(row.task_id, text, now)
+        # stored with the update they came with, in its transaction: a refused or
+        # failed update keeps none of them, so the worker's retry adds them once
+        logs = [entry if isinstance(entry, str) else entry.log for entry in result.logs]
 
         if result.status == "IN_PROGRESS":
-            self._in_progress(row, result, lease, task_type, worker_id, holder, now)
+            self._in_progress(row, result, lease, task_type, worker_id, holder, now, logs)
             return outcome
 
         output, output_ref = self._store_output(row, result, task_type, caller)
@@ -175,6 +175,7 @@ class TaskResults(TaskSupport):
             ),
             now,
             holder=holder,
+            logs=logs,
         )
         if not applied:
             current = store.get_task(row.task_id)
@@ -266,6 +267,7 @@ class TaskResults(TaskSupport):
         worker_id: str,
         holder: str,
         now: int,
+        logs: list[str],
     ) -> None:
         store = self.deps.run_store
         update = TaskUpdate(
@@ -277,11 +279,13 @@ class TaskResults(TaskSupport):
         changed = f"task {row.task_id} attempt {row.attempt} changed meanwhile"
         if result.callback_after_seconds > 0:
             # the lease (and its concurrency slot) goes; the message comes back later
-            if not store.finish_task(row.task_id, row.attempt, update, now, holder=holder):
+            if not store.finish_task(
+                row.task_id, row.attempt, update, now, holder=holder, logs=logs
+            ):
                 raise conflict(changed)
             self._requeue(row, lease, task_type, result.callback_after_seconds)
             return
-        if not store.update_task(row.task_id, row.attempt, update, now):
+        if not store.update_task(row.task_id, row.attempt, update, now, logs=logs):
             raise conflict(changed)
         if result.extend_lease:
             td = self.taskdefs.get(task_type)

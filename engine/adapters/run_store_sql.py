@@ -869,9 +869,20 @@ class SqlRunStore:
 
         return self._exec(conn, ("upsert_task", task.status), build, values).first() is not None
 
-    def update_task(self, task_id: str, attempt: int, update: TaskUpdate, now: int) -> bool:
+    def update_task(
+        self,
+        task_id: str,
+        attempt: int,
+        update: TaskUpdate,
+        now: int,
+        *,
+        logs: Sequence[str] = (),
+    ) -> bool:
         with self._write() as conn:
-            return self._update_task(conn, task_id, attempt, update, now)
+            applied = self._update_task(conn, task_id, attempt, update, now)
+            if applied:
+                self._append_logs(conn, task_id, logs, now)
+            return applied
 
     def _update_task(
         self, conn: Connection, task_id: str, attempt: int, update: TaskUpdate, now: int
@@ -912,11 +923,19 @@ class SqlRunStore:
         return True
 
     def finish_task(
-        self, task_id: str, attempt: int, update: TaskUpdate, now: int, *, holder: str
+        self,
+        task_id: str,
+        attempt: int,
+        update: TaskUpdate,
+        now: int,
+        *,
+        holder: str,
+        logs: Sequence[str] = (),
     ) -> bool:
         with self._write() as conn:
             applied = self._update_task(conn, task_id, attempt, update, now)
             if applied:
+                self._append_logs(conn, task_id, logs, now)
                 self._release_lease(conn, task_id, attempt, holder)
             return applied
 
@@ -1115,6 +1134,11 @@ class SqlRunStore:
     def append_task_log(self, task_id: str, log: str, now: int) -> None:
         params = {"task_id": task_id, "log": log, "created_time": now}
         with self._write() as conn:
+            self._exec(conn, "append_task_log", lambda: sa.insert(task_logs), params)
+
+    def _append_logs(self, conn: Connection, task_id: str, logs: Sequence[str], now: int) -> None:
+        for log in logs:
+            params = {"task_id": task_id, "log": log, "created_time": now}
             self._exec(conn, "append_task_log", lambda: sa.insert(task_logs), params)
 
     def list_task_logs(self, task_id: str) -> list[TaskLog]:

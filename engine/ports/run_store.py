@@ -401,9 +401,18 @@ class RunStore(Protocol):
         doc). Returns whether the write applied."""
         ...
 
-    def update_task(self, task_id: str, attempt: int, update: TaskUpdate, now: int) -> bool:
+    def update_task(
+        self,
+        task_id: str,
+        attempt: int,
+        update: TaskUpdate,
+        now: int,
+        *,
+        logs: Sequence[str] = (),
+    ) -> bool:
         """Apply the set fields of ``update`` to the row if it is still at ``attempt``
-        and the status change is allowed. Returns whether the write applied."""
+        and the status change is allowed, and append ``logs`` to the task's log in the
+        same transaction when it applied. Returns whether the write applied."""
         ...
 
     def start_task(
@@ -457,10 +466,19 @@ class RunStore(Protocol):
         ...
 
     def finish_task(
-        self, task_id: str, attempt: int, update: TaskUpdate, now: int, *, holder: str
+        self,
+        task_id: str,
+        attempt: int,
+        update: TaskUpdate,
+        now: int,
+        *,
+        holder: str,
+        logs: Sequence[str] = (),
     ) -> bool:
-        """``update_task``, and when it applied, ``release_lease`` of ``holder``'s lease
-        of that attempt, in one transaction. Returns whether the update applied."""
+        """``update_task`` (``logs`` included), and when it applied, ``release_lease`` of
+        ``holder``'s lease of that attempt, in one transaction: a worker's result and the
+        log lines that came with it are kept together or not at all. Returns whether the
+        update applied."""
         ...
 
     def list_tasks(self, workflow_id: str) -> list[TaskRecord]:

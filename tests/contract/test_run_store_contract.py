@@ -995,6 +995,25 @@ def test_finish_task_writes_the_result_and_releases_the_lease(store: SqlRunStore
     assert lease is not None and not lease.released
 
 
+def test_logs_come_with_the_update_that_applied_and_only_then(store: SqlRunStore) -> None:
+    store.upsert_task(task("t1"), T0)
+    store.start_task("t1", 1, "wk1", lease_expires_at=T0 + 100, now=T0)
+    progress = TaskUpdate(status=TaskStatus.IN_PROGRESS, output_data={"page": 1})
+    assert store.update_task("t1", 1, progress, T0 + 1, logs=["opened the PDF"])
+    assert not store.update_task("t1", 2, progress, T0 + 2, logs=["not this attempt"])
+    done = TaskUpdate(status=TaskStatus.COMPLETED, output_data={"pages": 3}, worker_id="wk1")
+    assert not store.finish_task("t1", 2, done, T0 + 3, holder="wk1", logs=["nor this"])
+    assert store.finish_task("t1", 1, done, T0 + 4, holder="wk1", logs=["page 2", "page 3"])
+    # a repeated result of a task that ended applies nothing and adds no line
+    assert not store.finish_task("t1", 1, done, T0 + 5, holder="wk1", logs=["page 2"])
+    logs = store.list_task_logs("t1")
+    assert [(entry.log, entry.created_time) for entry in logs] == [
+        ("opened the PDF", T0 + 1),
+        ("page 2", T0 + 4),
+        ("page 3", T0 + 4),
+    ]
+
+
 def test_extend_lease_keeps_its_slot(store: SqlRunStore) -> None:
     store.upsert_task(task("t1", task_def_name="pdf"), T0)
     limits = TaskLimits(task_type="pdf", concurrency_limit=1)

@@ -339,6 +339,35 @@ def test_external_storage_upload_and_reference(srv: Server) -> None:
     )
 
 
+@pytest.mark.parametrize("route", ["/api/tasks", "/api/tasks/update-v2"])
+def test_the_logs_of_a_refused_result_are_not_kept_and_its_retry_adds_them_once(
+    srv: Server, route: str
+) -> None:
+    """A result refused (here its output is above the payload store's maximum: 413)
+    keeps none of the log lines it carried; the worker's next post of the same lines
+    with an output that fits is the one that counts."""
+    srv.register(taskdef("lg"))
+    task_id = srv.dispatch("lg")
+    [polled] = srv.client.get(
+        "/api/tasks/poll/batch/lg", params={"workerid": "w1", "timeout": 0}
+    ).json()
+    result = {
+        "workflowInstanceId": polled["workflowInstanceId"],
+        "taskId": task_id,
+        "status": "COMPLETED",
+        "workerId": "w1",
+        "logs": [{"log": "opened the PDF"}, {"log": "3 pages"}],
+    }
+    too_big = {**result, "outputData": {"text": "x" * 250_000}}
+    assert_error(srv.client.post(route, json=too_big), 413)
+    assert srv.client.get(f"/api/tasks/{task_id}/log").json() == []
+    fits = {**result, "outputData": {"pages": 3}}
+    assert srv.client.post(route, json=fits).status_code in (200, 204)
+    assert srv.client.post(route, json=fits).status_code in (200, 204)  # repeated: harmless
+    logs = srv.client.get(f"/api/tasks/{task_id}/log").json()
+    assert [entry["log"] for entry in logs] == ["opened the PDF", "3 pages"]
+
+
 def test_logs_get_task_and_queue_sizes(srv: Server) -> None:
     srv.register(taskdef("lg"))
     task_id = srv.dispatch("lg")
