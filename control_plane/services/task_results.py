@@ -32,6 +32,7 @@ from engine.ports.payload_store import (
     offload_if_large,
     validate_reference,
 )
+from engine.ports.queue import QueueUnavailable
 from engine.ports.run_store import Lease, TaskRecord, TaskStatus, TaskUpdate
 from engine.runtime.settlement import MessageSettlement
 from protocol.events import TaskResultEvent, result_event
@@ -182,10 +183,6 @@ class TaskResults(TaskSupport):
             if current is not None and self._same_result(current, result, worker_id):
                 return repeated
             raise conflict(f"task {row.task_id} attempt {row.attempt} changed meanwhile")
-        if result.status == "COMPLETED":
-            # nothing is left to decide: the message is done (a failed attempt's message
-            # is the engine's to complete for a retry or dead-letter)
-            MessageSettlement(store, self.deps.queue).settle(lease)
         event = TaskResultEvent(
             attempt=row.attempt,
             status=result.status,
@@ -194,13 +191,34 @@ class TaskResults(TaskSupport):
             worker_id=worker_id,
             output_ref=output_ref,
         )
-        if not self._signal(row.workflow_id, result_event(row.task_id), event.payload()):
+        signalled = self._signal(row.workflow_id, result_event(row.task_id), event.payload())
+        if result.status == "COMPLETED":
+            # nothing is left to decide: the message is done (a failed attempt's message
+            # is the engine's to complete for a retry or dead-letter)
+            self._settle(lease)
+        if not signalled:
             raise ApiError(
                 503,
                 f"the result of task {row.task_id} was recorded but the run could not be signalled",
                 retryable=False,
             )
         return outcome
+
+    def _settle(self, lease: Lease) -> None:
+        """Complete the deferred message of an attempt whose result is recorded and
+        signalled. A queue unavailable now leaves it deferred (invisible, never handed
+        out again) rather than failing a result that stands: answering 503 here would
+        make the worker's retry a repeat, which signals nothing."""
+        try:
+            MessageSettlement(self.deps.run_store, self.deps.queue).settle(lease)
+        except QueueUnavailable as exc:
+            log.warning(
+                "the result of task %s stands; its deferred message %s of %s was not completed: %s",
+                lease.task_id,
+                lease.sequence_number,
+                lease.queue_name,
+                exc,
+            )
 
     def _held_earlier_attempt(self, row: TaskRecord, holder: str) -> bool:
         for attempt in range(row.attempt - 1, 0, -1):

@@ -169,6 +169,39 @@ def test_a_result_meeting_a_locked_run_store_answers_503_and_its_retry_is_accept
 
 
 @pytest.mark.parametrize("fast_path", [True, False], ids=["fast-path", "fastapi"])
+@pytest.mark.parametrize("route", ["/api/tasks", "/api/tasks/update-v2"])
+def test_a_result_meeting_a_locked_queue_stands_and_reaches_the_run(
+    make_server: Any, fast_path: bool, route: str
+) -> None:
+    """The result is recorded before its queue message is completed; a queue locked at
+    that moment does not fail the result (its retry would be a repeat, which signals
+    nothing): the worker gets its answer and the run its one event."""
+    srv: Server = make_server(fast_path=fast_path, busy_timeout_seconds=0.2)
+    srv.register(taskdef("parse"))
+    task_id = srv.dispatch("parse")
+    [task] = poll(srv, "parse").json()
+    result = {
+        "workflowInstanceId": task["workflowInstanceId"],
+        "taskId": task_id,
+        "status": "COMPLETED",
+        "outputData": {"pages": 3},
+        "workerId": "w1",
+    }
+    queues = srv.deps.queue._db.path  # type: ignore[attr-defined]
+
+    with locked(queues):
+        answer = srv.client.post(route, json=result)
+    assert answer.status_code in (200, 204), answer.text
+    row = srv.deps.run_store.get_task(task_id)
+    assert row is not None and row.status == "COMPLETED" and row.output_data == {"pages": 3}
+    assert len(srv.signals.events(task_id)) == 1
+    assert srv.client.post(route, json=result).status_code in (200, 204)  # repeated
+    assert len(srv.signals.events(task_id)) == 1
+    # the message was never handed out again
+    assert poll(srv, "parse").json() == []
+
+
+@pytest.mark.parametrize("fast_path", [True, False], ids=["fast-path", "fastapi"])
 def test_a_poll_meeting_a_locked_queue_answers_503_and_loses_no_task(
     make_server: Any, fast_path: bool
 ) -> None:
