@@ -5,9 +5,10 @@ validationErrors: [{path, message}]}``: our own :class:`ApiError`, FastAPI's
 ``RequestValidationError`` (400, one entry per field, malformed JSON included),
 Starlette's HTTP errors (404 for unknown routes, 405 with every method of the path in
 ``Allow`` ...), bodies above the size
-limit (413), a run store or task queue that is unavailable right now (503, retryable,
-with ``Retry-After``: ``RunStoreUnavailable``, ``QueueUnavailable``) and unexpected
-exceptions (500, details only in the server log).
+limit (413), a run store, task queue or payload store that is unavailable right now (503,
+retryable, with ``Retry-After``: ``RunStoreUnavailable``, ``QueueUnavailable``,
+``PayloadStoreUnavailable``) and unexpected exceptions (500, details only in the server
+log).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from control_plane.api.errors import (
     not_found,
 )
 from control_plane.api.routing import allowed_methods
+from engine.ports.payload_store import PayloadStoreUnavailable
 from engine.ports.queue import QueueUnavailable
 from engine.ports.run_store import RunStoreUnavailable
 
@@ -40,6 +42,12 @@ log = logging.getLogger(__name__)
 
 #: ``Retry-After`` of a 503: a backing service unavailable right now
 RETRY_AFTER_SECONDS = 1
+#: the errors of a backing service that is unavailable right now: 503, retryable
+OUTAGES: tuple[type[Exception], ...] = (
+    RunStoreUnavailable,
+    QueueUnavailable,
+    PayloadStoreUnavailable,
+)
 
 __all__ = [
     "ApiError",
@@ -142,10 +150,11 @@ def install_error_handlers(app: FastAPI) -> None:
         return error_response(exc.status_code, message, headers=headers)
 
     async def unavailable(request: Request, exc: Exception) -> JSONResponse:
-        assert isinstance(exc, RunStoreUnavailable | QueueUnavailable)
-        # one line, no traceback: the driver's error is named by class and code only
-        # (its message may hold the statement's parameters or the server's address)
-        log.warning("%s on %s %s (%s)", exc, request.method, request.url.path, exc.detail)
+        assert isinstance(exc, OUTAGES)
+        # one line, no traceback: the driver's or SDK's error is named by class and code
+        # only (its message may hold the statement's parameters or the server's address)
+        detail = getattr(exc, "detail", "")
+        log.warning("%s on %s %s (%s)", exc, request.method, request.url.path, detail)
         return error_response(
             503, str(exc), retryable=True, headers={"Retry-After": str(RETRY_AFTER_SECONDS)}
         )
@@ -157,8 +166,8 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(ApiError, api_error)
     app.add_exception_handler(RequestValidationError, request_validation)
     app.add_exception_handler(StarletteHTTPException, http_error)
-    app.add_exception_handler(RunStoreUnavailable, unavailable)
-    app.add_exception_handler(QueueUnavailable, unavailable)
+    for outage in OUTAGES:
+        app.add_exception_handler(outage, unavailable)
     app.add_exception_handler(Exception, unexpected)
 
 

@@ -7,18 +7,39 @@ only does OAuth over HTTPS, it also accepts an ``AzureNamedKeyCredential``;
 then SAS tokens are signed with the account key.
 
 A reference is the blob name inside the container.
+
+Errors of the service become the port's: a blob that is not there ``PayloadNotFound``;
+a request that could not be sent or answered (connection refused, reset, timed out)
+and the answers that mean "busy or failing right now" (HTTP 408, 429, 500, 502, 503,
+504) ``PayloadStoreUnavailable``, once the SDK's own retries are spent; any other
+answer (403 no permission, 404 no such container, 400) ``PayloadStoreRefused``. Their
+messages name the account and container and the SDK's error class, status and code,
+never the account URL's query (a SAS) nor a key.
+
+The SDK's retry policy and timeouts are the client's keyword arguments
+(``retry_total``, ``initial_backoff``, ``increment_base``, ``connection_timeout``,
+``read_timeout``), passed through ``client_kwargs``; by default the SDK's.
 """
 
 from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
+from urllib.parse import urlsplit
 
 from azure.core.credentials import AzureNamedKeyCredential, TokenCredential
-from azure.core.exceptions import ResourceExistsError, ResourceNotFoundError
+from azure.core.exceptions import (
+    AzureError,
+    HttpResponseError,
+    IncompleteReadError,
+    ResourceExistsError,
+    ResourceNotFoundError,
+    ServiceRequestError,
+    ServiceResponseError,
+)
 from azure.storage.blob import (
     BlobSasPermissions,
     BlobServiceClient,
@@ -30,6 +51,8 @@ from azure.storage.blob import (
 from engine.ports.payload_store import (
     PayloadLimits,
     PayloadNotFound,
+    PayloadStoreRefused,
+    PayloadStoreUnavailable,
     SignedOperation,
     validate_reference,
 )
@@ -38,6 +61,8 @@ from engine.ports.payload_store import (
 _SKEW = timedelta(minutes=5)
 # A user delegation key lives at most 7 days; ask for one that covers a day.
 _UDK_LIFETIME = timedelta(days=1)
+#: HTTP statuses of the service that mean "busy or failing right now": try again later
+_OUTAGE_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 
 
 def _utcnow() -> datetime:
@@ -60,6 +85,8 @@ class BlobPayloadStore:
         self._service = BlobServiceClient(account_url, credential=credential, **client_kwargs)
         self._container = self._service.get_container_client(container)
         self._container_name = container
+        account = self._service.account_name or urlsplit(account_url).hostname or "?"
+        self._store = f"Azure Blob container {container!r} of account {account!r}"
         self._limits = limits or PayloadLimits()
         self._clock = clock
         self._https = account_url.lower().startswith("https://")
@@ -67,7 +94,7 @@ class BlobPayloadStore:
         self._udk_expiry: datetime | None = None
         self._udk_lock = threading.Lock()
         if create_container:
-            with contextlib.suppress(ResourceExistsError):
+            with self._calling("create the container"), contextlib.suppress(ResourceExistsError):
                 self._container.create_container()
 
     @property
@@ -84,27 +111,65 @@ class BlobPayloadStore:
     def _blob(self, reference: str) -> Any:
         return self._container.get_blob_client(validate_reference(reference))
 
+    @contextlib.contextmanager
+    def _calling(self, operation: str) -> Iterator[None]:
+        """Turn the SDK's errors of ``operation`` into the port's (module docstring)."""
+        try:
+            yield
+        except AzureError as exc:
+            raise self._failure(operation, exc) from exc
+
+    def _failure(self, operation: str, exc: AzureError) -> Exception:
+        cls = type(exc)
+        status = exc.status_code if isinstance(exc, HttpResponseError) else None
+        # the storage SDK sets it on its errors: a StorageErrorCode (a str enum) or a str
+        code = getattr(exc, "error_code", None)
+        code = getattr(code, "value", code)
+        answer = " ".join(str(part) for part in (status, code) if part)
+        detail = f"{cls.__module__}.{cls.__qualname__}" + (f" HTTP {answer}" if answer else "")
+        if isinstance(exc, ServiceRequestError):
+            what = f"could not be reached ({cls.__name__})"
+        elif isinstance(exc, ServiceResponseError | IncompleteReadError):
+            what = f"did not answer in full ({cls.__name__})"
+        elif status in _OUTAGE_STATUSES:
+            busy = "is throttling requests" if status == 429 else "is unavailable"
+            what = f"{busy}: it answered HTTP {answer} ({cls.__name__})"
+        else:
+            answered = f"HTTP {answer}" if answer else "an error"
+            return PayloadStoreRefused(
+                f"{self._store} refused to {operation}: it answered {answered} ({cls.__name__})"
+            )
+        return PayloadStoreUnavailable(f"{self._store} {what}", detail)
+
     def put(self, key: str, data: bytes, content_type: str = "application/json") -> str:
-        self._blob(key).upload_blob(
-            data, overwrite=True, content_settings=ContentSettings(content_type=content_type)
-        )
+        blob = self._blob(key)
+        with self._calling(f"write {key}"):
+            blob.upload_blob(
+                data, overwrite=True, content_settings=ContentSettings(content_type=content_type)
+            )
         return key
 
     def get(self, reference: str) -> bytes:
-        try:
-            data: bytes = self._blob(reference).download_blob().readall()
-        except ResourceNotFoundError:
-            raise PayloadNotFound(reference) from None
+        blob = self._blob(reference)
+        with self._calling(f"read {reference}"):
+            try:
+                data: bytes = blob.download_blob().readall()
+            except ResourceNotFoundError:
+                raise PayloadNotFound(reference) from None
         return data
 
     def exists(self, reference: str) -> bool:
-        return bool(self._blob(reference).exists())
+        blob = self._blob(reference)
+        with self._calling(f"look up {reference}"):
+            return bool(blob.exists())
 
     def delete(self, reference: str) -> bool:
-        try:
-            self._blob(reference).delete_blob()
-        except ResourceNotFoundError:
-            return False
+        blob = self._blob(reference)
+        with self._calling(f"delete {reference}"):
+            try:
+                blob.delete_blob()
+            except ResourceNotFoundError:
+                return False
         return True
 
     # --- signed URLs ----------------------------------------------------------
@@ -113,7 +178,8 @@ class BlobPayloadStore:
         with self._udk_lock:
             if self._udk is None or self._udk_expiry is None or self._udk_expiry < expiry:
                 key_expiry = max(expiry, start + _UDK_LIFETIME)
-                self._udk = self._service.get_user_delegation_key(start, key_expiry)
+                with self._calling("issue a user delegation key"):
+                    self._udk = self._service.get_user_delegation_key(start, key_expiry)
                 self._udk_expiry = key_expiry
             return self._udk
 

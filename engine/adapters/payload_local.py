@@ -6,18 +6,26 @@ URLs point at the control plane (``{base_url}/api/payloads/{reference}``) with
 (``read`` for GET, ``write`` for PUT), the reference and the expiry, keyed with a
 secret from configuration. The control plane checks a request with
 ``verify_signature`` (or ``verify_url``) before serving it; that route is not here.
+
+A file system error that can pass with no change to data or code (a disk full or
+failed, over quota, read-only after an error, out of file handles, a network share
+gone stale) raises ``PayloadStoreUnavailable`` naming the directory and the errno,
+chained to the ``OSError``; a missing file ``PayloadNotFound``; any other error (no
+permission, a path that is not a directory) as the file system raised it.
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
+import errno
 import hashlib
 import hmac
 import math
 import os
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
 from urllib.parse import parse_qs, quote, unquote, urlsplit
@@ -25,11 +33,32 @@ from urllib.parse import parse_qs, quote, unquote, urlsplit
 from engine.ports.payload_store import (
     PayloadLimits,
     PayloadNotFound,
+    PayloadStoreUnavailable,
     SignedOperation,
     validate_reference,
 )
 
 ROUTE_PREFIX = "/api/payloads"
+
+#: errno values that mean "the file system cannot be used right now"
+_OUTAGE_ERRNOS = frozenset(
+    code
+    for code in (
+        errno.ENOSPC,  # no space left
+        getattr(errno, "EDQUOT", None),  # over quota
+        errno.EIO,  # I/O error
+        errno.EROFS,  # read-only (a file system remounted after errors)
+        errno.EAGAIN,
+        errno.EBUSY,
+        errno.EINTR,
+        errno.ENOMEM,
+        errno.EMFILE,  # out of file handles: the process
+        errno.ENFILE,  # out of file handles: the system
+        errno.ETIMEDOUT,
+        getattr(errno, "ESTALE", None),  # a network share gone stale
+    )
+    if code is not None
+)
 
 
 def _seconds(expires_in: timedelta | int) -> int:
@@ -70,34 +99,57 @@ class LocalPayloadStore:
     def _path(self, reference: str) -> Path:
         return self._root.joinpath(*validate_reference(reference).split("/"))
 
+    @contextlib.contextmanager
+    def _calling(self, operation: str) -> Iterator[None]:
+        """An outage of the file system during ``operation`` as the port's error."""
+        try:
+            yield
+        except OSError as exc:
+            code = exc.errno
+            if code is None or code not in _OUTAGE_ERRNOS:
+                raise
+            name = errno.errorcode.get(code, str(code))
+            raise PayloadStoreUnavailable(
+                f"the payload directory {str(self._root)!r} cannot be used to {operation}: "
+                f"{os.strerror(code)} ({name})",
+                f"{type(exc).__name__} {name}",
+            ) from exc
+
     def put(self, key: str, data: bytes, content_type: str = "application/json") -> str:
         path = self._path(key)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        # Write then rename: a reader never sees a partial payload.
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        with self._calling(f"write {key}"):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            # Write then rename: a reader never sees a partial payload.
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+            try:
+                with os.fdopen(fd, "wb") as f:
+                    f.write(data)
+                os.replace(tmp, path)
+            except BaseException:
+                Path(tmp).unlink(missing_ok=True)
+                raise
         return key
 
     def get(self, reference: str) -> bytes:
-        try:
-            return self._path(reference).read_bytes()
-        except (FileNotFoundError, IsADirectoryError):
-            raise PayloadNotFound(reference) from None
+        path = self._path(reference)
+        with self._calling(f"read {reference}"):
+            try:
+                return path.read_bytes()
+            except (FileNotFoundError, IsADirectoryError):
+                raise PayloadNotFound(reference) from None
 
     def exists(self, reference: str) -> bool:
-        return self._path(reference).is_file()
+        path = self._path(reference)
+        with self._calling(f"look up {reference}"):
+            return path.is_file()
 
     def delete(self, reference: str) -> bool:
-        try:
-            self._path(reference).unlink()
-        except FileNotFoundError:
-            return False
+        path = self._path(reference)
+        with self._calling(f"delete {reference}"):
+            try:
+                path.unlink()
+            except FileNotFoundError:
+                return False
         return True
 
     # --- signed URLs ----------------------------------------------------------

@@ -8,6 +8,20 @@ may read or write a payload directly with a signed URL.
 Size rules (docs/architecture.md, "Payloads"): a JSON value above the threshold of its kind (default
 10 KB each) is offloaded; above the hard maximum (default 10 MB) it is refused
 with ``PayloadTooLarge``. Sizes are the UTF-8 byte length of the compact JSON.
+
+Errors
+------
+* ``PayloadNotFound``: nothing is stored under the reference.
+* :class:`PayloadStoreUnavailable`: the store could not be reached or is overloaded
+  right now (a connection refused, reset or timed out; the service throttling or
+  answering 5xx; a disk that failed or filled). Nothing was written or read; the same
+  call may succeed when tried again. Not a ``PayloadError``: code that handles an answer
+  of the store (a missing payload) and goes on must not take an outage for one. It
+  propagates: the API answers 503 with ``Retry-After``, an engine activity meeting it is
+  run again after a durable delay.
+* :class:`PayloadStoreRefused`: the store answered and refused the call for a reason
+  that trying again will not change (no permission, no such container, a bad request):
+  a misconfiguration or a defect, named with the store and its error code.
 """
 
 from __future__ import annotations
@@ -76,6 +90,30 @@ class PayloadNotFound(PayloadError, KeyError):
 
 class InvalidReference(PayloadError, ValueError):
     pass
+
+
+class PayloadStoreUnavailable(Exception):
+    """The payload store cannot be used right now: unreachable, a connection that failed
+    or timed out, the service throttling (429) or failing (5xx), a disk that failed or
+    filled. Nothing was written or read by the call that raised it; the same call may
+    succeed when tried again.
+
+    ``reason`` names the store (an account and container, a directory) and what went
+    wrong in words safe to show a caller (no URL, no key, no SAS); ``detail`` names the
+    underlying error (its class, status and code) for the server's log. Raised chained
+    to that error."""
+
+    def __init__(self, reason: str, detail: str = "") -> None:
+        super().__init__(f"payload store unavailable: {reason}")
+        self.reason = reason
+        self.detail = detail
+
+
+class PayloadStoreRefused(Exception):
+    """The payload store answered and refused the call for a reason that trying again
+    will not change (no permission, a container that does not exist, a request it
+    rejects): a misconfiguration or a defect. Its message names the store, the
+    operation and the store's error (status and code), never a key or a SAS."""
 
 
 _SEGMENT = re.compile(r"^[A-Za-z0-9._=+@-]+$")

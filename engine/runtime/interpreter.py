@@ -59,6 +59,7 @@ from engine.decider import (
 )
 from engine.decider.state import Deadline, TaskChange, TimeoutKind
 from engine.language.definitions import RunStatus, TaskStatus, TaskType
+from engine.ports.payload_store import PayloadStoreUnavailable
 from engine.ports.queue import QueueUnavailable
 from engine.ports.run_store import RunStoreUnavailable
 from engine.runtime.activity_io import (
@@ -101,8 +102,8 @@ from protocol.limits import json_depth_problem
 from protocol.runs import ORCHESTRATOR_NAME, RunInput
 
 #: The interpreter's own bookkeeping activities (record, dispatch, finish, resolve a
-#: child) are idempotent; a transient run-store or queue error is retried with backoff
-#: (about 4 minutes in all) instead of failing the run.
+#: child) are idempotent; a transient run-store, queue or payload-store error is retried
+#: with backoff (about 4 minutes in all) instead of failing the run.
 BOOKKEEPING_RETRY = dt.RetryPolicy(
     first_retry_interval=timedelta(seconds=1),
     max_number_of_attempts=8,
@@ -113,8 +114,9 @@ BOOKKEEPING_RETRY = dt.RetryPolicy(
 
 def _outage_delay_ms(outages: int) -> int | None:
     """How long a built-in task's activity waits before it runs again after its
-    ``outages``-th run that met the run store or a task queue unavailable: the delays
-    of :data:`BOOKKEEPING_RETRY`; None once its attempts are spent."""
+    ``outages``-th run that met the run store, a task queue or the payload store
+    unavailable: the delays of :data:`BOOKKEEPING_RETRY`; None once its attempts are
+    spent."""
     policy = BOOKKEEPING_RETRY
     if outages >= policy.max_number_of_attempts:
         return None
@@ -124,6 +126,13 @@ def _outage_delay_ms(outages: int) -> int | None:
         seconds = min(seconds, policy.max_retry_interval.total_seconds())
     return int(seconds * 1000)
 
+
+#: the errors of an activity that mean a backing service was unavailable right now
+_OUTAGES: tuple[type[Exception], ...] = (
+    RunStoreUnavailable,
+    QueueUnavailable,
+    PayloadStoreUnavailable,
+)
 
 #: outcomes handled per orchestration execution before carrying state into a new one
 STEPS_PER_EXECUTION = 10
@@ -189,8 +198,8 @@ class _Pending:
     records: list[TaskChange] = field(default_factory=list)
     #: a WORKER attempt: when the run last knew it untaken (dispatched, or a check)
     untaken_since_ms: int = 0
-    #: runs of this attempt's activity that met the run store or a task queue
-    #: unavailable (``_again_after_outage``)
+    #: runs of this attempt's activity that met the run store, a task queue or the
+    #: payload store unavailable (``_again_after_outage``)
     outages: int = 0
 
 
@@ -435,15 +444,18 @@ class _Run:
 
     def _again_after_outage(self, task_id: str, error: Exception) -> bool:
         """Run a built-in task's activity (or its poll) again after a durable delay when
-        it failed because the run store or a task queue was unavailable, so that its
-        task does not fail for an outage that ends within the schedule of
-        :data:`BOOKKEEPING_RETRY`. Running it again is safe: the records it carries are
-        written first, in one transaction, before the call it makes, and a
-        START_WORKFLOW starts its run once however often it runs. False when the error
-        is another, or that schedule is spent."""
+        it failed because the run store, a task queue or the payload store was
+        unavailable, so that its task does not fail for an outage that ends within the
+        schedule of :data:`BOOKKEEPING_RETRY`. Running it again is safe: the records it
+        carries are written first, in one transaction, before the call it makes, a
+        START_WORKFLOW starts its run once however often it runs, and a payload is
+        written whole under a key of its task attempt (its outage wrote nothing). A
+        built-in call that went out before the payload store failed (an HTTP request
+        whose response could not be stored) is made again, as a retry of its task would.
+        False when the error is another, or that schedule is spent."""
         details = getattr(error, "details", None)
-        if not isinstance(details, dt.FailureDetails) or not (
-            details.is_caused_by(RunStoreUnavailable) or details.is_caused_by(QueueUnavailable)
+        if not isinstance(details, dt.FailureDetails) or not any(
+            details.is_caused_by(outage) for outage in _OUTAGES
         ):
             return False
         entry = self.pending[task_id]

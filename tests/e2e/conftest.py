@@ -8,6 +8,7 @@ the way the Task API hands it out (lease, started event, result event).
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -29,7 +30,7 @@ from engine.app.host import (
     make_engine_worker,
 )
 from engine.language.definitions import TaskDef, TaskStatus, WorkflowDef
-from engine.ports.payload_store import PayloadKind, offload_if_large
+from engine.ports.payload_store import PayloadKind, PayloadStore, offload_if_large
 from engine.ports.queue_provisioning import queue_names, queue_settings_for_taskdef
 from engine.ports.run_store import NewRun, RunRecord, TaskRecord, TaskUpdate
 from engine.runtime.services import EngineServices
@@ -240,10 +241,15 @@ def backend() -> Iterator[EmbeddedBackend]:
 
 
 @contextmanager
-def running_platform(backend: EmbeddedBackend, settings: LocalSettings) -> Iterator[Platform]:
-    """The engine with its local services (``settings``) on ``backend``, for a test."""
+def running_platform(
+    backend: EmbeddedBackend, settings: LocalSettings, payloads: PayloadStore | None = None
+) -> Iterator[Platform]:
+    """The engine with its local services (``settings``) on ``backend``, for a test;
+    ``payloads`` replaces the local payload store of the engine's I/O."""
     config = BackendConfig.embedded(backend.address)
     services = build_local_services(settings, config)
+    if payloads is not None:
+        services = dataclasses.replace(services, payloads=payloads)
     worker = make_engine_worker(config, services)
     start_worker(worker)
     client = make_engine_client(config)

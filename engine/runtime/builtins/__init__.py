@@ -3,8 +3,9 @@
 Each task type is a plain function ``fn(deps: ActivityDeps, task_input: dict) ->
 ActivityResult`` whose ``task_input`` is the task's resolved ``inputParameters`` (plus the
 optional reserved key ``_payloadKeyPrefix``). None of them raises for an outcome of the
-call: see :mod:`engine.runtime.builtins.results` for the envelope, and each module for its
-input and output shapes.
+call (a payload store outage is not one: it is raised); see
+:mod:`engine.runtime.builtins.results` for the envelope, and each module for its input
+and output shapes.
 
 * ``HTTP`` -> :func:`~engine.runtime.builtins.http.http_activity`
 * ``CALL_TOOL`` -> :func:`~engine.runtime.builtins.call_tool.call_tool_activity`

@@ -64,6 +64,7 @@ from azure.core.exceptions import (
 from azure.core.pipeline import PipelineResponse
 from azure.core.rest import HttpRequest
 
+from engine.ports.payload_store import PayloadStoreUnavailable
 from engine.runtime.builtins.http import InputError
 from engine.runtime.builtins.outbound import (
     OutboundError,
@@ -205,6 +206,8 @@ def document_intelligence_activity(
                 raise InputError("documentRef given but the engine has no payload store")
             try:
                 data = deps.payload_store.get(str(ref))
+            except PayloadStoreUnavailable:
+                raise  # an outage: the interpreter runs the activity again
             except Exception as exc:
                 return ActivityResult.failed(
                     f"could not read documentRef from the payload store: "

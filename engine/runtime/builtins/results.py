@@ -9,6 +9,11 @@ long-running call that the orchestration must poll returns status ``PENDING`` wi
 timer and calls the type's poll function (:data:`engine.runtime.builtins.POLL_ACTIVITIES`) with
 ``pending.poll_input()``. No activity sleeps.
 
+One error is not an outcome of the call and is raised: ``PayloadStoreUnavailable``, the
+payload store unreachable or overloaded while the activity stores or reads a payload.
+The interpreter runs the activity again after a durable delay (as for a run store
+outage) instead of failing its task.
+
 Durabletask activities exchange JSON, so the envelope goes over the wire as
 ``ActivityResult.to_dict()`` and is read back with ``ActivityResult.from_dict()``.
 """
@@ -25,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, cast, runtime_checkabl
 if TYPE_CHECKING:
     from engine.runtime.evaluators import EvaluatorPool
 
+from engine.ports.payload_store import PayloadStoreUnavailable
 from protocol.limits import JsonTooDeep
 from protocol.payload_keys import ACTIVITY_PREFIX_KEY, unowned_activity_prefix
 
@@ -303,7 +309,8 @@ def offload(
     """Store ``data`` when it is above the threshold and a store is configured; returns
     the reference, or None when it stays inline. Raises :class:`OffloadError` above the
     maximum (terminal, even without a store: it would not fit in a record either) or
-    when the store fails (retryable)."""
+    when the store fails (retryable); lets ``PayloadStoreUnavailable`` through (an
+    outage, not a failure of the task: the activity runs again)."""
     size = len(data)
     maximum = max_payload(deps)
     if size > maximum:
@@ -315,6 +322,8 @@ def offload(
         return None
     try:
         return deps.payload_store.put(payload_key(task_input, name), data, content_type)
+    except PayloadStoreUnavailable:
+        raise
     except Exception as exc:
         raise OffloadError(
             f"could not store the {size}-byte {what} in the payload store: "
@@ -333,7 +342,9 @@ def never_raises(fn: Activity) -> Activity:
     """Turn an unexpected exception of an activity into a retryable FAILED result.
 
     The activities map every expected failure themselves; this is the safety net that
-    keeps the "result envelope, never an exception" promise for bugs and surprises.
+    keeps the "result envelope, never an exception" promise for bugs and surprises. A
+    ``PayloadStoreUnavailable`` goes through: an outage, which the interpreter meets
+    by running the activity again.
     """
 
     @functools.wraps(fn)
@@ -342,6 +353,8 @@ def never_raises(fn: Activity) -> Activity:
             return fn(deps, task_input)
         except JsonTooDeep as exc:  # an answer nested too deep: the same every time
             return ActivityResult.terminal(str(exc))
+        except PayloadStoreUnavailable:
+            raise
         except Exception as exc:
             log.exception("activity %s raised", getattr(fn, "__name__", fn))
             return ActivityResult.failed(

@@ -22,7 +22,7 @@ from engine.adapters.queue_provisioning_sqlite import SqliteQueueProvisioner
 from engine.adapters.queue_sqlite import SqliteTaskQueue
 from engine.adapters.run_signals_recording import RecordingRunSignals
 from engine.adapters.run_store_sql import SqlRunStore
-from engine.ports.payload_store import PayloadLimits
+from engine.ports.payload_store import PayloadLimits, PayloadStore
 from engine.ports.run_store import NewRun, TaskRecord, TaskStatus
 from protocol.messages import TaskMessage, message_id
 from protocol.queues import queue_for
@@ -117,6 +117,7 @@ def make_server(tmp_path: Path) -> Iterator[Any]:
         local_adapters: bool = True,
         run_store: SqlRunStore | None = None,
         busy_timeout_seconds: float | None = None,
+        payloads: PayloadStore | None = None,
         **overrides: Any,
     ) -> Server:
         """A server with these settings; ``fast_path=False`` serves the hot Task API
@@ -126,7 +127,7 @@ def make_server(tmp_path: Path) -> Iterator[Any]:
         payload directory and its recorded signals are local, as ``stepway serve`` would find).
         ``run_store`` replaces the SQLite run store (closed at the end);
         ``busy_timeout_seconds`` is how long the SQLite run store and queue wait for a
-        lock another connection holds."""
+        lock another connection holds; ``payloads`` replaces the local payload store."""
         port = free_port()
         url = f"http://127.0.0.1:{port}"
         n = len(started)
@@ -143,7 +144,8 @@ def make_server(tmp_path: Path) -> Iterator[Any]:
             run_store=run_store or SqlRunStore(store_url),
             queue=SqliteTaskQueue(tmp_path / f"queues{n}.db", **queue_wait),
             provisioner=SqliteQueueProvisioner(tmp_path / f"queues{n}.db"),
-            payloads=LocalPayloadStore(
+            payloads=payloads
+            or LocalPayloadStore(
                 tmp_path / f"payloads{n}",
                 secret="test-secret-0123456789",
                 base_url=url,

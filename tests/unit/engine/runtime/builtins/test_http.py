@@ -10,7 +10,10 @@ from email.utils import format_datetime
 from typing import Any
 
 import pytest
+from azure.core.credentials import AzureNamedKeyCredential
 
+from engine.adapters.payload_blob import BlobPayloadStore
+from engine.ports.payload_store import PayloadStoreUnavailable
 from engine.runtime.builtins import (
     ActivityDeps,
     ActivityResult,
@@ -330,6 +333,26 @@ def test_large_response_is_offloaded() -> None:
     assert response["bodyContentType"] == "application/json"
     assert json.loads(store.get(response["bodyRef"])) == big
     assert len(json.dumps(result.to_dict())) < 2048  # the history stays small
+
+
+def test_a_large_response_meeting_a_payload_store_outage_raises_it_for_the_engine() -> None:
+    # the Blob adapter on a port nothing listens on: an outage, not a failure of the
+    # task (the interpreter runs the activity again)
+    blob = BlobPayloadStore(
+        f"http://127.0.0.1:{closed_port()}/devstoreaccount1",
+        "payloads",
+        AzureNamedKeyCredential("devstoreaccount1", "a2V5"),
+        retry_total=0,
+    )
+    big = {"text": "x" * 20_000}
+    try:
+        with (
+            LocalServer(lambda req: Reply(200, big)) as server,
+            pytest.raises(PayloadStoreUnavailable, match="could not be reached"),
+        ):
+            http_activity(deps(payload_store=blob), {"uri": server.url})
+    finally:
+        blob.close()
 
 
 def test_small_response_stays_inline_with_store() -> None:

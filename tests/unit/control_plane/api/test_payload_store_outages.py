@@ -1,0 +1,111 @@
+"""A payload store that cannot be reached, over real HTTP: the Blob adapter pointed at a
+port of 127.0.0.1 nothing listens on. What a client sees: 503 with ``Retry-After`` and a
+retryable Conductor error body naming the payload store (its account and container,
+never its key), for a start, a worker's result carrying a large output and a read of a
+run whose input is offloaded; the result is not recorded, so its retry is the one that
+counts."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from azure.core.credentials import AzureNamedKeyCredential
+
+from engine.adapters.payload_blob import BlobPayloadStore
+from engine.ports.payload_store import PayloadLimits
+from engine.ports.run_store import NewRun
+from tests.unit.control_plane.api.test_store_outages import poll
+from tests.unit.control_plane.conftest import Server, assert_error, free_port, taskdef
+
+KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+UNREACHABLE = (
+    "payload store unavailable: Azure Blob container 'payloads' of account "
+    "'devstoreaccount1' could not be reached (ServiceRequestError)"
+)
+WORKFLOW = {
+    "name": "wf",
+    "version": 1,
+    "tasks": [{"name": "parse", "taskReferenceName": "p1", "type": "SIMPLE"}],
+}
+
+
+@pytest.fixture
+def unreachable_blob() -> Iterator[BlobPayloadStore]:
+    port = free_port()  # nothing listens there
+    store = BlobPayloadStore(
+        f"http://127.0.0.1:{port}/devstoreaccount1",
+        "payloads",
+        AzureNamedKeyCredential("devstoreaccount1", KEY),
+        limits=PayloadLimits(task_output_threshold=1024),
+        retry_total=0,
+        connection_timeout=2,
+    )
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+def assert_payload_outage(r: httpx.Response) -> dict[str, Any]:
+    body = assert_error(r, 503)
+    assert UNREACHABLE in body["message"], body
+    assert body["retryable"] is True, body
+    assert body["validationErrors"] == [], body
+    assert r.headers["Retry-After"] == "1"
+    assert KEY not in r.text and "sig=" not in r.text
+    return body
+
+
+def test_a_start_meeting_an_unreachable_payload_store_answers_503(
+    make_server: Any, unreachable_blob: BlobPayloadStore
+) -> None:
+    srv: Server = make_server(payloads=unreachable_blob)
+    assert srv.client.post("/api/metadata/workflow", json=WORKFLOW).status_code == 200
+    big = {"text": "x" * 20_000}  # above the workflow input threshold: offloaded
+    for r in (
+        srv.client.post("/api/workflow", json={"name": "wf", "input": big}),
+        srv.client.post("/api/workflow/wf", json=big),
+    ):
+        assert_payload_outage(r)
+    assert srv.signals.calls == []  # no run was started
+
+
+def test_a_read_of_a_run_whose_input_is_offloaded_answers_503(
+    make_server: Any, unreachable_blob: BlobPayloadStore
+) -> None:
+    srv: Server = make_server(payloads=unreachable_blob)
+    srv.deps.run_store.create_run(
+        NewRun(
+            workflow_id="wf-1",
+            name="wf",
+            version=1,
+            input_ref="payloads/wf-1/input.json",
+            create_time=srv.deps.clock(),
+        )
+    )
+    assert_payload_outage(srv.client.get("/api/workflow/wf-1"))
+
+
+@pytest.mark.parametrize("fast_path", [True, False], ids=["fast-path", "fastapi"])
+@pytest.mark.parametrize("route", ["/api/tasks", "/api/tasks/update-v2"])
+def test_a_large_result_meeting_an_unreachable_payload_store_answers_503_and_is_not_recorded(
+    make_server: Any, unreachable_blob: BlobPayloadStore, fast_path: bool, route: str
+) -> None:
+    srv: Server = make_server(fast_path=fast_path, payloads=unreachable_blob)
+    srv.register(taskdef("parse"))
+    task_id = srv.dispatch("parse")
+    [task] = poll(srv, "parse").json()
+    result = {
+        "workflowInstanceId": task["workflowInstanceId"],
+        "taskId": task_id,
+        "status": "COMPLETED",
+        "outputData": {"text": "x" * 5_000},  # above the task output threshold
+        "workerId": "w1",
+    }
+    assert_payload_outage(srv.client.post(route, json=result))
+    row = srv.deps.run_store.get_task(task_id)
+    assert row is not None and row.status == "IN_PROGRESS"
+    assert srv.signals.events(task_id) == []
