@@ -28,6 +28,7 @@ from control_plane.services.task_support import TaskDefCache, TaskSupport
 from control_plane.services.task_tracing import record_handout
 from control_plane.services.wire import task_json
 from engine.language.definitions import TaskDef
+from engine.ports.payload_store import PayloadStoreUnavailable
 from engine.ports.queue import (
     MessageLockLost,
     QueueError,
@@ -114,10 +115,11 @@ class TaskHandout(TaskSupport):
                 began = time.time_ns()
                 try:
                     task = self._hand_out(td, task_type, worker_id, holder, message.queue, message)
-                except RunStoreUnavailable:
-                    # nothing of this hand-out was written: its message and the others
-                    # received go back now, not when their locks expire; the tasks handed
-                    # out already are the answer, else the caller learns of the outage
+                except (RunStoreUnavailable, PayloadStoreUnavailable):
+                    # nothing of this hand-out was written (or it was undone): its message
+                    # and the others received go back now, not when their locks expire; the
+                    # tasks handed out already are the answer, else the caller learns of
+                    # the outage
                     for left in messages[i:]:
                         self._make_visible(left.queue, left)
                     if handed:
@@ -232,6 +234,14 @@ class TaskHandout(TaskSupport):
             # handed out already
             q.complete(queue, message)
             return None
+        try:
+            input_data = self._input_of(started)
+        except PayloadStoreUnavailable:
+            # its offloaded input cannot be read now: the hand-out is undone (lease and
+            # slot released; the caller makes the message visible again), so the next
+            # poll hands the task out instead of it waiting out its response timeout
+            store.release_lease(task_id, attempt, holder)
+            raise
         # no event to the run: the engine reads the hand-out (lease) from the run store
         # when a response deadline is due (engine/runtime/interpreter.py, check_task)
         try:
@@ -241,7 +251,7 @@ class TaskHandout(TaskSupport):
         return task_json(
             started,
             task_type=task_type,
-            input_data=self._input_of(started),
+            input_data=input_data,
             workflow_type=body.workflow_type,
             correlation_id=body.correlation_id,
             priority=body.priority,

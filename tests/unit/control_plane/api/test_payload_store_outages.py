@@ -7,7 +7,9 @@ counts."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -15,6 +17,7 @@ import pytest
 from azure.core.credentials import AzureNamedKeyCredential
 
 from engine.adapters.payload_blob import BlobPayloadStore
+from engine.adapters.payload_local import LocalPayloadStore
 from engine.ports.payload_store import PayloadLimits
 from engine.ports.run_store import NewRun
 from tests.unit.control_plane.api.test_store_outages import poll
@@ -109,3 +112,31 @@ def test_a_large_result_meeting_an_unreachable_payload_store_answers_503_and_is_
     row = srv.deps.run_store.get_task(task_id)
     assert row is not None and row.status == "IN_PROGRESS"
     assert srv.signals.events(task_id) == []
+
+
+@pytest.mark.parametrize("fast_path", [True, False], ids=["fast-path", "fastapi"])
+def test_a_poll_meeting_an_unreachable_payload_store_gives_the_task_back(
+    make_server: Any, unreachable_blob: BlobPayloadStore, tmp_path: Path, fast_path: bool
+) -> None:
+    """A task whose input is offloaded cannot be handed out while its input cannot be
+    read: the poll answers 503 and undoes the hand-out, so that once the store is back
+    the next poll hands the task out at once, rather than after its response timeout."""
+    srv: Server = make_server(fast_path=fast_path, payloads=unreachable_blob)
+    srv.register(taskdef("parse"))
+    task_id = srv.dispatch("parse")
+    reference = f"payloads/{task_id}/input.json"
+    row = srv.deps.run_store.get_task(task_id)
+    assert row is not None
+    offloaded = row.model_copy(update={"input_data": None, "input_ref": reference})
+    srv.deps.run_store.upsert_task(offloaded, srv.deps.clock())
+
+    assert_payload_outage(poll(srv, "parse"))
+    lease = srv.deps.run_store.get_lease(task_id, 1)
+    assert lease is None or lease.released
+
+    # the store is back (here: another one holding the same payload)
+    back = LocalPayloadStore(tmp_path / "back", secret="test-secret-0123456789")
+    back.put(reference, json.dumps({"pages": 3}).encode())
+    srv.deps.payloads = back
+    [task] = poll(srv, "parse").json()
+    assert task["taskId"] == task_id and task["inputData"] == {"pages": 3}
