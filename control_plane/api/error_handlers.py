@@ -161,7 +161,9 @@ def install_error_handlers(app: FastAPI) -> None:
 
     async def unexpected(request: Request, exc: Exception) -> JSONResponse:
         log.exception("unhandled error on %s %s", request.method, request.url.path)
-        return error_response(500, f"internal error: {type(exc).__name__}", retryable=True)
+        # not retryable, as Conductor's ApplicationExceptionMapper answers anything but a
+        # TransientException: the outages that a retry can outlast are 503 (above)
+        return error_response(500, f"internal error: {type(exc).__name__}", retryable=False)
 
     app.add_exception_handler(ApiError, api_error)
     app.add_exception_handler(RequestValidationError, request_validation)

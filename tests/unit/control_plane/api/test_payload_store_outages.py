@@ -20,6 +20,7 @@ from engine.adapters.payload_blob import BlobPayloadStore
 from engine.adapters.payload_local import LocalPayloadStore
 from engine.ports.payload_store import PayloadLimits
 from engine.ports.run_store import NewRun
+from tests.http_peers import Failure, blob_peer
 from tests.unit.control_plane.api.test_store_outages import poll
 from tests.unit.control_plane.conftest import Server, assert_error, free_port, taskdef
 
@@ -140,3 +141,36 @@ def test_a_poll_meeting_an_unreachable_payload_store_gives_the_task_back(
     srv.deps.payloads = back
     [task] = poll(srv, "parse").json()
     assert task["taskId"] == task_id and task["inputData"] == {"pages": 3}
+
+
+def test_a_payload_store_refusal_is_a_500_that_is_not_retryable(make_server: Any) -> None:
+    """A refusal the store will repeat (here 403: the identity may not write) is the
+    server's error, not an outage: 500, ``retryable: false`` as Conductor answers an
+    error that is not transient, the store's error class named and nothing else."""
+    refused = Failure(403, "AuthorizationPermissionMismatch")
+    with blob_peer(always=refused) as peer:
+        store = BlobPayloadStore(
+            f"{peer.url}/devstoreaccount1",
+            "payloads",
+            AzureNamedKeyCredential("devstoreaccount1", KEY),
+            limits=PayloadLimits(task_output_threshold=1024),
+            retry_total=0,
+        )
+        try:
+            srv: Server = make_server(payloads=store)
+            srv.register(taskdef("parse"))
+            task_id = srv.dispatch("parse")
+            [task] = poll(srv, "parse").json()
+            result = {
+                "workflowInstanceId": task["workflowInstanceId"],
+                "taskId": task_id,
+                "status": "COMPLETED",
+                "outputData": {"text": "x" * 5_000},  # above the task output threshold
+                "workerId": "w1",
+            }
+            body = assert_error(srv.client.post("/api/tasks", json=result), 500)
+        finally:
+            store.close()
+    assert body["retryable"] is False, body
+    assert body["message"] == "internal error: PayloadStoreRefused", body
+    assert KEY not in str(body)
