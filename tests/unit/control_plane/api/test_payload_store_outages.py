@@ -21,7 +21,7 @@ from engine.adapters.payload_local import LocalPayloadStore
 from engine.ports.payload_store import PayloadLimits
 from engine.ports.run_store import NewRun
 from tests.http_peers import Failure, blob_peer
-from tests.unit.control_plane.api.test_store_outages import poll
+from tests.unit.control_plane.api.test_store_outages import poll, polled_result
 from tests.unit.control_plane.conftest import Server, assert_error, free_port, taskdef
 
 KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
@@ -99,16 +99,8 @@ def test_a_large_result_meeting_an_unreachable_payload_store_answers_503_and_is_
     make_server: Any, unreachable_blob: BlobPayloadStore, fast_path: bool, route: str
 ) -> None:
     srv: Server = make_server(fast_path=fast_path, payloads=unreachable_blob)
-    srv.register(taskdef("parse"))
-    task_id = srv.dispatch("parse")
-    [task] = poll(srv, "parse").json()
-    result = {
-        "workflowInstanceId": task["workflowInstanceId"],
-        "taskId": task_id,
-        "status": "COMPLETED",
-        "outputData": {"text": "x" * 5_000},  # above the task output threshold
-        "workerId": "w1",
-    }
+    # an output above the task output threshold: offloaded
+    task_id, result = polled_result(srv, "parse", {"text": "x" * 5_000})
     assert_payload_outage(srv.client.post(route, json=result))
     row = srv.deps.run_store.get_task(task_id)
     assert row is not None and row.status == "IN_PROGRESS"
@@ -158,16 +150,8 @@ def test_a_payload_store_refusal_is_a_500_that_is_not_retryable(make_server: Any
         )
         try:
             srv: Server = make_server(payloads=store)
-            srv.register(taskdef("parse"))
-            task_id = srv.dispatch("parse")
-            [task] = poll(srv, "parse").json()
-            result = {
-                "workflowInstanceId": task["workflowInstanceId"],
-                "taskId": task_id,
-                "status": "COMPLETED",
-                "outputData": {"text": "x" * 5_000},  # above the task output threshold
-                "workerId": "w1",
-            }
+            # an output above the task output threshold: offloaded
+            _, result = polled_result(srv, "parse", {"text": "x" * 5_000})
             body = assert_error(srv.client.post("/api/tasks", json=result), 500)
         finally:
             store.close()

@@ -72,6 +72,21 @@ def poll(srv: Server, task_type: str, **params: Any) -> httpx.Response:
     )
 
 
+def polled_result(srv: Server, task_type: str, output: Any) -> tuple[str, dict[str, Any]]:
+    """A task of ``task_type`` (registered here) dispatched and polled by ``w1``: its id
+    and the COMPLETED result ``w1`` posts for it with ``output``."""
+    srv.register(taskdef(task_type))
+    task_id = srv.dispatch(task_type)
+    [task] = poll(srv, task_type).json()
+    return task_id, {
+        "workflowInstanceId": task["workflowInstanceId"],
+        "taskId": task_id,
+        "status": "COMPLETED",
+        "outputData": output,
+        "workerId": "w1",
+    }
+
+
 # --- the workflow and metadata APIs ----------------------------------------------------
 
 
@@ -144,16 +159,7 @@ def test_a_result_meeting_a_locked_run_store_answers_503_and_its_retry_is_accept
     make_server: Any, fast_path: bool, route: str
 ) -> None:
     srv: Server = make_server(fast_path=fast_path, busy_timeout_seconds=0.2)
-    srv.register(taskdef("parse"))
-    task_id = srv.dispatch("parse")
-    [task] = poll(srv, "parse").json()
-    result = {
-        "workflowInstanceId": task["workflowInstanceId"],
-        "taskId": task_id,
-        "status": "COMPLETED",
-        "outputData": SECRET_INPUT,
-        "workerId": "w1",
-    }
+    task_id, result = polled_result(srv, "parse", SECRET_INPUT)
 
     with locked(store_file(srv)):
         assert_unavailable(srv.client.post(route, json=result), LOCKED)
@@ -177,16 +183,7 @@ def test_a_result_meeting_a_locked_queue_stands_and_reaches_the_run(
     that moment does not fail the result (its retry would be a repeat, which signals
     nothing): the worker gets its answer and the run its one event."""
     srv: Server = make_server(fast_path=fast_path, busy_timeout_seconds=0.2)
-    srv.register(taskdef("parse"))
-    task_id = srv.dispatch("parse")
-    [task] = poll(srv, "parse").json()
-    result = {
-        "workflowInstanceId": task["workflowInstanceId"],
-        "taskId": task_id,
-        "status": "COMPLETED",
-        "outputData": {"pages": 3},
-        "workerId": "w1",
-    }
+    task_id, result = polled_result(srv, "parse", {"pages": 3})
     queues = srv.deps.queue._db.path  # type: ignore[attr-defined]
 
     with locked(queues):
