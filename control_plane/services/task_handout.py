@@ -24,7 +24,7 @@ from typing import Any
 
 from control_plane.api.errors import ApiError, bad_request
 from control_plane.deps import Deps, Settings
-from control_plane.services.task_support import TaskDefCache, TaskSupport
+from control_plane.services.task_support import InputUnreadable, TaskDefCache, TaskSupport
 from control_plane.services.task_tracing import record_handout
 from control_plane.services.wire import task_json
 from engine.language.definitions import TaskDef
@@ -37,7 +37,14 @@ from engine.ports.queue import (
     QueueUnavailable,
 )
 from engine.ports.queue_provisioning import queue_names
-from engine.ports.run_store import RunStoreUnavailable, TaskLimits
+from engine.ports.run_store import (
+    RunStoreUnavailable,
+    TaskLimits,
+    TaskRecord,
+    TaskStatus,
+    TaskUpdate,
+)
+from protocol.events import TaskResultEvent, result_event
 from protocol.messages import TaskMessage
 from protocol.queues import poll_queues
 
@@ -236,6 +243,12 @@ class TaskHandout(TaskSupport):
             return None
         try:
             input_data = self._input_of(started)
+        except InputUnreadable as exc:
+            # the store answered that the payload is not there: it will not be later.
+            # The attempt fails now (as a worker would fail it), so the engine retries
+            # the task at once instead of when this hand-out's response timeout is due.
+            self._fail_unreadable(started, queue, message, holder, str(exc))
+            return None
         except PayloadStoreUnavailable:
             # its offloaded input cannot be read now: the hand-out is undone (lease and
             # slot released; the caller makes the message visible again), so the next
@@ -259,6 +272,36 @@ class TaskHandout(TaskSupport):
             task_def=td,
             traceparent=body.traceparent,
         )
+
+    def _fail_unreadable(
+        self,
+        row: TaskRecord,
+        queue: str,
+        message: QueueMessage,
+        holder: str,
+        reason: str,
+    ) -> None:
+        """End the attempt just handed out as FAILED with ``reason`` and tell the run;
+        its message is deferred first, for the engine to settle as for any failed
+        attempt (retry or dead-letter)."""
+        store, now = self.deps.run_store, self.deps.clock()
+        log.warning("task %s cannot be handed out: %s", row.task_id, reason)
+        try:
+            self.deps.queue.defer(queue, message)
+        except MessageLockLost:
+            log.warning("lost the lock of %s before deferring it", message.message_id)
+        failed = TaskUpdate(
+            status=TaskStatus.FAILED,
+            reason_for_incompletion=reason,
+            worker_id=row.worker_id,
+            end_time=now,
+        )
+        if not store.finish_task(row.task_id, row.attempt, failed, now, holder=holder):
+            return  # it changed meanwhile (canceled, timed out): that end stands
+        event = TaskResultEvent(
+            attempt=row.attempt, status="FAILED", output={}, reason=reason, worker_id=None
+        )
+        self._signal(row.workflow_id, result_event(row.task_id), event.payload())
 
     # --- update -----------------------------------------------------------------------
 

@@ -22,6 +22,11 @@ log = logging.getLogger(__name__)
 WORKER = "WORKER"
 
 
+class InputUnreadable(ApiError):
+    """The offloaded input of a task is not in the payload store (a 502 where it is
+    read for a caller; at a hand-out the attempt fails instead)."""
+
+
 class TaskDefCache:
     """Task definitions by type, re-read at most every ``taskdef_cache_seconds``."""
 
@@ -87,12 +92,16 @@ class TaskSupport:
         return self.deps.payloads
 
     def _input_of(self, row: TaskRecord) -> Any:
+        """The task's input, read from the payload store when offloaded. Raises
+        :class:`InputUnreadable` (a 502) when the store answers that it is not there."""
         if row.input_ref is None:
             return row.input_data
         try:
             return resolve(self._payloads(), None, row.input_ref)
         except PayloadError as exc:
-            raise ApiError(502, f"cannot read the input of task {row.task_id}: {exc}") from exc
+            raise InputUnreadable(
+                502, f"cannot read the input of task {row.task_id}: {exc}"
+            ) from exc
 
     def _signal(self, workflow_id: str, name: str, data: Any) -> bool:
         try:

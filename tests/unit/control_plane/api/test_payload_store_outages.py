@@ -158,3 +158,34 @@ def test_a_payload_store_refusal_is_a_500_that_is_not_retryable(make_server: Any
     assert body["retryable"] is False, body
     assert body["message"] == "internal error: PayloadStoreRefused", body
     assert KEY not in str(body)
+
+
+@pytest.mark.parametrize("fast_path", [True, False], ids=["fast-path", "fastapi"])
+def test_a_task_whose_offloaded_input_is_gone_fails_at_once(
+    make_server: Any, fast_path: bool
+) -> None:
+    """The store answers that the input is not there, which it will answer again: the
+    attempt fails naming the payload and the run is told (its retry policy decides),
+    instead of the poll answering 502 with the task held until its response timeout.
+    The poll goes on: another task of the type is handed out."""
+    srv: Server = make_server(fast_path=fast_path)
+    srv.register(taskdef("parse"))
+    lost = srv.dispatch("parse")
+    row = srv.deps.run_store.get_task(lost)
+    assert row is not None
+    gone = f"payloads/{lost}/input.json"  # never written
+    srv.deps.run_store.upsert_task(
+        row.model_copy(update={"input_data": None, "input_ref": gone}), srv.deps.clock()
+    )
+    fine = srv.dispatch("parse", workflow_id=row.workflow_id, ref="t2")
+
+    tasks = poll(srv, "parse", count=2).json()
+    assert [t["taskId"] for t in tasks] == [fine]
+    failed = srv.deps.run_store.get_task(lost)
+    assert failed is not None and failed.status == "FAILED"
+    assert gone in (failed.reason_for_incompletion or "")
+    lease = srv.deps.run_store.get_lease(lost, 1)
+    assert lease is not None and lease.released
+    [event] = srv.signals.events(lost)
+    assert event.data["status"] == "FAILED" and event.data["attempt"] == 1
+    assert gone in event.data["reason"]
