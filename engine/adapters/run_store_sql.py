@@ -1132,9 +1132,8 @@ class SqlRunStore:
             return [self._task(r._mapping) for r in conn.execute(stmt)]
 
     def append_task_log(self, task_id: str, log: str, now: int) -> None:
-        params = {"task_id": task_id, "log": log, "created_time": now}
         with self._write() as conn:
-            self._exec(conn, "append_task_log", lambda: sa.insert(task_logs), params)
+            self._append_logs(conn, task_id, [log], now)
 
     def _append_logs(self, conn: Connection, task_id: str, logs: Sequence[str], now: int) -> None:
         for log in logs:

@@ -169,8 +169,13 @@ class PayloadStore(Protocol):
         ...
 
 
+def json_text(value: Any) -> str:
+    """The compact JSON text of ``value`` whose UTF-8 bytes a payload's size counts."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
 def encode_json(value: Any) -> bytes:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    return json_text(value).encode("utf-8")
 
 
 def offload_if_large(

@@ -21,7 +21,6 @@ dispatch span's context goes into the task message, so the worker's span is its 
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import uuid
 from datetime import UTC, datetime, timedelta
@@ -35,6 +34,7 @@ from engine.language.definitions import RunStatus, TaskStatus, TaskType, Workflo
 from engine.ports.payload_store import (
     PayloadKind,
     PayloadTooLarge,
+    json_text,
     offload_encoded,
     offload_if_large,
 )
@@ -884,7 +884,7 @@ class RunActivities:
         self, kind: PayloadKind, key: str, value: Any, text: str | None = None
     ) -> tuple[Any, str | None]:
         """``value`` inline or offloaded (``offload_if_large``); ``text``: its JSON text
-        when the caller made it already (compact, ``ensure_ascii=False``)."""
+        when the caller made it already (``json_text``)."""
         svc = self.services
         if svc.payloads is None:
             return value, None
@@ -912,7 +912,7 @@ class RunActivities:
         if not result.output or result.is_pending:
             return envelope
         # encoded once: for the check and for the offload's size
-        text = json.dumps(result.output, separators=(",", ":"), ensure_ascii=False)
+        text = json_text(result.output)
         what = f"the output of task {where.ref!r}"
         unstorable = unstorable_text_problem(result.output, what, text)
         if unstorable is not None:  # the same call would give it again: not retried
