@@ -36,17 +36,21 @@ WORKFLOW = {
 }
 
 
-@pytest.fixture
-def unreachable_blob() -> Iterator[BlobPayloadStore]:
-    port = free_port()  # nothing listens there
-    store = BlobPayloadStore(
-        f"http://127.0.0.1:{port}/devstoreaccount1",
+def blob_store(base_url: str) -> BlobPayloadStore:
+    """The Blob store of account devstoreaccount1 at ``base_url``, no SDK retries."""
+    return BlobPayloadStore(
+        f"{base_url}/devstoreaccount1",
         "payloads",
         AzureNamedKeyCredential("devstoreaccount1", KEY),
         limits=PayloadLimits(task_output_threshold=1024),
         retry_total=0,
         connection_timeout=2,
     )
+
+
+@pytest.fixture
+def unreachable_blob() -> Iterator[BlobPayloadStore]:
+    store = blob_store(f"http://127.0.0.1:{free_port()}")  # nothing listens there
     try:
         yield store
     finally:
@@ -141,13 +145,7 @@ def test_a_payload_store_refusal_is_a_500_that_is_not_retryable(make_server: Any
     error that is not transient, the store's error class named and nothing else."""
     refused = Failure(403, "AuthorizationPermissionMismatch")
     with blob_peer(always=refused) as peer:
-        store = BlobPayloadStore(
-            f"{peer.url}/devstoreaccount1",
-            "payloads",
-            AzureNamedKeyCredential("devstoreaccount1", KEY),
-            limits=PayloadLimits(task_output_threshold=1024),
-            retry_total=0,
-        )
+        store = blob_store(peer.url)
         try:
             srv: Server = make_server(payloads=store)
             # an output above the task output threshold: offloaded
