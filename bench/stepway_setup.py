@@ -55,6 +55,30 @@ def backend_client(address: str) -> Any:
     return make_engine_client(BackendConfig.embedded(address))
 
 
+def run_store_reader(data_dir: Path) -> SqlRunStore:
+    """The SQLite run store of a data directory (``STEPWAY_DATA_DIR``), to read runs the
+    processes of ``stepway serve`` and ``stepway engine`` write there."""
+    return SqlRunStore(f"sqlite:///{data_dir / 'runs.db'}", migrate=False)
+
+
+def wait_runs_ended(store: Any, workflow_ids: list[str], timeout: float = 600) -> None:
+    """Blocks until every run of ``workflow_ids`` has a terminal status in ``store``:
+    the end a client of the workflow API sees. Reads one run at a time, in the order
+    given, sleeping 2 ms while it is running: the waiting costs a few reads a run, not a
+    call to the durable backend a run (a unary gRPC call costs about 0.7 ms of CPU here,
+    ``bench/grpc_unary.py``), so a throughput workload does not count its own waiting as
+    the platform's CPU."""
+    deadline = time.monotonic() + timeout
+    for workflow_id in workflow_ids:
+        while True:
+            run = store.get_run(workflow_id)
+            if run is not None and run.status.is_terminal:
+                break
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"run {workflow_id} did not end in {timeout:g} s")
+            time.sleep(0.002)
+
+
 def _now_ms() -> int:
     return int(time.time() * 1000)
 
@@ -148,6 +172,10 @@ class StepwayDev:
         state = self.client.wait_for_orchestration_completion(workflow_id, timeout=timeout)
         if state is None:
             raise RuntimeError(f"run {workflow_id} is unknown to the backend")
+
+    def wait_ended(self, workflow_ids: list[str], timeout: float = 600) -> None:
+        """Blocks until every run has ended in the run store (:func:`wait_runs_ended`)."""
+        wait_runs_ended(self.platform.services.run_store, workflow_ids, timeout)
 
     def status(self, workflow_id: str) -> str:
         """The run's status as the workflow API reports it."""

@@ -186,8 +186,7 @@ class System:
                 time.sleep(0.05)
             cpu0, started = time.process_time(), time.perf_counter()
             workers.go()
-            for i in ids:
-                self.sw.wait(i)
+            self.sw.wait_ended(ids)
             elapsed = time.perf_counter() - started
             cpu = time.process_time() - cpu0
         finally:

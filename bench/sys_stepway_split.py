@@ -27,7 +27,12 @@ import httpx
 from bench.common import REPO, free_port, python_env
 from bench.gate import GatedProcesses
 from bench.start_burst import start_burst
-from bench.stepway_setup import backend_client, embedded_backend
+from bench.stepway_setup import (
+    backend_client,
+    embedded_backend,
+    run_store_reader,
+    wait_runs_ended,
+)
 from bench.sys_stepway import _task
 
 
@@ -41,13 +46,14 @@ class System:
     def __init__(self, config: dict[str, Any]) -> None:
         self._tmp = tempfile.TemporaryDirectory(prefix="bench-split-")
         tmp = Path(self._tmp.name)
+        self._data_dir = tmp / "data"
         self.log_dir = Path(config["log_dir"])
         self.backend = embedded_backend()
         address = self.backend.address
         self.client = backend_client(address)
         port = free_port()
         env = python_env(
-            STEPWAY_DATA_DIR=str(tmp / "data"),
+            STEPWAY_DATA_DIR=str(self._data_dir),
             STEPWAY_BACKEND_KIND="embedded",
             STEPWAY_BACKEND_ADDRESS=address,
             STEPWAY_PAYLOAD_SECRET="b" * 64,
@@ -82,6 +88,8 @@ class System:
             time.sleep(0.2)
         self._defined: set[str] = set()
         self._worker: GatedProcesses | None = None
+        #: the run store the processes write, read to see runs end (opened when first used)
+        self._runs: Any = None
 
     def _spawn(self, args: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
         log = (self.log_dir / f"split-{args[0]}.log").open("wb")
@@ -195,10 +203,10 @@ class System:
                 if time.monotonic() > deadline:
                     raise TimeoutError("runs not queued")
                 time.sleep(0.05)
+            self._runs = self._runs or run_store_reader(self._data_dir)
             cpu0, started = self._cpu(), time.perf_counter()
             workers.go()
-            for workflow_id in ids:
-                self.client.wait_for_orchestration_completion(workflow_id, timeout=600)
+            wait_runs_ended(self._runs, ids)
             elapsed = time.perf_counter() - started
             cpu = self._cpu() - cpu0
         finally:
@@ -229,6 +237,8 @@ class System:
                 proc.kill()
                 proc.wait()
         self.http.close()
+        if self._runs is not None:
+            self._runs.close()
         self.client.close()
         self.backend.stop()
         self._tmp.cleanup()
