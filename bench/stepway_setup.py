@@ -299,9 +299,11 @@ def trace_points() -> list[tuple[Any, str, str]]:
     from control_plane.services.task_results import TaskResults
     from control_plane.services.task_support import TaskSupport
     from engine.adapters.backend.embedded import StepwayInMemoryBackend
+    from engine.adapters.backend.sessions import SessionWorkerMixin
 
     return [
-        (dt_worker.TaskHubGrpcWorker, "_execute_orchestrator", "engine: orchestrator work item"),
+        # the worker of stepway dev keeps orchestration sessions: its override runs
+        (SessionWorkerMixin, "_execute_orchestrator", "engine: orchestrator work item"),
         (dt_worker.TaskHubGrpcWorker, "_execute_activity", "engine: activity"),
         (StepwayInMemoryBackend, "CompleteOrchestratorTask", "backend: orchestrator completed"),
         (StepwayInMemoryBackend, "CompleteActivityTask", "backend: activity completed"),

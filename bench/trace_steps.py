@@ -2,9 +2,10 @@
 
 Wraps the hops of a step (``bench.stepway_setup.trace_points``) with timing, runs
 10-step runs of WORKER steps (one SDK worker process) or HTTP steps on the in-process
-platform, and prints, for the steps in the middle of the runs, the median time of each
-hop's start (``>``) and end (``<``) after the step's activity started: where the
-wall-clock time of a step goes, hop by hop. Timing wrappers cost a few microseconds."""
+platform, and prints, for the steps in the middle of the runs, grouped by the order
+their hops came in (the two most common orders), the median time of each hop's start
+(``>``) and end (``<``) after the step's activity started and since the hop before:
+where the wall-clock time of a step goes, hop by hop. Timing wrappers cost a few microseconds."""
 
 from __future__ import annotations
 
@@ -121,22 +122,31 @@ def main() -> int:
     starts = [
         i for i, (_, hop, what) in enumerate(events) if hop == "engine: activity >" and what == step
     ]
-    offsets: dict[tuple[str, str], list[float]] = defaultdict(list)
+    # steps grouped by the order their hops came in: the medians of one order add up
+    # (a step whose result came before its dispatch's completion has other hops)
+    orders: dict[tuple[tuple[str, str], ...], list[list[float]]] = defaultdict(list)
     for a, b in itertools.pairwise(starts):
         t0 = events[a][0]
         if events[b][0] - t0 > 1.0:  # the end of one run and the start of the next
             continue
-        for t, hop, what in events[a:b]:
-            offsets[(hop, what)].append(1000 * (t - t0))
-        offsets[("next step's activity >", "")].append(1000 * (events[b][0] - t0))
+        hops = tuple((hop, what) for _, hop, what in events[a : b + 1])
+        orders[hops].append([1000 * (t - t0) for t, _, _ in events[a : b + 1]])
     print(
         f"{args.kind}: {1000 * elapsed / (10 * args.runs):.1f} ms per step over "
         f"{args.runs} 10-step runs (start and finish included)"
     )
-    print("median ms after the step's activity started, per hop:")
-    rows = sorted((median(v), hop, what, len(v)) for (hop, what), v in offsets.items())
-    for ms, hop, what, n in rows:
-        print(f"  {ms:7.2f}  {hop:40} {what:45} x{n}")
+    steps = sum(len(v) for v in orders.values())
+    for hops, samples in sorted(orders.items(), key=lambda kv: -len(kv[1]))[:2]:
+        print(
+            f"\n{len(samples)} of {steps} steps had these hops in this order; median ms "
+            "after the step's activity started, and since the hop before:"
+        )
+        previous = 0.0
+        for i, (hop, what) in enumerate(hops):
+            at = median([sample[i] for sample in samples])
+            label = "next step's activity >" if i == len(hops) - 1 else hop
+            print(f"  {at:7.2f}  +{at - previous:5.2f}  {label:40} {what}")
+            previous = at
     return 0
 
 
