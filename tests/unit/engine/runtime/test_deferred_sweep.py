@@ -4,8 +4,10 @@ no one settled."""
 
 from __future__ import annotations
 
+import logging
+import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -14,9 +16,11 @@ import pytest
 from engine.adapters.queue_provisioning_sqlite import SqliteQueueProvisioner
 from engine.adapters.queue_sqlite import SqliteTaskQueue
 from engine.adapters.run_store_sql import SqlRunStore
+from engine.ports.payload_store import PayloadLimits
 from engine.ports.queue import QueueSettings
 from engine.ports.run_store import NewRun, TaskRecord, TaskStatus, TaskUpdate
 from engine.runtime.deferred_sweep import DeferredSweep
+from engine.runtime.services import EngineServices
 
 QUEUE = "parse"
 
@@ -119,3 +123,62 @@ def test_a_message_found_settled_already_is_recorded_and_not_asked_about_again(
     assert sweep.run_once() == 1
     assert stores.run_store.unsettled_attempts(now_ms() + 1) == []
     assert sweep.run_once() == 0
+
+
+def wait_until(predicate: Callable[[], bool], what: str, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.02)
+
+
+def test_the_services_sweep_through_a_queue_outage_until_they_are_closed(
+    stores: Stores, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``EngineServices.start_sweep``: rounds that meet the queue locked are logged and
+    the sweep goes on; once the queue is free the message is settled; ``close`` stops
+    the sweep."""
+    stores.ended_attempt("t1")
+    queue = SqliteTaskQueue(tmp_path / "queues.db", busy_timeout_seconds=0.1)
+    services = EngineServices(
+        run_store=stores.run_store,
+        queue=queue,
+        payloads=None,
+        payload_limits=PayloadLimits(),
+        client_factory=lambda: None,
+    )
+    lock = sqlite3.connect(tmp_path / "queues.db", isolation_level=None)
+    lock.execute("BEGIN EXCLUSIVE")
+    try:
+        with caplog.at_level(logging.WARNING, logger="engine.runtime.deferred_sweep"):
+            services.start_sweep(0.05, grace_ms=0)
+            assert services.sweeping
+            wait_until(
+                lambda: sum("not swept" in r.getMessage() for r in caplog.records) >= 2,
+                "two rounds to meet the locked queue",
+            )
+        assert "task queue unavailable: database is locked" in caplog.records[0].getMessage()
+    finally:
+        lock.execute("COMMIT")
+        lock.close()
+    try:
+        wait_until(lambda: stores.deferred() == 0, "the sweep to settle the message")
+    finally:
+        services.close()
+        queue.close()
+    assert not services.sweeping
+    lease = stores.run_store.get_lease("t1", 1)
+    assert lease is not None and lease.settled_at is not None
+
+
+def test_no_sweep_with_an_interval_of_zero(stores: Stores) -> None:
+    services = EngineServices(
+        run_store=stores.run_store,
+        queue=stores.queue,
+        payloads=None,
+        payload_limits=PayloadLimits(),
+        client_factory=lambda: None,
+    )
+    services.start_sweep(0)
+    assert not services.sweeping
+    services.close()
