@@ -10,6 +10,10 @@ The embedded backend keeps orchestration state in memory: runs in flight do not 
 restart of ``stepway dev``. Their records are not left RUNNING: at start, runs the
 previous session left RUNNING or PAUSED are marked FAILED with that reason.
 
+As the engine's activities do when deployed, it sweeps the deferred messages of
+attempts that are over and that a queue outage left unsettled
+(engine/runtime/deferred_sweep.py; every ``STEPWAY_DEFERRED_SWEEP_SECONDS``).
+
 Tracing is off unless the environment names an exporter (engine/app/telemetry.py, e.g.
 ``OTEL_EXPORTER_OTLP_ENDPOINT`` of a local collector); the worker processes read the same
 variables.
@@ -58,6 +62,7 @@ from engine.language.loading import load_paths
 from engine.ports.payload_store import PayloadLimits
 from engine.ports.queue import QueueError
 from engine.ports.run_store import RunQuery, RunUpdate, TaskUpdate
+from engine.runtime.deferred_sweep import DEFAULT_INTERVAL_SECONDS
 from engine.runtime.evaluators import EvaluatorLimits
 from engine.runtime.run_limits import RunLimits
 from engine.runtime.services import EngineServices
@@ -187,6 +192,8 @@ class DevPlatform:
     run_limits: RunLimits = field(default_factory=RunLimits)
     #: live orchestrations kept between their work items (engine/adapters/backend/sessions.py)
     orchestration_sessions: int = DEFAULT_SESSION_CAPACITY
+    #: seconds between sweeps of deferred messages (engine/runtime/deferred_sweep.py); 0: none
+    deferred_sweep_seconds: float = DEFAULT_INTERVAL_SECONDS
 
     def start(self) -> Any:
         """Start backend and engine; return the control plane ASGI app."""
@@ -212,6 +219,7 @@ class DevPlatform:
             config, self.services, sessions=self.orchestration_sessions
         )
         start_worker(self.engine)
+        self.services.start_sweep(self.deferred_sweep_seconds)
         self.client = make_engine_client(config)
         catalog_dir = self.repo_root / "workers"
         catalog = load_catalog(catalog_dir) if catalog_dir.is_dir() else []
@@ -340,6 +348,7 @@ def serve(data_dir: Path, host: str, port: int, with_workers: bool) -> None:
             "Use 127.0.0.1, or set STEPWAY_ALLOW_ANONYMOUS=true if that is really intended."
         )
     from engine.app.config import (
+        read_deferred_sweep,
         read_engine_limits,
         read_gc_tuning,
         read_orchestration_sessions,
@@ -352,6 +361,7 @@ def serve(data_dir: Path, host: str, port: int, with_workers: bool) -> None:
     evaluator_limits, run_limits = read_engine_limits(env)
     sessions = read_orchestration_sessions(env)
     gc_tuning = read_gc_tuning(env)
+    deferred_sweep = read_deferred_sweep(env)
     telemetry = TelemetryConfig.read(env, "stepway-dev")
     try:
         env.raise_if_errors()
@@ -366,6 +376,7 @@ def serve(data_dir: Path, host: str, port: int, with_workers: bool) -> None:
         evaluator_limits=evaluator_limits,
         run_limits=run_limits,
         orchestration_sessions=sessions,
+        deferred_sweep_seconds=deferred_sweep,
         tracer_provider=tracer_provider,
     )
     # SIGTERM and SIGINT stop the platform cleanly (workers, engine, backend) and the

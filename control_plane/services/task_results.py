@@ -208,9 +208,10 @@ class TaskResults(TaskSupport):
         """Complete the deferred message of an attempt whose result is recorded and
         signalled. A queue unavailable now leaves it deferred (invisible, never handed
         out again) rather than failing a result that stands: answering 503 here would
-        make the worker's retry a repeat, which signals nothing."""
+        make the worker's retry a repeat, which signals nothing. The sweep of deferred
+        messages settles it once the queue is back (engine/runtime/deferred_sweep.py)."""
         try:
-            MessageSettlement(self.deps.run_store, self.deps.queue).settle(lease)
+            MessageSettlement(self.deps.run_store, self.deps.queue, self.deps.clock).settle(lease)
         except QueueUnavailable as exc:
             log.warning(
                 "the result of task %s stands; its deferred message %s of %s was not completed: %s",

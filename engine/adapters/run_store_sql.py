@@ -70,6 +70,7 @@ from engine.ports.run_store import (
     TASK_SUCCEEDED,
     CreateRunResult,
     DefinitionRecord,
+    EndedAttempt,
     HandOut,
     InstructionRecord,
     Lease,
@@ -226,6 +227,7 @@ leases = sa.Table(
     sa.Column("queue_name", _ID),
     sa.Column("released", sa.Boolean, nullable=False),
     sa.Column("slot", _ID),
+    sa.Column("settled_at", sa.BigInteger),
 )
 
 concurrency_counters = sa.Table(
@@ -1321,6 +1323,7 @@ class SqlRunStore:
                     "queue_name": ex.queue_name,
                     "released": ex.released,
                     "slot": ex.slot,
+                    "settled_at": ex.settled_at,
                 },
                 where=sa.or_(leases.c.released == sa.true(), leases.c.expires_at <= _b("b_now")),
             ).returning(leases.c.task_id)
@@ -1335,6 +1338,7 @@ class SqlRunStore:
             "queue_name": queue_name,
             "released": False,
             "slot": slot,
+            "settled_at": None,  # a new hand-out's message is not settled
             "b_now": now,
         }
         return self._exec(conn, "acquire_lease", build, values).first() is not None
@@ -1472,6 +1476,113 @@ class SqlRunStore:
         params = {"b_task_id": task_id, "b_attempt": attempt, "b_now": now}
         with self._write() as conn:
             return self._exec(conn, "expire_lease", build, params).rowcount == 1
+
+    def mark_settled(self, task_id: str, attempt: int, sequence_number: int, now: int) -> bool:
+        def build() -> Any:
+            return (
+                sa.update(leases)
+                .where(
+                    leases.c.task_id == _b("b_task_id"),
+                    leases.c.attempt == _b("b_attempt"),
+                    leases.c.sequence_number == _b("b_sequence_number"),
+                    leases.c.settled_at.is_(None),
+                )
+                .values(settled_at=_b("v_now"))
+            )
+
+        params = {
+            "b_task_id": task_id,
+            "b_attempt": attempt,
+            "b_sequence_number": sequence_number,
+            "v_now": now,
+        }
+        with self._write() as conn:
+            return self._exec(conn, "mark_settled", build, params).rowcount == 1
+
+    def unsettled_attempts(
+        self, before: int, *, limit: int = 100, after: tuple[int, str, int] | None = None
+    ) -> list[EndedAttempt]:
+        if limit <= 0:
+            return []
+
+        def build() -> Any:
+            return self._unsettled_statement(after is not None)
+
+        params: dict[str, Any] = {"b_before": before, "b_limit": limit}
+        if after is not None:
+            params["b_after_at"], params["b_after_task"], params["b_after_attempt"] = after
+        with self._read() as conn:
+            rows = self._exec(conn, ("unsettled_attempts", after is not None), build, params)
+        return [
+            EndedAttempt(
+                lease=self._lease({c.name: r[c.name] for c in leases.c}),
+                row_attempt=int(r["row_attempt"]),
+                status=TaskStatus(r["row_status"]),
+                retried=bool(r["row_retried"]),
+                reason_for_incompletion=r["row_reason"],
+            )
+            for r in rows
+        ]
+
+    @staticmethod
+    def _unsettled_statement(paged: bool) -> Any:
+        """The statement of ``unsettled_attempts``. Its first two conditions are those of
+        the partial index ``ix_leases_unsettled`` (run_store_migrations 0007), written
+        alike so that both databases use it: the scan reads only the leases not marked
+        settled, in the index's order, and joins each to its task row and run row by
+        their keys."""
+        at_attempt = tasks.c.attempt == leases.c.attempt
+        failed = [
+            TaskStatus.FAILED.value,
+            TaskStatus.FAILED_WITH_TERMINAL_ERROR.value,
+            TaskStatus.TIMED_OUT.value,
+        ]
+        ended = [
+            TaskStatus.COMPLETED.value,
+            TaskStatus.COMPLETED_WITH_ERRORS.value,
+            TaskStatus.SKIPPED.value,
+            TaskStatus.CANCELED.value,
+        ]
+        no_retry_to_come = sa.or_(
+            tasks.c.retried == sa.true(),
+            runs.c.workflow_id.is_(None),
+            _one_of(runs.c.status, _values(RUN_TERMINAL)),
+        )
+        over = sa.or_(
+            tasks.c.attempt > leases.c.attempt,
+            sa.and_(at_attempt, _one_of(tasks.c.status, ended)),
+            sa.and_(at_attempt, _one_of(tasks.c.status, failed), no_retry_to_come),
+        )
+        stmt = (
+            sa.select(
+                *leases.c,
+                tasks.c.attempt.label("row_attempt"),
+                tasks.c.status.label("row_status"),
+                tasks.c.retried.label("row_retried"),
+                tasks.c.reason_for_incompletion.label("row_reason"),
+            )
+            .select_from(
+                leases.join(tasks, tasks.c.task_id == leases.c.task_id).outerjoin(
+                    runs, runs.c.workflow_id == tasks.c.workflow_id
+                )
+            )
+            .where(
+                leases.c.settled_at.is_(None),
+                leases.c.sequence_number.is_not(None),
+                leases.c.queue_name.is_not(None),
+                leases.c.acquired_at <= _b("b_before"),
+                sa.func.coalesce(tasks.c.update_time, 0) <= _b("b_before"),
+                over,
+            )
+            .order_by(leases.c.acquired_at, leases.c.task_id, leases.c.attempt)
+            .limit(sa.bindparam("b_limit", type_=sa.Integer))
+        )
+        if paged:
+            stmt = stmt.where(
+                sa.tuple_(leases.c.acquired_at, leases.c.task_id, leases.c.attempt)
+                > sa.tuple_(_b("b_after_at"), _b("b_after_task"), _b("b_after_attempt"))
+            )
+        return stmt
 
     # --- limits ---------------------------------------------------------------
 

@@ -45,6 +45,7 @@ from engine.adapters.sqlite_transactions import busy_timeout_of
 from engine.app.telemetry import TelemetryConfig
 from engine.ports.payload_store import PayloadLimits
 from engine.runtime.builtins.results import OutboundSettings
+from engine.runtime.deferred_sweep import DEFAULT_INTERVAL_SECONDS
 from engine.runtime.evaluators import EvaluatorLimits
 from engine.runtime.run_limits import RunLimits
 
@@ -58,6 +59,7 @@ __all__ = [
     "QueueConfig",
     "RunStoreConfig",
     "backend_from_env",
+    "read_deferred_sweep",
     "read_engine_limits",
     "read_payload_limits",
 ]
@@ -578,6 +580,9 @@ class EngineConfig(BaseModel):
     #: freeze what start-up made and raise the collector's thresholds
     #: (engine/app/garbage_collection.py)
     gc_tuning: bool = True
+    #: seconds between sweeps of deferred messages (engine/runtime/deferred_sweep.py) in
+    #: a process hosting the activities; 0: none
+    deferred_sweep_seconds: float = DEFAULT_INTERVAL_SECONDS
     #: where traces go (engine/app/telemetry.py); default: nowhere
     telemetry: TelemetryConfig = Field(default_factory=TelemetryConfig)
     #: limits of script and jq evaluations (engine.runtime.evaluators)
@@ -611,6 +616,7 @@ class EngineConfig(BaseModel):
         concurrency = env.optional_int("STEPWAY_MAX_CONCURRENT_WORK_ITEMS", minimum=1)
         sessions = read_orchestration_sessions(env)
         gc_tuning = read_gc_tuning(env)
+        deferred_sweep = read_deferred_sweep(env)
         telemetry = TelemetryConfig.read(env, _SERVICE_NAMES.get(role_value or "", "stepway"))
         evaluators, run_limits = read_engine_limits(env)
         env.raise_if_errors()
@@ -628,6 +634,7 @@ class EngineConfig(BaseModel):
             max_concurrent_work_items=concurrency,
             orchestration_sessions=sessions,
             gc_tuning=gc_tuning,
+            deferred_sweep_seconds=deferred_sweep,
             telemetry=telemetry,
             evaluators=evaluators,
             run_limits=run_limits,
@@ -673,6 +680,13 @@ def read_gc_tuning(env: EnvReader) -> bool:
     the garbage collector's thresholds (engine/app/garbage_collection.py); read by every
     platform process."""
     return env.flag("STEPWAY_GC_TUNING", True)
+
+
+def read_deferred_sweep(env: EnvReader) -> float:
+    """``STEPWAY_DEFERRED_SWEEP_SECONDS``: seconds between the sweeps of deferred messages
+    of attempts that are over (engine/runtime/deferred_sweep.py), ``0`` for none; read by
+    ``stepway engine`` (the activities and all roles sweep) and by ``stepway dev``."""
+    return env.number("STEPWAY_DEFERRED_SWEEP_SECONDS", DEFAULT_INTERVAL_SECONDS, minimum=0.0)
 
 
 def read_engine_limits(env: EnvReader) -> tuple[EvaluatorLimits, RunLimits]:

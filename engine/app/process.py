@@ -2,9 +2,11 @@
 
 :func:`run_engine` builds the engine services from an :class:`EngineConfig`, starts a
 durabletask worker that hosts (and, through work item filtering, receives) only its
-role's work, and blocks until SIGTERM or SIGINT; then it stops taking work, lets the
-work items in progress finish, and returns. Its tracer provider (if the configuration
-names an exporter, engine/app/telemetry.py) is built here and flushed at the end.
+role's work (and, hosting the activities, the sweep of deferred messages:
+engine/runtime/deferred_sweep.py), and blocks until SIGTERM or SIGINT; then it stops
+taking work, lets the work items in progress finish, and returns. Its tracer provider
+(if the configuration names an exporter, engine/app/telemetry.py) is built here and
+flushed at the end.
 """
 
 from __future__ import annotations
@@ -63,6 +65,9 @@ def run_engine(config: EngineConfig, stop: threading.Event | None = None) -> Non
         sessions=config.orchestration_sessions,
     )
     start_worker(worker)
+    if config.role != "orchestrator":
+        # a process that holds the queue settles what a queue outage left deferred
+        services.start_sweep(config.deferred_sweep_seconds)
     settle_heap(config.gc_tuning)
     target = (
         config.backend.address if config.backend.kind == "embedded" else config.backend.endpoint

@@ -290,6 +290,29 @@ class Lease(_Record):
     #: the task type whose concurrency slot the attempt holds (freed with the lease);
     #: None when it holds none (the type has no ``concurrentExecLimit``)
     slot: str | None = None
+    #: when the deferred message ``sequence_number`` was found settled (completed,
+    #: dead-lettered or gone: :meth:`RunStore.mark_settled`); None while it is not known
+    #: to be (a hand-out that takes the lease again clears it)
+    settled_at: int | None = None
+
+
+class EndedAttempt(_Record):
+    """A handed-out attempt that is over, whose deferred message is not marked settled
+    (:meth:`RunStore.unsettled_attempts`): its lease, and what its task row says now."""
+
+    lease: Lease
+    #: the row's attempt: the lease's, or a later one that replaced it
+    row_attempt: int
+    #: the row's status (at ``row_attempt``)
+    status: TaskStatus
+    #: a retry replaced the attempt (Conductor's ``retried``)
+    retried: bool = False
+    reason_for_incompletion: str | None = None
+
+    @property
+    def key(self) -> tuple[int, str, int]:
+        """Its place in the order of :meth:`RunStore.unsettled_attempts` (``after``)."""
+        return (self.lease.acquired_at, self.lease.task_id, self.lease.attempt)
 
 
 class TaskLimits(_Record):
@@ -593,6 +616,31 @@ class RunStore(Protocol):
 
     def expire_lease(self, task_id: str, attempt: int, now: int) -> bool:
         """Set the lease's expiry to ``now`` so that another worker can take it."""
+        ...
+
+    def mark_settled(self, task_id: str, attempt: int, sequence_number: int, now: int) -> bool:
+        """Record that the deferred message ``sequence_number`` of the attempt's lease is
+        settled (``Lease.settled_at = now``); nothing when it is recorded already or the
+        lease names another message now. Whether it wrote."""
+        ...
+
+    def unsettled_attempts(
+        self, before: int, *, limit: int = 100, after: tuple[int, str, int] | None = None
+    ) -> list[EndedAttempt]:
+        """Handed-out attempts that are over whose deferred message (a lease with a
+        sequence number and a queue) is not marked settled, with the lease taken and the
+        task row last written at ``before`` or earlier; in the order of
+        ``(acquired_at, task_id, attempt)`` of their lease, after ``after`` (the
+        :attr:`EndedAttempt.key` of the last one of the previous batch), at most ``limit``.
+
+        An attempt is over when its row moved to a later attempt, or is at it and
+        COMPLETED, COMPLETED_WITH_ERRORS, SKIPPED or CANCELED, or failed (FAILED,
+        FAILED_WITH_TERMINAL_ERROR, TIMED_OUT) with no retry to come: a retry replaced it
+        (``retried``) or its run is over (terminal, or gone). A failed attempt of a run
+        still running that no retry replaced is not listed: the engine has not decided
+        it yet. Nor is an attempt still live (SCHEDULED, IN_PROGRESS: one whose worker
+        asked for a callback has released its lease and waits for its message to come
+        back). One statement on an index of the leases not marked settled."""
         ...
 
     # --- limits -------------------------------------------------------------

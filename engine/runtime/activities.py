@@ -66,7 +66,7 @@ from engine.runtime.builtins import ActivityDeps, ActivityResult, run_activity, 
 from engine.runtime.encoded_json import parse
 from engine.runtime.payload_refs import dereference
 from engine.runtime.services import EngineServices
-from engine.runtime.settlement import MessageSettlement, release_slot
+from engine.runtime.settlement import FAILED_STATUSES, MessageSettlement, release_slot
 from engine.runtime.snapshots import (
     SnapshotError,
     publish_snapshot,
@@ -95,15 +95,6 @@ log = logging.getLogger(__name__)
 
 #: the namespace of the ids of runs a START_WORKFLOW task starts
 _STARTED_RUNS = uuid.uuid5(uuid.NAMESPACE_URL, "https://stepway/started-run")
-
-#: final statuses of a WORKER attempt whose message goes to the dead-letter queue
-#: (COMPLETED_WITH_ERRORS: an optional task whose attempts are exhausted)
-FAILED_STATUSES = {
-    TaskStatus.FAILED,
-    TaskStatus.FAILED_WITH_TERMINAL_ERROR,
-    TaskStatus.TIMED_OUT,
-    TaskStatus.COMPLETED_WITH_ERRORS,
-}
 
 
 def _iteration(ref: str, def_ref: str) -> int:

@@ -22,6 +22,7 @@ from engine.ports.queue import TaskQueue
 from engine.ports.queue_provisioning import QueueProvisioner
 from engine.ports.run_store import RunStore
 from engine.runtime.builtins import ActivityDeps
+from engine.runtime.deferred_sweep import DEFAULT_GRACE_MS, DeferredSweep, SweepThread
 from engine.runtime.definition_cache import DefinitionCache
 from engine.runtime.payload_cache import PayloadCache
 from engine.runtime.run_limits import RunLimits
@@ -52,6 +53,8 @@ class EngineServices:
     payload_cache: PayloadCache = field(init=False)
     definitions: DefinitionCache = field(init=False)
     _client: Any = field(default=None, init=False, repr=False)
+    #: the sweep of deferred messages this process runs (``start_sweep``)
+    _sweep: SweepThread | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.payload_cache = PayloadCache(self.payloads)
@@ -71,7 +74,26 @@ class EngineServices:
             self._client = self.client_factory()
         return self._client
 
+    def start_sweep(self, interval_seconds: float, *, grace_ms: int = DEFAULT_GRACE_MS) -> None:
+        """Settle the deferred messages of attempts that are over and that no one settled
+        (engine/runtime/deferred_sweep.py), at once and then every ``interval_seconds``,
+        until :meth:`close`; ``0`` runs none. For a process that holds the queue (the
+        engine's activities, ``stepway dev``); once per services."""
+        if interval_seconds <= 0 or self._sweep is not None:
+            return
+        sweep = DeferredSweep(self.run_store, self.queue, grace_ms=grace_ms)
+        self._sweep = SweepThread(sweep, interval_seconds)
+        self._sweep.start()
+
+    @property
+    def sweeping(self) -> bool:
+        """Whether the sweep of deferred messages runs (``start_sweep``)."""
+        return self._sweep is not None and self._sweep.running
+
     def close(self) -> None:
-        """End what these services started: the evaluator processes."""
+        """End what these services started: the sweep of deferred messages, the
+        evaluator processes."""
+        if self._sweep is not None:
+            self._sweep.stop()
         if self.activity_deps.evaluators is not None:
             self.activity_deps.evaluators.close()

@@ -11,28 +11,72 @@ at the moment an attempt ends, by the component that learns of the end:
   (complete), attempts are exhausted or the failure is terminal or the attempt timed
   out (dead-letter, with the reason), the task was canceled (complete).
 
-A message already settled (or requeued for a callback) is skipped.
+A message already settled (or requeued for a callback) is skipped. Once the queue has
+settled a message, or answered that it is not deferred any more, the lease records it
+(``Lease.settled_at``). A queue that cannot settle it at that moment leaves it deferred
+and unrecorded: the sweep of deferred messages (``engine/runtime/deferred_sweep.py``)
+settles it later, as :func:`dead_letter_reason_of` says.
 """
 
 from __future__ import annotations
 
 import logging
+import time
+from collections.abc import Callable
 
+from engine.language.definitions import TaskStatus
 from engine.ports.queue import QueueError, TaskQueue
-from engine.ports.run_store import Lease, RunStore
+from engine.ports.run_store import EndedAttempt, Lease, RunStore, RunStoreUnavailable
 
-__all__ = ["DEAD_LETTER_REASON", "MessageSettlement", "release_slot"]
+__all__ = [
+    "DEAD_LETTER_REASON",
+    "FAILED_STATUSES",
+    "MessageSettlement",
+    "dead_letter_reason_of",
+    "release_slot",
+]
 
 log = logging.getLogger(__name__)
 
 #: the dead-letter reason code of an attempt the engine ended as a failure
 DEAD_LETTER_REASON = "RetriesExhausted"
 
+#: final statuses of a WORKER attempt whose message goes to the dead-letter queue when no
+#: retry replaced it (COMPLETED_WITH_ERRORS: an optional task whose attempts are exhausted)
+FAILED_STATUSES = frozenset(
+    {
+        TaskStatus.FAILED,
+        TaskStatus.FAILED_WITH_TERMINAL_ERROR,
+        TaskStatus.TIMED_OUT,
+        TaskStatus.COMPLETED_WITH_ERRORS,
+    }
+)
+
+
+def dead_letter_reason_of(ended: EndedAttempt) -> str | None:
+    """How the message of an attempt that is over is settled, as the engine settles it
+    (``engine/runtime/activities.py``): None to complete it (a retry or a later attempt
+    replaced it, or it completed, was skipped or canceled), else the reason to
+    dead-letter it with (its final failure: the row's reason, or its status)."""
+    if ended.row_attempt > ended.lease.attempt or ended.retried:
+        return None
+    if ended.status in FAILED_STATUSES:
+        return ended.reason_for_incompletion or ended.status.value
+    return None
+
+
+def _wall_clock_ms() -> int:
+    return int(time.time() * 1000)
+
 
 class MessageSettlement:
-    def __init__(self, run_store: RunStore, queue: TaskQueue) -> None:
+    def __init__(
+        self, run_store: RunStore, queue: TaskQueue, clock: Callable[[], int] | None = None
+    ) -> None:
         self.run_store = run_store
         self.queue = queue
+        #: epoch ms of ``Lease.settled_at``
+        self.clock = clock or _wall_clock_ms
 
     def settle_attempt(
         self, task_id: str, attempt: int, *, dead_letter_reason: str | None = None
@@ -43,9 +87,18 @@ class MessageSettlement:
         if lease is not None:
             self.settle(lease, dead_letter_reason=dead_letter_reason)
 
-    def settle(self, lease: Lease, *, dead_letter_reason: str | None = None) -> None:
+    def settle(self, lease: Lease, *, dead_letter_reason: str | None = None) -> bool:
+        """Complete (or, with a reason, dead-letter) the lease's deferred message, and
+        record on the lease that it is settled. Whether nothing is left deferred: True
+        when the queue settled it, answered that it is not deferred any more, or the
+        lease names no message or says it is settled already; False when the queue
+        answered an error (logged; it stays deferred and unrecorded, for the sweep). A
+        queue that is unavailable raises :class:`~engine.ports.queue.QueueUnavailable`
+        as it does elsewhere, nothing recorded."""
         if lease.sequence_number is None or not lease.queue_name:
-            return
+            return True
+        if lease.settled_at is not None:
+            return True
         try:
             settled = self.queue.settle_deferred(
                 lease.queue_name,
@@ -55,9 +108,18 @@ class MessageSettlement:
             )
         except QueueError as exc:
             log.info("deferred message of %s not settled: %s", lease.task_id, exc)
-            return
+            return False
         if not settled:
             log.info("deferred message of %s already settled", lease.task_id)
+        try:
+            self.run_store.mark_settled(
+                lease.task_id, lease.attempt, lease.sequence_number, self.clock()
+            )
+        except RunStoreUnavailable as exc:
+            # the message is settled; unrecorded, the sweep asks the queue again, which
+            # answers that it is not deferred, and records it then
+            log.info("settlement of the message of %s not recorded: %s", lease.task_id, exc)
+        return True
 
 
 def release_slot(run_store: RunStore, task_id: str, attempt: int) -> None:

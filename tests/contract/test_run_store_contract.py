@@ -284,6 +284,79 @@ def test_upgrade_makes_the_input_of_pending_starts_a_json_column(store_url: str)
         upgraded.close()
 
 
+def test_upgrade_adds_the_settled_time_of_leases_and_downgrade_removes_it(
+    store_url: str,
+) -> None:
+    """Revision 0007 adds ``leases.settled_at`` and the index of the leases not marked
+    settled: a lease written before it is not known to be settled (the sweep asks the
+    queue about it once); downgrading to 0006 removes both and keeps the leases."""
+    engine = sa.create_engine(store_url)
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
+    with engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, "0006")
+        conn.execute(
+            sa.text(
+                "INSERT INTO tasks (task_id, workflow_id, reference_task_name, task_type, "
+                "task_def_name, status, attempt, retry_count, seq, poll_count, "
+                "callback_after_seconds, iteration, update_time) VALUES ('t1', 'w1', 't1', "
+                "'WORKER', 'parse_pdf', 'COMPLETED', 1, 0, 0, 1, 0, 0, :t)"
+            ),
+            {"t": T0},
+        )
+        conn.execute(
+            sa.text(
+                "INSERT INTO leases (task_id, attempt, worker_id, expires_at, acquired_at, "
+                "sequence_number, queue_name, released) VALUES ('t1', 1, 'wk', :t, :t, 7, "
+                "'parse_pdf', :released)"
+            ),
+            {"t": T0, "released": True},
+        )
+    engine.dispose()
+
+    def schema() -> tuple[set[str], set[str]]:
+        inspector = sa.inspect(engine)
+        columns = {c["name"] for c in inspector.get_columns("leases")}
+        indexes = {str(i["name"]) for i in inspector.get_indexes("leases")}
+        return columns, indexes
+
+    upgraded = SqlRunStore(store_url)
+    try:
+        columns, indexes = schema()
+        assert "settled_at" in columns and "ix_leases_unsettled" in indexes
+        [old] = upgraded.unsettled_attempts(T0)
+        assert (old.lease.task_id, old.lease.sequence_number, old.lease.settled_at) == (
+            "t1",
+            7,
+            None,
+        )
+        assert upgraded.mark_settled("t1", 1, 7, T0 + 5)
+        assert upgraded.unsettled_attempts(T0 + 10) == []
+    finally:
+        upgraded.close()
+
+    with engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.downgrade(cfg, "0006")
+    try:
+        columns, indexes = schema()
+        assert "settled_at" not in columns and "ix_leases_unsettled" not in indexes
+        with engine.connect() as conn:
+            kept = conn.execute(
+                sa.text("SELECT task_id, attempt, sequence_number, queue_name FROM leases")
+            ).all()
+        assert [tuple(r) for r in kept] == [("t1", 1, 7, "parse_pdf")]
+    finally:
+        engine.dispose()
+    again = SqlRunStore(store_url)  # and up again
+    try:
+        lease = again.get_lease("t1", 1)
+        assert lease is not None and lease.settled_at is None
+    finally:
+        again.close()
+
+
 def test_adapter_satisfies_port(store: SqlRunStore) -> None:
     assert isinstance(store, RunStore)
 
@@ -1487,6 +1560,191 @@ def test_lease_takeover_after_expiry_is_atomic(store: SqlRunStore) -> None:
         lambda i: store.acquire_lease("t1", 1, f"wk{i}", expires_at=T0 + 1000, now=T0 + 20),
     )
     assert sum(results) == 1
+
+
+def _handed_out(
+    store: SqlRunStore,
+    task_id: str,
+    *,
+    workflow_id: str = "w1",
+    attempt: int = 1,
+    sequence_number: int | None = 7,
+    now: int = T0,
+) -> None:
+    """The row of an attempt handed out by the Task API at ``now``: IN_PROGRESS, with a
+    lease naming its deferred message ``sequence_number`` on queue ``parse_pdf``."""
+    store.upsert_task(task(task_id, workflow_id=workflow_id, attempt=attempt), now)
+    handed = store.hand_out_task(
+        task_id,
+        attempt,
+        "wk",
+        lease_expires_at=now + 60_000,
+        now=now,
+        sequence_number=sequence_number,
+        queue_name="parse_pdf",
+    )
+    assert handed.task is not None
+
+
+def _ended(
+    store: SqlRunStore, task_id: str, status: TaskStatus, now: int, attempt: int = 1
+) -> None:
+    applied = store.finish_task(
+        task_id,
+        attempt,
+        TaskUpdate(status=status, reason_for_incompletion=f"{task_id} {status.value}"),
+        now,
+        holder="wk",
+    )
+    assert applied
+
+
+def test_unsettled_attempts_are_the_ended_ones_whose_message_may_be_deferred(
+    store: SqlRunStore,
+) -> None:
+    """What the sweep of deferred messages is given: attempts that are over (and whose
+    end is decided), with a message not marked settled; never one still live, nor a
+    failure the engine has not decided on (a retry may come)."""
+    store.create_run(run("w1"))  # running
+    store.create_run(run("w2"))
+    store.update_run("w2", RunUpdate(status=RunStatus.FAILED), T0 + 1)
+    t = T0 + 10
+    ended = {
+        "done": TaskStatus.COMPLETED,
+        "optional": TaskStatus.FAILED,  # then the engine's verdict, below
+        "canceled": TaskStatus.CANCELED,
+        "retried": TaskStatus.FAILED,
+        "undecided": TaskStatus.FAILED,  # of the running run w1, not retried (yet)
+        "timed_out": TaskStatus.TIMED_OUT,  # of w1 too
+    }
+    for n, (task_id, status) in enumerate(ended.items()):
+        _handed_out(store, task_id, sequence_number=n + 1, now=t + n)
+        _ended(store, task_id, status, t + 20)
+    optional = TaskUpdate(status=TaskStatus.COMPLETED_WITH_ERRORS)
+    assert store.update_task("optional", 1, optional, t + 20)
+    assert store.mark_retried("retried", t + 20)
+    # a failure of a run that is over (FAILED), and one of a run that is gone
+    _handed_out(store, "final", workflow_id="w2", sequence_number=20, now=t + 30)
+    _ended(store, "final", TaskStatus.FAILED_WITH_TERMINAL_ERROR, t + 40)
+    _handed_out(store, "orphan", workflow_id="gone", sequence_number=21, now=t + 31)
+    _ended(store, "orphan", TaskStatus.FAILED, t + 40)
+    # replaced by a later attempt of the same row
+    _handed_out(store, "replaced", sequence_number=22, now=t + 32)
+    store.upsert_task(task("replaced", attempt=2), t + 40)
+    # live: handed out; asked for a callback (its lease released, its message requeued)
+    _handed_out(store, "live", sequence_number=23, now=t + 33)
+    _handed_out(store, "callback", sequence_number=24, now=t + 34)
+    callback = TaskUpdate(status=TaskStatus.IN_PROGRESS, callback_after_seconds=30)
+    assert store.finish_task("callback", 1, callback, t + 40, holder="wk")
+    # no deferred message: posted before any poll (the lease names none)
+    store.upsert_task(task("unpolled"), t)
+    assert store.start_task("unpolled", 1, "wk", lease_expires_at=t + 60_000, now=t + 35)
+    _ended(store, "unpolled", TaskStatus.COMPLETED, t + 40)
+    # settled already
+    _handed_out(store, "settled", sequence_number=25, now=t + 36)
+    _ended(store, "settled", TaskStatus.COMPLETED, t + 40)
+    assert store.mark_settled("settled", 1, 25, t + 41)
+
+    listed = store.unsettled_attempts(t + 50)
+    assert [(e.lease.task_id, e.lease.sequence_number) for e in listed] == [
+        ("done", 1),
+        ("optional", 2),
+        ("canceled", 3),
+        ("retried", 4),
+        ("final", 20),
+        ("orphan", 21),
+        ("replaced", 22),
+    ]
+    by_id = {e.lease.task_id: e for e in listed}
+    assert (by_id["retried"].status, by_id["retried"].retried) == (TaskStatus.FAILED, True)
+    assert by_id["final"].status == TaskStatus.FAILED_WITH_TERMINAL_ERROR
+    assert by_id["final"].reason_for_incompletion == "final FAILED_WITH_TERMINAL_ERROR"
+    assert (by_id["replaced"].lease.attempt, by_id["replaced"].row_attempt) == (1, 2)
+    assert by_id["done"].lease.queue_name == "parse_pdf"
+
+    # the engine decides: the run ends (the failures of w1 are final now)
+    store.update_run("w1", RunUpdate(status=RunStatus.FAILED), t + 60)
+    later = [e.lease.task_id for e in store.unsettled_attempts(t + 60)]
+    assert later == [
+        "done", "optional", "canceled", "retried", "undecided", "timed_out",
+        "final", "orphan", "replaced",
+    ]  # fmt: skip
+    # a live attempt never is, however old
+    assert "live" not in later and "callback" not in later
+
+
+def test_unsettled_attempts_wait_out_the_grace_and_come_in_batches(store: SqlRunStore) -> None:
+    """Only attempts whose lease was taken and whose row was last written at ``before`` or
+    earlier; in lease order, ``limit`` at a time, each batch after the last one's key."""
+    for n in range(5):
+        _handed_out(store, f"t{n}", sequence_number=n, now=T0 + n)
+        _ended(store, f"t{n}", TaskStatus.COMPLETED, T0 + 100 + n)
+    assert store.unsettled_attempts(T0 + 99) == []  # none ended yet at that time
+    assert [e.lease.task_id for e in store.unsettled_attempts(T0 + 102)] == ["t0", "t1", "t2"]
+    first = store.unsettled_attempts(T0 + 200, limit=2)
+    assert [e.lease.task_id for e in first] == ["t0", "t1"]
+    second = store.unsettled_attempts(T0 + 200, limit=2, after=first[-1].key)
+    assert [e.lease.task_id for e in second] == ["t2", "t3"]
+    third = store.unsettled_attempts(T0 + 200, limit=2, after=second[-1].key)
+    assert [e.lease.task_id for e in third] == ["t4"]
+    assert store.unsettled_attempts(T0 + 200, limit=2, after=third[-1].key) == []
+    assert store.unsettled_attempts(T0 + 200, limit=0) == []
+
+
+def test_mark_settled_records_the_message_the_lease_names_once(store: SqlRunStore) -> None:
+    _handed_out(store, "t1", sequence_number=7)
+    assert not store.mark_settled("t1", 1, 8, T0 + 5)  # another message
+    assert not store.mark_settled("t1", 2, 7, T0 + 5)  # another attempt
+    assert store.mark_settled("t1", 1, 7, T0 + 5)
+    assert not store.mark_settled("t1", 1, 7, T0 + 9)  # once: the first time stays
+    lease = store.get_lease("t1", 1)
+    assert lease is not None and lease.settled_at == T0 + 5
+    _, current = store.get_task_with_lease("t1")
+    assert current is not None and current.settled_at == T0 + 5
+    # a hand-out that takes the lease again has a new message, not settled
+    assert store.release_lease("t1", 1)
+    again = store.hand_out_task(
+        "t1", 1, "wk2", lease_expires_at=T0 + 90_000, now=T0 + 10, sequence_number=9,
+        queue_name="parse_pdf",
+    )  # fmt: skip
+    assert again.task is not None
+    lease = store.get_lease("t1", 1)
+    assert lease is not None and (lease.sequence_number, lease.settled_at) == (9, None)
+
+
+def test_unsettled_attempts_read_only_the_index_of_unsettled_leases(store: SqlRunStore) -> None:
+    """The query the sweep makes every round, planned by the database: a range of the
+    partial index of the leases not marked settled, the task and run rows by their keys
+    (however many settled leases the store keeps)."""
+    _handed_out(store, "t1")
+    _ended(store, "t1", TaskStatus.COMPLETED, T0 + 1)
+    seen: list[tuple[str, Any]] = []
+
+    def record(conn: Any, cursor: Any, statement: str, parameters: Any, *args: Any) -> None:
+        if "FROM leases JOIN tasks" in statement:
+            # SQLite's statements run on the driver's cursor with a list of values
+            values = tuple(parameters) if isinstance(parameters, list) else parameters
+            seen.append((statement, values))
+
+    event.listen(store.engine, "before_cursor_execute", record)
+    try:
+        first = store.unsettled_attempts(T0 + 10, limit=1)
+        store.unsettled_attempts(T0 + 10, limit=1, after=first[-1].key)
+    finally:
+        event.remove(store.engine, "before_cursor_execute", record)
+    assert len(seen) == 2
+    for statement, parameters in seen:
+        with store.engine.connect() as conn:
+            if store.dialect == "postgresql":
+                conn.exec_driver_sql("SET enable_seqscan = off")
+                prefix = "EXPLAIN "
+            else:
+                prefix = "EXPLAIN QUERY PLAN "
+            plan = " ".join(
+                str(row[-1]) for row in conn.exec_driver_sql(prefix + statement, parameters)
+            )
+        assert "ix_leases_unsettled" in plan, plan
+        assert "SCAN leases" not in plan and "Seq Scan on leases" not in plan, plan
 
 
 # --- limits -----------------------------------------------------------------------

@@ -25,7 +25,10 @@ import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
 from engine.adapters.run_store_sql import SqlRunStore
-from engine.ports.run_store import RunQuery
+from engine.ports.queue import QueueDepth, QueueUnavailable, dead_letter_queue_name
+from engine.ports.run_store import RunQuery, RunStatus, RunUpdate
+from engine.runtime.deferred_sweep import DeferredSweep
+from engine.runtime.settlement import DEAD_LETTER_REASON
 from tests.unit.control_plane.conftest import Server, assert_error, free_port, taskdef
 
 WORKFLOW = {
@@ -211,6 +214,110 @@ def test_a_poll_meeting_a_locked_queue_answers_503_and_loses_no_task(
         body = assert_unavailable(poll(srv, "parse"), "task queue unavailable: database is locked")
     assert body["message"] == "task queue unavailable: database is locked"
     assert [t["taskId"] for t in poll(srv, "parse").json()] == [task_id]
+
+
+# --- the sweep of deferred messages ----------------------------------------------------
+
+
+def sweep_of(srv: Server) -> DeferredSweep:
+    """The sweep of deferred messages an engine process runs, over the server's run store
+    and queue, with no grace time (the attempts here ended a moment ago)."""
+    return DeferredSweep(srv.deps.run_store, srv.deps.queue, grace_ms=0, clock=srv.deps.clock)
+
+
+def depth(srv: Server, queue: str = "parse") -> QueueDepth:
+    return srv.deps.queue.depth(queue)
+
+
+def test_a_message_a_locked_queue_left_deferred_is_completed_by_the_next_sweep(
+    make_server: Any,
+) -> None:
+    """The result stands while the queue is locked, and its message stays deferred (no
+    worker sees it, nothing removes it); a sweep while the queue is still locked settles
+    nothing and loses nothing; once it is free, one sweep completes it and the next one
+    has nothing to do."""
+    srv: Server = make_server(busy_timeout_seconds=0.2)
+    task_id, result = polled_result(srv, "parse", {"pages": 3})
+    queues = srv.deps.queue._db.path  # type: ignore[attr-defined]
+    sweep = sweep_of(srv)
+
+    with locked(queues):
+        answer = srv.client.post("/api/tasks", json=result)
+        assert answer.status_code in (200, 204), answer.text
+        with pytest.raises(QueueUnavailable):
+            sweep.run_once()  # a round of a process that holds the queue: it ends here
+    assert depth(srv) == QueueDepth(active=0, scheduled=0, deferred=1, dead_lettered=0)
+    assert poll(srv, "parse").json() == []  # invisible, as before
+
+    assert sweep.run_once() == 1
+    assert depth(srv) == QueueDepth(active=0, scheduled=0, deferred=0, dead_lettered=0)
+    assert sweep.run_once() == 0
+    lease = srv.deps.run_store.get_lease(task_id, 1)
+    assert lease is not None and lease.settled_at is not None
+    row = srv.deps.run_store.get_task(task_id)
+    assert row is not None and row.status == "COMPLETED" and row.output_data == {"pages": 3}
+
+
+@pytest.mark.parametrize("decided", ["final", "retried"])
+def test_the_message_of_a_failed_attempt_is_settled_by_the_sweep_as_the_engine_decided(
+    make_server: Any, decided: str
+) -> None:
+    """A worker's failure leaves the message to the engine, which dead-letters it when no
+    retry comes and completes it when a retry replaces the attempt. When the engine
+    could not (the queue down until its bookkeeping gave up), the sweep does it for
+    it, but only once the engine decided: a failure it has not decided may be
+    retried."""
+    srv: Server = make_server()
+    task_id, result = polled_result(srv, "parse", {})
+    failed = {**result, "status": "FAILED", "reasonForIncompletion": "disk full"}
+    assert srv.client.post("/api/tasks", json=failed).status_code in (200, 204)
+    sweep = sweep_of(srv)
+    assert sweep.run_once() == 0
+    assert depth(srv) == QueueDepth(active=0, scheduled=0, deferred=1, dead_lettered=0)
+
+    # the engine's decision, as its record of the attempt writes it
+    store, now = srv.deps.run_store, srv.deps.clock()
+    row = store.get_task(task_id)
+    assert row is not None
+    if decided == "final":
+        store.update_run(row.workflow_id, RunUpdate(status=RunStatus.FAILED), now)
+    else:
+        store.mark_retried(task_id, now)
+        srv.dispatch("parse", workflow_id=row.workflow_id, attempt=2)
+    assert sweep.run_once() == 1
+    assert sweep.run_once() == 0
+    if decided == "final":
+        assert depth(srv) == QueueDepth(active=0, scheduled=0, deferred=0, dead_lettered=1)
+        [dead] = srv.deps.queue.peek(dead_letter_queue_name("parse"))
+        assert dead.json()["taskId"] == task_id
+        assert (dead.dead_letter_reason, dead.dead_letter_description) == (
+            DEAD_LETTER_REASON,
+            "disk full",
+        )
+    else:
+        # completed; the retry's own message waits for a worker
+        assert depth(srv) == QueueDepth(active=1, scheduled=0, deferred=0, dead_lettered=0)
+
+
+def test_the_sweep_leaves_the_messages_of_live_attempts_alone(make_server: Any) -> None:
+    """An attempt in progress keeps its deferred message, and one whose worker asked for
+    a callback gets its message back after the delay, however old they are."""
+    srv: Server = make_server()
+    held, _ = polled_result(srv, "parse", {})
+    later, result = polled_result(srv, "parse", {})
+    callback = {**result, "status": "IN_PROGRESS", "callbackAfterSeconds": 3600}
+    assert srv.client.post("/api/tasks", json=callback).status_code in (200, 204)
+    sweep = DeferredSweep(
+        srv.deps.run_store,
+        srv.deps.queue,
+        grace_ms=0,
+        clock=lambda: srv.deps.clock() + 86_400_000,  # a day on
+    )
+    assert sweep.run_once() == 0
+    assert depth(srv) == QueueDepth(active=0, scheduled=1, deferred=1, dead_lettered=0)
+    for task_id in (held, later):
+        row = srv.deps.run_store.get_task(task_id)
+        assert row is not None and row.status == "IN_PROGRESS"
 
 
 # --- PostgreSQL ----------------------------------------------------------------------

@@ -106,6 +106,8 @@ def test_activities_role_needs_queue_and_payload_store() -> None:
         ("STEPWAY_MAX_CONCURRENT_WORK_ITEMS", "0", "at least 1"),
         ("STEPWAY_AZURE_CREDENTIAL", "secret", "managed_identity, default"),
         ("STEPWAY_GC_TUNING", "maybe", "true or false"),
+        ("STEPWAY_DEFERRED_SWEEP_SECONDS", "hourly", "number"),
+        ("STEPWAY_DEFERRED_SWEEP_SECONDS", "-1", "at least 0"),
     ],
 )
 def test_a_bad_value_names_its_variable(
@@ -171,6 +173,14 @@ def test_gc_tuning_is_on_unless_turned_off(tmp_path: Path) -> None:
     assert EngineConfig.from_env(local_env(tmp_path)).gc_tuning is True
     off = local_env(tmp_path, STEPWAY_GC_TUNING="false")
     assert EngineConfig.from_env(off).gc_tuning is False
+
+
+def test_deferred_messages_are_swept_every_minute_unless_set(tmp_path: Path) -> None:
+    assert EngineConfig.from_env(local_env(tmp_path)).deferred_sweep_seconds == 60
+    every = local_env(tmp_path, STEPWAY_DEFERRED_SWEEP_SECONDS="2.5")
+    assert EngineConfig.from_env(every).deferred_sweep_seconds == 2.5
+    never = local_env(tmp_path, STEPWAY_DEFERRED_SWEEP_SECONDS="0")
+    assert EngineConfig.from_env(never).deferred_sweep_seconds == 0
 
 
 def test_role_aliases_and_override(tmp_path: Path) -> None:
