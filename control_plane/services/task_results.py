@@ -211,7 +211,9 @@ class TaskResults(TaskSupport):
         make the worker's retry a repeat, which signals nothing. The sweep of deferred
         messages settles it once the queue is back (engine/runtime/deferred_sweep.py)."""
         try:
-            MessageSettlement(self.deps.run_store, self.deps.queue, self.deps.clock).settle(lease)
+            MessageSettlement(
+                self.deps.run_store, self.deps.queue, self.deps.clock, mark_later=True
+            ).settle(lease)
         except QueueUnavailable as exc:
             log.warning(
                 "the result of task %s stands; its deferred message %s of %s was not completed: %s",

@@ -44,8 +44,10 @@ through SQLAlchemy.
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
@@ -262,6 +264,12 @@ _NO_DOMAIN = ""
 #: every batch size
 _DELETE_CHUNK = 128
 
+#: settled messages marked by ``mark_settled_later`` are written together at most this
+#: long after the first of them (one transaction, not one a result)
+_MARKS_DELAY_SECONDS = 0.1
+
+_log = logging.getLogger(__name__)
+
 
 #: the errors ``_raise_as_port_error`` sorts: SQLAlchemy's, and the SQLite driver's (statements
 #: run on its cursor, ``_Prepared``, and BEGIN / COMMIT, ``sqlite_transactions.py``)
@@ -437,6 +445,10 @@ class SqlRunStore:
         )
         # the connection of this thread's batch (see ``batch``)
         self._batch = threading.local()
+        # settled messages not recorded yet (``mark_settled_later``), and when they are due
+        self._marks: list[tuple[str, int, int, int]] = []
+        self._marks_due = 0.0
+        self._marks_lock = threading.Lock()
         self._closed = threading.Event()
         self._watches = RunWatches()
         if migrate:
@@ -448,6 +460,7 @@ class SqlRunStore:
 
     def close(self) -> None:
         if not self._closed.is_set():
+            self.flush_marks()
             self._closed.set()
             if self._sqlite is not None:
                 self._sqlite.close()
@@ -1499,6 +1512,43 @@ class SqlRunStore:
         with self._write() as conn:
             return self._exec(conn, "mark_settled", build, params).rowcount == 1
 
+    def mark_settled_later(
+        self, task_id: str, attempt: int, sequence_number: int, now: int
+    ) -> None:
+        """As :meth:`mark_settled`, in this thread's batch when it is in one; otherwise
+        kept with the other marks of the last ``_MARKS_DELAY_SECONDS`` and written with
+        them in one transaction (by the call that finds them due, by
+        :meth:`unsettled_attempts` or :meth:`close`). A mark is only ever a shortcut for
+        the sweep (a lease not marked makes it ask the queue, which answers that the
+        message is settled): one lost with the process, or refused by a store outage,
+        costs that question, so a result pays for no transaction of its own here."""
+        if getattr(self._batch, "conn", None) is not None:
+            self.mark_settled(task_id, attempt, sequence_number, now)
+            return
+        with self._marks_lock:
+            if not self._marks:
+                self._marks_due = time.monotonic() + _MARKS_DELAY_SECONDS
+            self._marks.append((task_id, attempt, sequence_number, now))
+            due = time.monotonic() >= self._marks_due
+        if due:
+            self.flush_marks()
+
+    def flush_marks(self) -> None:
+        """Write the marks kept by :meth:`mark_settled_later`, in one transaction; a
+        store that refuses them drops them (logged)."""
+        with self._marks_lock:
+            marks, self._marks = self._marks, []
+        if not marks:
+            return
+        try:
+            with self.batch():
+                for task_id, attempt, sequence_number, now in marks:
+                    self.mark_settled(task_id, attempt, sequence_number, now)
+        except (RunStoreUnavailable, RunStoreRefused) as exc:
+            _log.info(
+                "%d settled message(s) not recorded (the sweep asks again): %s", len(marks), exc
+            )
+
     def unsettled_attempts(
         self, before: int, *, limit: int = 100, after: tuple[int, str, int] | None = None
     ) -> list[EndedAttempt]:
@@ -1508,6 +1558,7 @@ class SqlRunStore:
         def build() -> Any:
             return self._unsettled_statement(after is not None)
 
+        self.flush_marks()  # what this process knows is settled is not listed
         params: dict[str, Any] = {"b_before": before, "b_limit": limit}
         if after is not None:
             params["b_after_at"], params["b_after_task"], params["b_after_attempt"] = after

@@ -624,6 +624,15 @@ class RunStore(Protocol):
         lease names another message now. Whether it wrote."""
         ...
 
+    def mark_settled_later(
+        self, task_id: str, attempt: int, sequence_number: int, now: int
+    ) -> None:
+        """:meth:`mark_settled`, now or soon, with other marks: at the latest by the next
+        :meth:`unsettled_attempts` of this store or its close. A mark is a shortcut for
+        the sweep (a lease not marked costs it one question to the queue), so a mark the
+        store refuses, or one lost when the process stops, loses nothing."""
+        ...
+
     def unsettled_attempts(
         self, before: int, *, limit: int = 100, after: tuple[int, str, int] | None = None
     ) -> list[EndedAttempt]:

@@ -71,12 +71,20 @@ def _wall_clock_ms() -> int:
 
 class MessageSettlement:
     def __init__(
-        self, run_store: RunStore, queue: TaskQueue, clock: Callable[[], int] | None = None
+        self,
+        run_store: RunStore,
+        queue: TaskQueue,
+        clock: Callable[[], int] | None = None,
+        *,
+        mark_later: bool = False,
     ) -> None:
         self.run_store = run_store
         self.queue = queue
         #: epoch ms of ``Lease.settled_at``
         self.clock = clock or _wall_clock_ms
+        #: record settlements with other marks (``RunStore.mark_settled_later``): the
+        #: Task API's results, each of which would otherwise pay a transaction for it
+        self.mark_later = mark_later
 
     def settle_attempt(
         self, task_id: str, attempt: int, *, dead_letter_reason: str | None = None
@@ -111,15 +119,17 @@ class MessageSettlement:
             return False
         if not settled:
             log.info("deferred message of %s already settled", lease.task_id)
+        mark = self.run_store.mark_settled_later if self.mark_later else self._mark_now
+        mark(lease.task_id, lease.attempt, lease.sequence_number, self.clock())
+        return True
+
+    def _mark_now(self, task_id: str, attempt: int, sequence_number: int, now: int) -> None:
         try:
-            self.run_store.mark_settled(
-                lease.task_id, lease.attempt, lease.sequence_number, self.clock()
-            )
+            self.run_store.mark_settled(task_id, attempt, sequence_number, now)
         except RunStoreUnavailable as exc:
             # the message is settled; unrecorded, the sweep asks the queue again, which
             # answers that it is not deferred, and records it then
-            log.info("settlement of the message of %s not recorded: %s", lease.task_id, exc)
-        return True
+            log.info("settlement of the message of %s not recorded: %s", task_id, exc)
 
 
 def release_slot(run_store: RunStore, task_id: str, attempt: int) -> None:

@@ -1712,6 +1712,35 @@ def test_mark_settled_records_the_message_the_lease_names_once(store: SqlRunStor
     assert lease is not None and (lease.sequence_number, lease.settled_at) == (9, None)
 
 
+def test_marks_made_later_are_never_listed_and_are_written_by_close(store_url: str) -> None:
+    """``mark_settled_later`` (the Task API's results): such a mark is not in a
+    transaction of its own, yet the sweep's next query does not list its attempt, and a
+    store closed with marks still kept writes them."""
+    first = SqlRunStore(store_url)
+    try:
+        for n, task_id in enumerate(("a", "b", "c")):
+            _handed_out(first, task_id, sequence_number=n + 1, now=T0 + n)
+            _ended(first, task_id, TaskStatus.COMPLETED, T0 + 10)
+        first.mark_settled_later("a", 1, 1, T0 + 11)
+        first.mark_settled_later("b", 1, 99, T0 + 11)  # another message: no mark
+        assert [e.lease.task_id for e in first.unsettled_attempts(T0 + 20)] == ["b", "c"]
+        first.mark_settled_later("c", 1, 3, T0 + 12)
+    finally:
+        first.close()
+    reopened = SqlRunStore(store_url)
+    try:
+        settled = {t: getattr(reopened.get_lease(t, 1), "settled_at", "?") for t in "abc"}
+        assert settled == {"a": T0 + 11, "b": None, "c": T0 + 12}
+        # in a batch, the mark is written with the batch
+        _handed_out(reopened, "d", sequence_number=4, now=T0 + 30)
+        with reopened.batch():
+            reopened.mark_settled_later("d", 1, 4, T0 + 31)
+        lease = reopened.get_lease("d", 1)
+        assert lease is not None and lease.settled_at == T0 + 31
+    finally:
+        reopened.close()
+
+
 def test_unsettled_attempts_read_only_the_index_of_unsettled_leases(store: SqlRunStore) -> None:
     """The query the sweep makes every round, planned by the database: a range of the
     partial index of the leases not marked settled, the task and run rows by their keys
