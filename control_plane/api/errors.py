@@ -5,6 +5,21 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from engine.ports.payload_store import PayloadStoreUnavailable
+from engine.ports.queue import QueueUnavailable
+from engine.ports.run_signals import RunSignalsUnavailable
+from engine.ports.run_store import RunStoreUnavailable
+
+#: the errors of a backing service that is unavailable right now: 503, retryable. Their
+#: messages are safe to show a caller (each names the service and what went wrong, never
+#: a statement, an address or a key)
+OUTAGES: tuple[type[Exception], ...] = (
+    RunStoreUnavailable,
+    QueueUnavailable,
+    PayloadStoreUnavailable,
+    RunSignalsUnavailable,
+)
+
 
 class ApiError(Exception):
     """An error the API reports to the caller with a Conductor error body."""
