@@ -53,3 +53,14 @@ def conflict(message: str) -> ApiError:
 
 def forbidden(message: str) -> ApiError:
     return ApiError(403, message)
+
+
+def failure_of(what: str, exc: Exception) -> ApiError:
+    """The error of a call in which ``what`` failed with ``exc`` (the caller logs
+    ``exc``). An outage (:data:`OUTAGES`) is 503, retryable, with the outage's message;
+    anything else is the server's error, as Conductor answers an exception that is not
+    transient: 500, not retryable, naming ``what`` and the exception's class but not its
+    text (a driver's or the backend's, which may hold internal details)."""
+    if isinstance(exc, OUTAGES):
+        return ApiError(503, f"{what}: {exc}", retryable=True)
+    return ApiError(500, f"{what} (internal error: {type(exc).__name__})")
