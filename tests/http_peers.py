@@ -1,7 +1,7 @@
 """A real HTTP peer for outage tests of the Azure Blob payload store: it answers some
-requests itself (an error status with an ``x-ms-error-code``, or by hanging up without
-an answer) and forwards the others to an upstream server (Azurite), as a load balancer
-in front of the service would."""
+requests itself (an error status with an ``x-ms-error-code``, by hanging up without an
+answer, or not at all while it runs) and forwards the others to an upstream server
+(Azurite), as a load balancer in front of the service would."""
 
 from __future__ import annotations
 
@@ -22,10 +22,12 @@ _HOP = frozenset({"connection", "keep-alive", "transfer-encoding", "host"})
 class Failure:
     """What the peer answers instead of forwarding: ``status`` with ``code`` as the
     ``x-ms-error-code`` (as Azure Storage names its errors), or no answer at all
-    (``status`` None: the connection is closed after the request was read)."""
+    (``status`` None: the connection is closed after the request was read; with
+    ``hold``, only once the peer stops: a service that hangs)."""
 
     status: int | None
     code: str = ""
+    hold: bool = False
 
 
 @dataclass
@@ -36,6 +38,8 @@ class BlobPeer:
     #: the (method, path, status) of every request the peer answered itself
     failed: list[tuple[str, str, int | None]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    #: set when the peer stops: the requests it holds are let go
+    stopping: threading.Event = field(default_factory=threading.Event)
 
     def fail(self, failure: Failure, when: Callable[[str, str], bool] = lambda m, p: True) -> None:
         """Answer the next request that ``when`` matches with ``failure`` (once)."""
@@ -76,6 +80,8 @@ def blob_peer(upstream: str | None = None, always: Failure | None = None) -> Ite
                     peer.failed.append((self.command, self.path, always.status))
             if failure is not None:
                 if failure.status is None:
+                    if failure.hold:
+                        peer.stopping.wait()
                     self.close_connection = True
                     return  # hang up without an answer
                 self.send_response(failure.status)
@@ -113,6 +119,7 @@ def blob_peer(upstream: str | None = None, always: Failure | None = None) -> Ite
     try:
         yield peer
     finally:
+        peer.stopping.set()
         server.shutdown()
         server.server_close()
         thread.join(timeout=10)

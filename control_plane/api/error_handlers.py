@@ -5,9 +5,9 @@ validationErrors: [{path, message}]}``: our own :class:`ApiError`, FastAPI's
 ``RequestValidationError`` (400, one entry per field, malformed JSON included),
 Starlette's HTTP errors (404 for unknown routes, 405 with every method of the path in
 ``Allow`` ...), bodies above the size
-limit (413), a run store, task queue or payload store that is unavailable right now (503,
-retryable, with ``Retry-After``: ``RunStoreUnavailable``, ``QueueUnavailable``,
-``PayloadStoreUnavailable``) and unexpected exceptions (500, details only in the server
+limit (413), a run store, task queue, payload store or durable backend that is unavailable
+right now (503, retryable, with ``Retry-After``: ``OUTAGES`` in
+``control_plane.api.errors``) and unexpected exceptions (500, details only in the server
 log).
 """
 
@@ -27,6 +27,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from control_plane.api.errors import (
+    OUTAGES,
     ApiError,
     bad_request,
     conflict,
@@ -34,22 +35,14 @@ from control_plane.api.errors import (
     not_found,
 )
 from control_plane.api.routing import allowed_methods
-from engine.ports.payload_store import PayloadStoreUnavailable
-from engine.ports.queue import QueueUnavailable
-from engine.ports.run_store import RunStoreUnavailable
 
 log = logging.getLogger(__name__)
 
 #: ``Retry-After`` of a 503: a backing service unavailable right now
 RETRY_AFTER_SECONDS = 1
-#: the errors of a backing service that is unavailable right now: 503, retryable
-OUTAGES: tuple[type[Exception], ...] = (
-    RunStoreUnavailable,
-    QueueUnavailable,
-    PayloadStoreUnavailable,
-)
 
 __all__ = [
+    "OUTAGES",
     "ApiError",
     "BodySizeLimit",
     "bad_request",

@@ -31,7 +31,7 @@ from opentelemetry.trace import SpanKind
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-from control_plane.api.errors import ApiError, bad_request, conflict, not_found
+from control_plane.api.errors import bad_request, conflict, failure_of, not_found
 from control_plane.deps import Deps, Settings
 from control_plane.services.wire import read_offloaded
 from engine.language.definitions import TaskStatus, WorkflowDef
@@ -310,12 +310,14 @@ class RunReplays:
                 )
                 self.deps.signals.start_run(run.workflow_id, run_input.wire())
         except Exception as exc:
+            log.exception("could not run %s again", run.workflow_id)
+            failure = failure_of("could not run the workflow again", exc)
             store.update_run(
                 run.workflow_id,
-                RunUpdate(status=run.status, reason_for_incompletion=f"could not run again: {exc}"),
+                RunUpdate(status=run.status, reason_for_incompletion=failure.message),
                 self.deps.clock(),
             )
-            raise ApiError(503, f"could not run the workflow again: {exc}", retryable=True) from exc
+            raise failure from exc
         self.settle(
             run.workflow_id,
             lambda now_run, tasks: (

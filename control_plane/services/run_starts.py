@@ -13,7 +13,9 @@ those it scheduled together. A read of a run started a moment ago still waits fo
 first decision (:mod:`control_plane.services.settling`), as with the start that answers
 once scheduled.
 
-Nothing answered is lost:
+A batch the run store cannot store is answered 503 (retryable) for an outage of the
+store, else 500 (not retryable), without the store's error text
+(``failure_of`` in control_plane/api/errors.py). Nothing answered is lost:
 
 * a process that stops between the two leaves the pending starts in the store; the next
   one schedules them (:meth:`RunStarts.recover`, at start-up), and a start scheduled
@@ -22,8 +24,9 @@ Nothing answered is lost:
   that run) is tried again after its own wait: ``Settings.start_retry_first_seconds``
   (0.5 s), doubling after each refusal up to ``start_retry_max_seconds`` (30 s), whatever
   the other starts do; the starts that came after it are not held up by it. After
-  ``start_max_attempts`` (10) refusals its run is FAILED with the backend's error as
-  the reason (a restart or retry runs it), never left RUNNING;
+  ``start_max_attempts`` (10) refusals its run is FAILED (a restart or retry runs it),
+  never left RUNNING; the reason names the backend's outage, or for any other error only
+  its class (its text, which may hold the backend's internals, goes to the log);
 * until its orchestration exists, a run reads RUNNING (the repair on read that fails a
   run whose orchestration is gone asks :meth:`RunStarts.pending` first), and a signal
   to it (pause, resume, terminate, skip) schedules it first (:meth:`RunStarts.scheduled`).
@@ -42,7 +45,7 @@ from typing import Any
 
 import anyio
 
-from control_plane.api.errors import ApiError
+from control_plane.api.errors import ApiError, failure_of
 from control_plane.deps import Deps, Settings
 from engine.ports.run_store import CreateRunResult, NewRun, RunStatus, RunUpdate
 
@@ -99,7 +102,7 @@ class RunStarts:
                     results = await anyio.to_thread.run_sync(self._store, items)
                 except Exception as exc:
                     log.exception("could not store %d run(s)", len(batch))
-                    _fail(batch, ApiError(503, f"could not store the run: {exc}", retryable=True))
+                    _fail(batch, failure_of("could not store the run", exc))
                 else:
                     for (_, _, stored), result in zip(batch, results, strict=True):
                         if not stored.done():
@@ -226,15 +229,15 @@ class RunStarts:
             workflow_id,
             self._max_attempts,
             exc,
+            exc_info=exc,
         )
         now = self._deps.clock()
+        # the reason names an outage, or only the class of any other error (its text,
+        # the backend's, is in the log)
+        reason = failure_of("its orchestration could not be scheduled", exc).message
         self._deps.run_store.update_run(
             workflow_id,
-            RunUpdate(
-                status=RunStatus.FAILED,
-                reason_for_incompletion=f"its orchestration could not be scheduled: {exc}",
-                end_time=now,
-            ),
+            RunUpdate(status=RunStatus.FAILED, reason_for_incompletion=reason, end_time=now),
             now,
         )
 

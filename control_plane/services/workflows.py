@@ -2,11 +2,13 @@
 
 A start writes the run row RUNNING first (``create_run``; a repeated idempotency key
 returns the existing run's id and starts nothing), then starts the orchestration; if
-that fails the row is deleted again, so nothing is left half-started. It answers then,
-without waiting for the engine: a read of the run waits for its first decision instead
-(:mod:`control_plane.services.settling`). Where every adapter is local the API's start
-(``start_stored``) answers once the row is stored, with the starts that arrived
-together, and its orchestration is scheduled right after
+that fails the row is deleted again, so nothing is left half-started, and the start
+answers 503 (retryable) for an outage of the backend, else 500 (not retryable), never
+with the backend's error text (``failure_of`` in control_plane/api/errors.py). Once
+started it answers, without waiting for the engine: a read of the run waits for its
+first decision instead (:mod:`control_plane.services.settling`). Where every adapter
+is local the API's start (``start_stored``) answers once the row is stored, with the
+starts that arrived together, and its orchestration is scheduled right after
 (:mod:`control_plane.services.run_starts`). Pause, resume, terminate, restart and retry
 signal the orchestration through ``RunSignals``.
 
@@ -30,7 +32,7 @@ from opentelemetry.trace import Span, SpanKind
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-from control_plane.api.errors import ApiError, bad_request, conflict, not_found
+from control_plane.api.errors import ApiError, bad_request, conflict, failure_of, not_found
 from control_plane.deps import Deps, Settings
 from control_plane.services.metadata import MetadataService
 from control_plane.services.replays import RerunWorkflowRequest, RunReplays, SkipTaskRequest
@@ -220,7 +222,7 @@ class WorkflowService:
         except Exception as exc:
             log.exception("could not start run %s", run.workflow_id)
             self.deps.run_store.delete_run(run.workflow_id)
-            raise ApiError(503, f"could not start the run: {exc}", retryable=True) from exc
+            raise failure_of("could not start the run", exc) from exc
         # Conductor answers after the first decision; Stepway answers now, and a client
         # reading the run next waits for its first tasks (or its end): ``run``
         return run.workflow_id
@@ -273,7 +275,8 @@ class WorkflowService:
             else:  # once per registration
                 snapshot = self.start_cache.snapshot(record, wf)
         except Exception as exc:
-            raise ApiError(503, f"could not store the definition: {exc}", retryable=True) from exc
+            log.exception("could not store the definition of %s v%s", wf.name, wf.version)
+            raise failure_of("could not store the definition", exc) from exc
         workflow_id = str(uuid.uuid4())
         now = self.deps.clock()
         inline, input_ref = self._offload_input(workflow_id, request.input)

@@ -16,9 +16,29 @@ answer (403 no permission, 404 no such container, 400) ``PayloadStoreRefused``. 
 messages name the account and container and the SDK's error class, status and code,
 never the account URL's query (a SAS) nor a key.
 
-The SDK's retry policy and timeouts are the client's keyword arguments
-(``retry_total``, ``initial_backoff``, ``increment_base``, ``connection_timeout``,
-``read_timeout``), passed through ``client_kwargs``; by default the SDK's.
+How long a call waits before it answers an outage is the client's retry policy and
+timeouts. The storage SDK's defaults (azure-storage-blob 12.31: ``ExponentialRetry`` in
+``azure/storage/blob/_shared/policies.py``, the timeouts in ``_shared/base_client.py``
+and ``_shared/constants.py``):
+
+* ``retry_total=3``: retries after the first request, so 4 requests; the separate
+  ``retry_connect``, ``retry_read`` and ``retry_status`` counters (3 each) stop the
+  retries too, whichever runs out first, so a ``retry_total`` above 3 alone gives no
+  more retries;
+* ``initial_backoff=15``, ``increment_base=3``, ``random_jitter_range=3``: before retry
+  ``n`` (from 1) the client sleeps ``initial_backoff + increment_base ** n`` seconds,
+  varied at random by up to ``random_jitter_range`` either way: 18, 24 and 42 s, about
+  84 s in all;
+* ``connection_timeout=20``: seconds to open a connection; ``read_timeout=60``: seconds
+  each read of the answer may wait for bytes (the ``requests`` read timeout: between
+  bytes, not the whole transfer).
+
+So with them a Blob service answering 503 was reported after about 84 s, one that never
+answers after about 4 x 60 + 84 = 324 s, past the timeout of any client of the Task API.
+The store applies :class:`~engine.adapters.blob_client_settings.BlobClientSettings`
+instead (``client``; by default Stepway's: 3 requests, about 7 s of back-off, 5 s to
+connect, 20 s per read), configured with ``STEPWAY_BLOB_*`` (docs/configuration.md).
+``client_kwargs`` go to ``BlobServiceClient`` after them (tests: a transport, no retries).
 """
 
 from __future__ import annotations
@@ -39,6 +59,7 @@ from azure.core.exceptions import (
     ResourceNotFoundError,
     ServiceRequestError,
     ServiceResponseError,
+    ServiceResponseTimeoutError,
 )
 from azure.storage.blob import (
     BlobSasPermissions,
@@ -48,6 +69,7 @@ from azure.storage.blob import (
     generate_blob_sas,
 )
 
+from engine.adapters.blob_client_settings import BlobClientSettings
 from engine.ports.payload_store import (
     PayloadLimits,
     PayloadNotFound,
@@ -79,10 +101,12 @@ class BlobPayloadStore:
         limits: PayloadLimits | None = None,
         create_container: bool = False,
         clock: Callable[[], datetime] = _utcnow,
+        client: BlobClientSettings | None = None,
         **client_kwargs: Any,
     ) -> None:
         self._credential = credential
-        self._service = BlobServiceClient(account_url, credential=credential, **client_kwargs)
+        options = (client or BlobClientSettings()).client_kwargs() | client_kwargs
+        self._service = BlobServiceClient(account_url, credential=credential, **options)
         self._container = self._service.get_container_client(container)
         self._container_name = container
         account = self._service.account_name or urlsplit(account_url).hostname or "?"
@@ -129,6 +153,8 @@ class BlobPayloadStore:
         detail = f"{cls.__module__}.{cls.__qualname__}" + (f" HTTP {answer}" if answer else "")
         if isinstance(exc, ServiceRequestError):
             what = f"could not be reached ({cls.__name__})"
+        elif isinstance(exc, ServiceResponseTimeoutError):
+            what = f"did not answer within the read timeout ({cls.__name__})"
         elif isinstance(exc, ServiceResponseError | IncompleteReadError):
             what = f"did not answer in full ({cls.__name__})"
         elif status in _OUTAGE_STATUSES:

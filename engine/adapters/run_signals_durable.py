@@ -1,13 +1,49 @@
-"""The :class:`~engine.ports.run_signals.RunSignals` adapter over a durabletask client."""
+"""The :class:`~engine.ports.run_signals.RunSignals` adapter over a durabletask client.
+
+A call the backend answers with gRPC ``UNAVAILABLE`` (it cannot be reached: connection
+refused or reset, no address answers, the service restarting) or ``DEADLINE_EXCEEDED``
+(no answer within the call's deadline) raises
+:class:`~engine.ports.run_signals.RunSignalsUnavailable` naming the status code only,
+never the details (addresses, the transport's debug string). Every other status
+(``INVALID_ARGUMENT``, ``RESOURCE_EXHAUSTED``, which also says a message was larger
+than allowed, ``INTERNAL`` ...) raises as the client raised it: trying again would not
+change it.
+"""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 import grpc
 from durabletask.client import OrchestrationStatus
 
+from engine.ports.run_signals import RunSignalsUnavailable
 from protocol.runs import ORCHESTRATOR_NAME
+
+#: what each status code that means "unavailable right now" says of the backend
+_OUTAGES = {
+    grpc.StatusCode.UNAVAILABLE: "could not be reached",
+    grpc.StatusCode.DEADLINE_EXCEEDED: "did not answer in time",
+}
+
+
+@contextlib.contextmanager
+def _calling() -> Iterator[None]:
+    """Turn the client's outage errors into the port's (module docstring)."""
+    try:
+        yield
+    except grpc.RpcError as exc:
+        code = exc.code()
+        what = _OUTAGES.get(code)
+        if what is None:
+            raise
+        cls = type(exc)
+        raise RunSignalsUnavailable(
+            f"the durable backend {what} (gRPC {code.name})",
+            f"{cls.__module__}.{cls.__qualname__} {code.name}",
+        ) from exc
 
 
 class DurableRunSignals:
@@ -19,7 +55,8 @@ class DurableRunSignals:
         self._finish_wait_seconds = finish_wait_seconds
 
     def raise_event(self, workflow_id: str, event_name: str, data: Any) -> None:
-        self._client.raise_orchestration_event(workflow_id, event_name, data=data)
+        with _calling():
+            self._client.raise_orchestration_event(workflow_id, event_name, data=data)
 
     def start_run(self, workflow_id: str, run_input: dict[str, Any]) -> None:
         kwargs: dict[str, Any] = {}
@@ -35,40 +72,45 @@ class DurableRunSignals:
             )
         except (ImportError, AttributeError, TypeError, ValueError):
             kwargs = {}
-        try:
-            self._client.schedule_new_orchestration(
-                ORCHESTRATOR_NAME, input=run_input, instance_id=workflow_id, **kwargs
-            )
-        except grpc.RpcError as exc:
-            if exc.code() != grpc.StatusCode.ALREADY_EXISTS:
-                raise
-            # a run's row reads finished a moment before its orchestration has completed
-            # at the backend (the last activity writes it): a restart, retry or rerun
-            # right then waits for the completion, then replaces the instance
-            self._client.wait_for_orchestration_completion(
-                workflow_id, fetch_payloads=False, timeout=self._finish_wait_seconds
-            )
-            self._client.schedule_new_orchestration(
-                ORCHESTRATOR_NAME, input=run_input, instance_id=workflow_id, **kwargs
-            )
+        with _calling():
+            try:
+                self._client.schedule_new_orchestration(
+                    ORCHESTRATOR_NAME, input=run_input, instance_id=workflow_id, **kwargs
+                )
+            except grpc.RpcError as exc:
+                if exc.code() != grpc.StatusCode.ALREADY_EXISTS:
+                    raise
+                # a run's row reads finished a moment before its orchestration has
+                # completed at the backend (the last activity writes it): a restart, retry
+                # or rerun right then waits for the completion, then replaces the instance
+                self._client.wait_for_orchestration_completion(
+                    workflow_id, fetch_payloads=False, timeout=self._finish_wait_seconds
+                )
+                self._client.schedule_new_orchestration(
+                    ORCHESTRATOR_NAME, input=run_input, instance_id=workflow_id, **kwargs
+                )
 
     def start_new_run(self, workflow_id: str, run_input: dict[str, Any]) -> None:
-        try:  # no reuse policy: an instance of this id, finished or not, stays
-            self._client.schedule_new_orchestration(
-                ORCHESTRATOR_NAME, input=run_input, instance_id=workflow_id
-            )
-        except grpc.RpcError as exc:
-            if exc.code() != grpc.StatusCode.ALREADY_EXISTS:
-                raise
+        with _calling():
+            try:  # no reuse policy: an instance of this id, finished or not, stays
+                self._client.schedule_new_orchestration(
+                    ORCHESTRATOR_NAME, input=run_input, instance_id=workflow_id
+                )
+            except grpc.RpcError as exc:
+                if exc.code() != grpc.StatusCode.ALREADY_EXISTS:
+                    raise
 
     def suspend(self, workflow_id: str, reason: str | None = None) -> None:
-        self._client.suspend_orchestration(workflow_id, reason=reason)
+        with _calling():
+            self._client.suspend_orchestration(workflow_id, reason=reason)
 
     def resume(self, workflow_id: str, reason: str | None = None) -> None:
-        self._client.resume_orchestration(workflow_id, reason=reason)
+        with _calling():
+            self._client.resume_orchestration(workflow_id, reason=reason)
 
     def ended_outside(self, workflow_id: str) -> str | None:
-        state = self._client.get_orchestration_state(workflow_id, fetch_payloads=False)
+        with _calling():
+            state = self._client.get_orchestration_state(workflow_id, fetch_payloads=False)
         if state is None:
             return "its orchestration no longer exists in the durable backend"
         status = state.runtime_status

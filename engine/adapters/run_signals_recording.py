@@ -7,6 +7,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from engine.ports.run_signals import RunSignalsUnavailable
+
 
 @dataclass
 class RecordedSignal:
@@ -25,7 +27,7 @@ class RecordingRunSignals:
     fail_next: Exception | None = None
     #: runs whose orchestration a test declares ended outside the interpreter
     ended: dict[str, str] = field(default_factory=dict)
-    #: while set, starts fail as with a backend that cannot be reached
+    #: while set, starts fail as with a backend that cannot be reached (an outage)
     refuse_starts: bool = False
     #: the starts of these runs fail so too, whatever ``refuse_starts`` says
     refuse_runs: set[str] = field(default_factory=set)
@@ -53,7 +55,7 @@ class RecordingRunSignals:
         if self.refuse_starts or workflow_id in self.refuse_runs:
             with self._lock:
                 self.refused.append(workflow_id)
-            raise ConnectionError("the durable backend cannot be reached")
+            raise RunSignalsUnavailable("the durable backend cannot be reached")
         self._add(RecordedSignal("start", workflow_id, None, run_input))
 
     def suspend(self, workflow_id: str, reason: str | None = None) -> None:

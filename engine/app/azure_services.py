@@ -9,7 +9,8 @@ deployed engine process, and the data adapters the control plane shares with it.
   (azure-identity caches the token and renews it before it expires, so a pool that opens
   connections hours apart always logs in with a valid one);
 * queue: :class:`SqliteTaskQueue` or :class:`ServiceBusTaskQueue`;
-* payload store: :class:`LocalPayloadStore` or :class:`BlobPayloadStore`;
+* payload store: :class:`LocalPayloadStore` or :class:`BlobPayloadStore` (its client's
+  retries and timeouts are ``DataConfig.blob_client``, not the Azure SDK's defaults);
 * :class:`ActivityDeps` with a token provider over the same Azure credential.
 
 One credential (the user-assigned managed identity of ``AZURE_CLIENT_ID`` in Azure,
@@ -25,7 +26,7 @@ import logging
 from typing import Any, NoReturn, cast
 
 import sqlalchemy as sa
-from azure.core.credentials import TokenCredential
+from azure.core.credentials import AzureNamedKeyCredential, TokenCredential
 from azure.identity import DefaultAzureCredential, ManagedIdentityCredential
 from opentelemetry.trace import NoOpTracerProvider, TracerProvider
 
@@ -110,8 +111,11 @@ def build_queue(data: DataConfig, credential: TokenCredential | None) -> TaskQue
 
 
 def build_payload_store(
-    data: DataConfig, credential: TokenCredential | None
+    data: DataConfig, credential: TokenCredential | AzureNamedKeyCredential | None
 ) -> PayloadStore | None:
+    """The payload store of ``data``: a directory, or a Blob container reached with
+    ``credential`` (the process's; an account key only where shared keys are on, as
+    with Azurite) and the client settings of ``data.blob_client``."""
     config = data.payload_store
     if config is None:
         return None
@@ -127,7 +131,11 @@ def build_payload_store(
     assert config.account_url is not None and config.container is not None
     assert credential is not None
     return BlobPayloadStore(
-        config.account_url, config.container, credential, limits=data.payload_limits
+        config.account_url,
+        config.container,
+        credential,
+        limits=data.payload_limits,
+        client=data.blob_client,
     )
 
 

@@ -19,6 +19,7 @@ Data settings (:class:`DataConfig`, read by the engine and the control plane):
   URL, else ``password``.
 * ``STEPWAY_QUEUE``: ``sqlite:///path`` or ``servicebus://<namespace>.servicebus.windows.net``.
 * ``STEPWAY_PAYLOAD_STORE``: a directory, or ``https://<account>.blob.core.windows.net/<container>``.
+  ``STEPWAY_BLOB_*``: the retries and timeouts of a Blob store's client.
 * ``STEPWAY_DATA_DIR``: when set, the default of the three above (``runs.db``,
   ``queues.db``, ``payloads/`` in it: the layout ``stepway dev`` uses).
 * ``AZURE_CLIENT_ID``: the user-assigned managed identity every Azure client uses.
@@ -41,6 +42,7 @@ from sqlalchemy.exc import ArgumentError
 from engine.adapters.backend.config import BackendConfig, CredentialKind
 from engine.adapters.backend.connect import ROLES, Role
 from engine.adapters.backend.sessions import DEFAULT_SESSION_CAPACITY
+from engine.adapters.blob_client_settings import BlobClientSettings
 from engine.adapters.sqlite_transactions import busy_timeout_of
 from engine.app.telemetry import TelemetryConfig
 from engine.ports.payload_store import PayloadLimits
@@ -59,6 +61,7 @@ __all__ = [
     "QueueConfig",
     "RunStoreConfig",
     "backend_from_env",
+    "read_blob_client",
     "read_deferred_sweep",
     "read_engine_limits",
     "read_payload_limits",
@@ -275,6 +278,8 @@ class DataConfig(BaseModel):
     queue: QueueConfig | None = None
     payload_store: PayloadStoreConfig | None = None
     payload_limits: PayloadLimits = Field(default_factory=PayloadLimits)
+    #: ``STEPWAY_BLOB_*``: retries and timeouts of a Blob payload store's client
+    blob_client: BlobClientSettings = Field(default_factory=BlobClientSettings)
     #: ``AZURE_CLIENT_ID``: user-assigned managed identity of every Azure client
     managed_identity_client_id: str | None = None
     #: ``managed_identity`` (with ``AZURE_CLIENT_ID``) or ``default``
@@ -309,6 +314,7 @@ class DataConfig(BaseModel):
             env, data_dir, required=need_payload_store, port=default_port
         )
         limits = read_payload_limits(env)
+        blob_client = read_blob_client(env)
 
         client_id = env.text("AZURE_CLIENT_ID")
         credential = cast(
@@ -326,6 +332,7 @@ class DataConfig(BaseModel):
             queue=queue,
             payload_store=payloads,
             payload_limits=limits,
+            blob_client=blob_client,
             managed_identity_client_id=client_id,
             credential=credential,
         )
@@ -497,6 +504,25 @@ def read_payload_limits(env: EnvReader) -> PayloadLimits:
     except ValidationError as exc:  # pragma: no cover - bounds are checked above
         env.error("STEPWAY_PAYLOAD_*", str(exc))
         return defaults
+
+
+def read_blob_client(env: EnvReader) -> BlobClientSettings:
+    """``STEPWAY_BLOB_*``: the retries and timeouts of the Blob payload store's client
+    (engine/adapters/blob_client_settings.py)."""
+    defaults = BlobClientSettings()
+    return BlobClientSettings(
+        retry_total=env.integer("STEPWAY_BLOB_RETRY_TOTAL", defaults.retry_total, minimum=0),
+        initial_backoff_seconds=env.number(
+            "STEPWAY_BLOB_INITIAL_BACKOFF_SECONDS", defaults.initial_backoff_seconds
+        ),
+        increment_base=env.number("STEPWAY_BLOB_INCREMENT_BASE", defaults.increment_base),
+        connect_timeout_seconds=env.number(
+            "STEPWAY_BLOB_CONNECT_TIMEOUT_SECONDS", defaults.connect_timeout_seconds, minimum=0.1
+        ),
+        read_timeout_seconds=env.number(
+            "STEPWAY_BLOB_READ_TIMEOUT_SECONDS", defaults.read_timeout_seconds, minimum=0.1
+        ),
+    )
 
 
 def backend_from_env(env: EnvReader, client_id: str | None) -> BackendConfig | None:

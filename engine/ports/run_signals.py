@@ -4,11 +4,30 @@ Adapters: :class:`~engine.adapters.run_signals_durable.DurableRunSignals` (over 
 durabletask client: the embedded backend or the Durable Task Scheduler) and
 :class:`~engine.adapters.run_signals_recording.RecordingRunSignals` (records the calls:
 tests, and a control plane running without an engine).
+
+A backend that cannot be used right now (unreachable, or not answering within the
+call's deadline) raises :class:`RunSignalsUnavailable`; any other failure raises as
+the adapter met it.
 """
 
 from __future__ import annotations
 
 from typing import Any, Protocol, runtime_checkable
+
+
+class RunSignalsUnavailable(Exception):
+    """The durable backend cannot be used right now: it could not be reached, or did
+    not answer within the call's deadline. The same call may succeed when tried again
+    (for a start whose answer was lost to a deadline: the run was perhaps started).
+
+    ``reason`` says what went wrong in words safe to show a caller (no address, no
+    details of the transport); ``detail`` names the underlying error (its class and
+    status code) for the server's log. Raised chained to that error."""
+
+    def __init__(self, reason: str, detail: str = "") -> None:
+        super().__init__(f"durable backend unavailable: {reason}")
+        self.reason = reason
+        self.detail = detail
 
 
 @runtime_checkable

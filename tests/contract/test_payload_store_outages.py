@@ -1,9 +1,10 @@
 """The payload store's adapters when the store cannot be used: a Blob endpoint nothing
 listens on, a real HTTP peer in front of the service that answers 503, 429 or 500 (or
-hangs up), one that refuses (403), Azurite itself with a container that does not exist,
-and a directory whose process has run out of file handles. An outage raises
-``PayloadStoreUnavailable`` naming the store and the cause, never a key; a refusal
-``PayloadStoreRefused``; a missing payload stays ``PayloadNotFound``."""
+hangs up, or never answers), one that refuses (403), Azurite itself with a container
+that does not exist, and a directory whose process has run out of file handles. An
+outage raises ``PayloadStoreUnavailable`` naming the store and the cause, never a key;
+a refusal ``PayloadStoreRefused``; a missing payload stays ``PayloadNotFound``. The Blob
+client's retries and timeouts are Stepway's, from the configuration, not the SDK's."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -22,10 +24,14 @@ from azure.core.exceptions import (
     HttpResponseError,
     ServiceRequestError,
     ServiceResponseError,
+    ServiceResponseTimeoutError,
 )
 
+from engine.adapters.blob_client_settings import BlobClientSettings
 from engine.adapters.payload_blob import BlobPayloadStore
 from engine.adapters.payload_local import LocalPayloadStore
+from engine.app.azure_services import build_payload_store
+from engine.app.config import DataConfig, EnvReader
 from engine.ports.payload_store import (
     PayloadError,
     PayloadNotFound,
@@ -124,6 +130,68 @@ def test_a_blob_service_that_hangs_up_without_answering_is_an_outage() -> None:
             store.close()
     assert_outage(err.value, "did not answer in full (ServiceResponseError)")
     assert isinstance(err.value.__cause__, ServiceResponseError)
+
+
+def configured_blob_store(base_url: str, **env: str) -> BlobPayloadStore:
+    """The Blob store ``build_payload_store`` makes of a configuration with ``env`` (the
+    ``STEPWAY_BLOB_*`` variables), its endpoint ``base_url`` (path-style, as Azurite)
+    instead of the account's https one."""
+    data = DataConfig.read(
+        EnvReader(
+            {
+                "STEPWAY_RUN_STORE_URL": "sqlite:///runs.db",  # read, never opened
+                "STEPWAY_PAYLOAD_STORE": "https://stx.blob.core.windows.net/payloads",
+                **env,
+            }
+        ),
+        need_queue=False,
+    )
+    assert data is not None and data.payload_store is not None
+    endpoint = {"account_url": f"{base_url}/{AZURITE_ACCOUNT}", "container": CONTAINER}
+    data = data.model_copy(update={"payload_store": data.payload_store.model_copy(update=endpoint)})
+    store = build_payload_store(data, AzureNamedKeyCredential(AZURITE_ACCOUNT, AZURITE_KEY))
+    assert isinstance(store, BlobPayloadStore)
+    return store
+
+
+def test_a_blob_service_that_stays_busy_is_an_outage_after_a_few_seconds() -> None:
+    """Stepway's defaults, not the Azure SDK's (4 requests and about 84 s of back-off):
+    ``1 + retry_total`` requests, then the outage, seconds later, so that a worker
+    waiting on the Task API gets its 503 before its own timeout."""
+    with blob_peer(always=Failure(503, "ServerBusy")) as peer:
+        store = configured_blob_store(peer.url)
+        began = time.monotonic()
+        try:
+            with pytest.raises(PayloadStoreUnavailable) as err:
+                store.put(REF, b'{"a":1}')
+        finally:
+            store.close()
+        took = time.monotonic() - began
+    assert_outage(err.value, "is unavailable: it answered HTTP 503 ServerBusy")
+    assert len(peer.failed) == 1 + BlobClientSettings().retry_total == 3
+    assert took < 20, took  # a guard: about 7 s of back-off
+
+
+def test_a_blob_service_that_never_answers_is_cut_off_by_the_configured_read_timeout() -> None:
+    with blob_peer(always=Failure(None, hold=True)) as peer:
+        store = configured_blob_store(
+            peer.url,
+            STEPWAY_BLOB_READ_TIMEOUT_SECONDS="0.5",
+            STEPWAY_BLOB_RETRY_TOTAL="1",
+            STEPWAY_BLOB_INITIAL_BACKOFF_SECONDS="0",
+            STEPWAY_BLOB_INCREMENT_BASE="0",
+        )
+        began = time.monotonic()
+        try:
+            with pytest.raises(PayloadStoreUnavailable) as err:
+                store.get(REF)
+        finally:
+            store.close()
+        took = time.monotonic() - began
+    assert_outage(err.value, "did not answer within the read timeout (ServiceResponseTimeoutError)")
+    assert isinstance(err.value.__cause__, ServiceResponseTimeoutError)
+    assert len(peer.failed) == 2  # the request and its one retry, each held unanswered
+    assert took < 10, took  # 2 x 0.5 s and a back-off of at most 0.5 s
 
 
 def test_a_blob_service_that_refuses_is_a_refusal_naming_its_error() -> None:

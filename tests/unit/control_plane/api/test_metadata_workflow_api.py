@@ -143,12 +143,14 @@ def test_start_read_steer_and_search(srv: Server) -> None:
 
 def test_start_failure_leaves_no_run(make_server: Any) -> None:
     """With network adapters a start answers once its orchestration is scheduled: a
-    backend that fails it fails the start (with local adapters a start is answered once
-    stored and scheduled later: tests/unit/control_plane/api/test_starts_stored.py)."""
+    backend that fails it fails the start (503 for an outage, 500 otherwise:
+    tests/unit/control_plane/api/test_start_failures.py; with local adapters a start is
+    answered once stored and scheduled later:
+    tests/unit/control_plane/api/test_starts_stored.py)."""
     srv = make_server(local_adapters=False)
     srv.register(taskdef("parse"))
     srv.client.post("/api/metadata/workflow", json=wf())
-    srv.signals.fail_next = RuntimeError("backend down")
+    srv.signals.refuse_starts = True  # the backend cannot be reached
     assert_error(srv.client.post("/api/workflow/wf", json={}), 503)
     assert srv.client.get("/api/workflow/search").json()["totalHits"] == 0
 

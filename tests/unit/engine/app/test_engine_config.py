@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from azure.identity import DefaultAzureCredential, ManagedIdentityCredential
 
+from engine.adapters.blob_client_settings import BlobClientSettings
 from engine.adapters.payload_blob import BlobPayloadStore
 from engine.adapters.payload_local import LocalPayloadStore
 from engine.adapters.queue_servicebus import ServiceBusTaskQueue
@@ -97,6 +98,12 @@ def test_activities_role_needs_queue_and_payload_store() -> None:
         ("STEPWAY_PAYLOAD_MAX_SIZE", "ten", "integer"),
         ("STEPWAY_PAYLOAD_TASK_OUTPUT_THRESHOLD", "-1", "at least 0"),
         ("STEPWAY_PAYLOAD_SECRET", "short", "32 characters"),
+        ("STEPWAY_BLOB_RETRY_TOTAL", "-1", "at least 0"),
+        ("STEPWAY_BLOB_RETRY_TOTAL", "2.5", "integer"),
+        ("STEPWAY_BLOB_INITIAL_BACKOFF_SECONDS", "-0.5", "at least 0"),
+        ("STEPWAY_BLOB_INCREMENT_BASE", "two", "number"),
+        ("STEPWAY_BLOB_CONNECT_TIMEOUT_SECONDS", "0", "at least 0.1"),
+        ("STEPWAY_BLOB_READ_TIMEOUT_SECONDS", "soon", "number"),
         ("STEPWAY_BACKEND_KIND", "cloud", "embedded"),
         ("STEPWAY_BACKEND_ADDRESS", "nohostport", "host:port"),
         ("STEPWAY_ACTION_SERVICE_URL", "http://actions.example.com", "https"),
@@ -209,6 +216,11 @@ def test_azure_values() -> None:
             STEPWAY_OUTBOUND_READ_TIMEOUT_SECONDS="30",
             STEPWAY_OUTBOUND_MAX_REDIRECTS="2",
             STEPWAY_MAX_CONCURRENT_WORK_ITEMS="16",
+            STEPWAY_BLOB_RETRY_TOTAL="1",
+            STEPWAY_BLOB_INITIAL_BACKOFF_SECONDS="0.25",
+            STEPWAY_BLOB_INCREMENT_BASE="1.5",
+            STEPWAY_BLOB_CONNECT_TIMEOUT_SECONDS="3",
+            STEPWAY_BLOB_READ_TIMEOUT_SECONDS="12.5",
         )
     )
     assert config.role == "activities"
@@ -228,6 +240,13 @@ def test_azure_values() -> None:
     assert data.payload_store.container == "payloads"
     assert data.payload_limits.max_size == 5_000_000
     assert data.payload_limits.task_output_threshold == 2048
+    assert data.blob_client == BlobClientSettings(
+        retry_total=1,
+        initial_backoff_seconds=0.25,
+        increment_base=1.5,
+        connect_timeout_seconds=3.0,
+        read_timeout_seconds=12.5,
+    )
     assert config.action_service_url == "https://actions.example.com"
     assert config.allowed_token_scopes == {
         "api://actions/.default",
