@@ -386,7 +386,7 @@ class RunActivities:
             self.store.upsert_task(row, now)
         if previous:
             # the previous attempt failed or timed out: its message (if handed out) is done
-            self.settlement.settle_attempt(previous, attempt - 1)
+            self.settlement.settle_ended(previous, attempt - 1)
         try:
             self._send(queue, message, domain, task, task.delay_seconds)
         except QueueError as exc:
@@ -813,15 +813,15 @@ class RunActivities:
             if row.task_type == TaskType.WORKER and row.status.is_terminal:
                 if change.retried:
                     # a retry replaced this attempt: its message is done, not dead
-                    self.settlement.settle_attempt(row.task_id, row.attempt)
+                    self.settlement.settle_ended(row.task_id, row.attempt)
                 elif row.status in FAILED_STATUSES:
-                    self.settlement.settle_attempt(
+                    self.settlement.settle_ended(
                         row.task_id,
                         row.attempt,
                         dead_letter_reason=row.reason_for_incompletion or row.status.value,
                     )
                 elif row.status == TaskStatus.CANCELED:
-                    self.settlement.settle_attempt(row.task_id, row.attempt)
+                    self.settlement.settle_ended(row.task_id, row.attempt)
 
     def _write_warnings(self, workflow_id: str, warnings: list[str], now: int) -> None:
         """Run warnings (ALERT_ONLY timeouts): logged, and appended to the log keyed by the

@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable
 
 from engine.language.definitions import TaskStatus
-from engine.ports.queue import QueueError, TaskQueue
+from engine.ports.queue import QueueError, QueueUnavailable, TaskQueue
 from engine.ports.run_store import EndedAttempt, Lease, RunStore, RunStoreUnavailable
 
 __all__ = [
@@ -85,6 +85,24 @@ class MessageSettlement:
         #: record settlements with other marks (``RunStore.mark_settled_later``): the
         #: Task API's results, each of which would otherwise pay a transaction for it
         self.mark_later = mark_later
+
+    def settle_ended(
+        self, task_id: str, attempt: int, *, dead_letter_reason: str | None = None
+    ) -> None:
+        """:meth:`settle_attempt` for an attempt the engine has just ended, as it writes
+        the run's records: a queue that is unavailable now leaves the message deferred
+        and its lease unmarked, for the sweep of deferred messages, and is logged. Settling
+        is housekeeping; the records and the run go on (an outage raised from here would
+        fail the activity writing them, and after its retries the run)."""
+        try:
+            self.settle_attempt(task_id, attempt, dead_letter_reason=dead_letter_reason)
+        except QueueUnavailable as exc:
+            log.warning(
+                "the deferred message of task %s attempt %d is left for the sweep: %s",
+                task_id,
+                attempt,
+                exc,
+            )
 
     def settle_attempt(
         self, task_id: str, attempt: int, *, dead_letter_reason: str | None = None

@@ -6,6 +6,7 @@ a task handed out and completed an hour ago while the queue was unavailable."""
 from __future__ import annotations
 
 import socket
+import sqlite3
 import threading
 import time
 from collections.abc import Callable
@@ -18,8 +19,11 @@ from engine.adapters.queue_sqlite import SqliteTaskQueue
 from engine.adapters.run_store_sql import SqlRunStore
 from engine.app.config import EngineConfig
 from engine.app.process import run_engine
-from engine.ports.queue import QueueSettings
+from engine.ports.queue import QueueSettings, dead_letter_queue_name
 from engine.ports.run_store import NewRun, RunStatus, TaskRecord, TaskStatus, TaskUpdate
+from engine.runtime.deferred_sweep import DeferredSweep
+from engine.runtime.settlement import DEAD_LETTER_REASON
+from tests.e2e.conftest import Platform
 
 REPO = Path(__file__).resolve().parents[2]
 QUEUE = "parse"
@@ -136,3 +140,44 @@ def test_an_engine_hosting_the_activities_settles_a_message_left_deferred(
         stop.set()
         engine.join(60)
     assert not engine.is_alive()
+
+
+def test_a_final_failure_met_by_a_locked_queue_ends_its_run_and_is_swept_later(
+    platform: Platform, tmp_path: Path
+) -> None:
+    """The engine dead-letters the message of an attempt that failed for good as it
+    records the run's end. With the queue unavailable then, the run still ends FAILED
+    (settling is housekeeping), the message stays deferred, and the sweep dead-letters
+    it, with the row's reason, once the queue is back."""
+    platform.register_task_def({"name": "ship", "retryCount": 0})
+    platform.register(
+        {"name": "ship_once", "tasks": [{"name": "ship", "taskReferenceName": "ship"}]}
+    )
+    workflow_id = platform.start("ship_once")
+    body = platform.take("ship", signal=False)
+    queue_file = tmp_path / "queues.db"
+    lock = sqlite3.connect(queue_file, isolation_level=None)
+    lock.execute("BEGIN EXCLUSIVE")
+    try:
+        # a failure leaves the message to the engine (Platform.complete, as the Task API)
+        platform.complete(body, status="FAILED", reason="disk full")
+        run = platform.wait(workflow_id, timeout=40)
+        assert run.status == RunStatus.FAILED, run.reason_for_incompletion
+    finally:
+        lock.execute("COMMIT")
+        lock.close()
+    queue = platform.services.queue
+    assert queue.depth("ship").deferred == 1
+    lease = platform.services.run_store.get_lease(body["taskId"], 1)
+    assert lease is not None and lease.settled_at is None
+    sweep = DeferredSweep(platform.services.run_store, queue, grace_ms=0)
+    assert sweep.run_once() == 1
+    depth = queue.depth("ship")
+    assert (depth.deferred, depth.dead_lettered) == (0, 1)
+    [dead] = queue.peek(dead_letter_queue_name("ship"))
+    assert dead.json()["taskId"] == body["taskId"]
+    assert (dead.dead_letter_reason, dead.dead_letter_description) == (
+        DEAD_LETTER_REASON,
+        "disk full",
+    )
+    assert sweep.run_once() == 0
