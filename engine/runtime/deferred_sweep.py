@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable
 
 from engine.ports.queue import QueueUnavailable, TaskQueue
@@ -60,10 +59,6 @@ DEFAULT_BATCH = 100
 DEFAULT_MAX_BATCHES = 10
 
 
-def _wall_clock_ms() -> int:
-    return int(time.time() * 1000)
-
-
 class DeferredSweep:
     """Rounds of settling the deferred messages of attempts that are over."""
 
@@ -78,8 +73,9 @@ class DeferredSweep:
         clock: Callable[[], int] | None = None,
     ) -> None:
         self.run_store = run_store
-        self.clock = clock or _wall_clock_ms
-        self.settlement = MessageSettlement(run_store, queue, self.clock)
+        self.settlement = MessageSettlement(run_store, queue, clock)
+        #: epoch ms (the settlement's clock: the wall clock unless given)
+        self.clock = self.settlement.clock
         self.grace_ms = grace_ms
         self.batch = batch
         self.max_batches = max_batches
