@@ -1,9 +1,11 @@
-"""A real gRPC peer for outage tests of the durable backend's clients: a server on a
-free port of 127.0.0.1 that ends every call with one status code and ``details``, as a
-backend (or a proxy in front of it) failing every call would."""
+"""Real gRPC peers for outage tests of the durable backend's clients: servers on a free
+port of 127.0.0.1 that end every call with one status code and ``details``, as a
+backend (or a proxy in front of it) failing every call would, or that answer no call,
+as a backend that hangs."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -36,4 +38,42 @@ def grpc_peer(code: grpc.StatusCode, details: str) -> Iterator[str]:
     try:
         yield f"127.0.0.1:{port}"
     finally:
+        server.stop(None)
+
+
+class _Hold(grpc.GenericRpcHandler):
+    """Answers no call: holds each until its caller gives up (its deadline), noting the
+    method and the time the caller gave it (``time_remaining``, None for none)."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, float | None]] = []
+        self.stopped = threading.Event()
+
+    def service(self, handler_call_details: Any) -> grpc.RpcMethodHandler:
+        method = str(handler_call_details.method)
+
+        def hold(request: bytes, context: grpc.ServicerContext) -> bytes:
+            self.calls.append((method, context.time_remaining()))
+            while context.is_active() and not self.stopped.wait(0.02):
+                pass
+            context.abort(grpc.StatusCode.UNAVAILABLE, "the peer stopped")
+            raise AssertionError("abort returns no answer")
+
+        return grpc.unary_unary_rpc_method_handler(hold)
+
+
+@contextmanager
+def grpc_silent_peer() -> Iterator[tuple[str, list[tuple[str, float | None]]]]:
+    """The address of a server that accepts every call and never answers (a backend
+    that hangs), and the list of the calls it held: (method, seconds the caller gave
+    it or None)."""
+    handler = _Hold()
+    server = grpc.server(ThreadPoolExecutor(8))
+    server.add_generic_rpc_handlers((handler,))
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        yield f"127.0.0.1:{port}", handler.calls
+    finally:
+        handler.stopped.set()
         server.stop(None)

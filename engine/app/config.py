@@ -547,9 +547,9 @@ def backend_from_env(env: EnvReader, client_id: str | None) -> BackendConfig | N
         and not backend.managed_identity_client_id
         and (backend.credential == "managed_identity" or not env.has("STEPWAY_BACKEND_CREDENTIAL"))
     ):
-        assert backend.endpoint is not None and backend.task_hub is not None
-        backend = BackendConfig.azure(
-            backend.endpoint, backend.task_hub, managed_identity_client_id=client_id
+        # the other settings (the call timeout) stay as read
+        backend = backend.model_copy(
+            update={"credential": "managed_identity", "managed_identity_client_id": client_id}
         )
     return backend
 

@@ -18,6 +18,7 @@ from typing import Literal, Self
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 __all__ = [
+    "DEFAULT_CALL_TIMEOUT_SECONDS",
     "DEFAULT_EMBEDDED_ADDRESS",
     "GRPC_MAX_MESSAGE_BYTES",
     "BackendConfig",
@@ -41,6 +42,12 @@ GRPC_MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 
 _ENV_PREFIX = "STEPWAY_BACKEND_"
 
+#: how long a client's call to the backend may take when its caller sets no deadline
+#: (engine/adapters/backend/deadlines.py): well above a call's few milliseconds, even
+#: under a burst of starts in one process, and below the 30 s a worker SDK or an HTTP
+#: client commonly waits for an answer
+DEFAULT_CALL_TIMEOUT_SECONDS = 10.0
+
 
 class BackendConfig(BaseModel):
     """Durable backend connection settings (see the module docstring)."""
@@ -61,6 +68,12 @@ class BackendConfig(BaseModel):
     managed_identity_client_id: str | None = Field(
         default=None,
         description="azure only: client id of a user-assigned managed identity",
+    )
+    call_timeout_seconds: float = Field(
+        default=DEFAULT_CALL_TIMEOUT_SECONDS,
+        gt=0,
+        le=3600,
+        description="the deadline of a client's call that sets none (waits excepted)",
     )
 
     @model_validator(mode="after")
@@ -107,7 +120,8 @@ class BackendConfig(BaseModel):
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> BackendConfig:
         """Reads ``STEPWAY_BACKEND_KIND``, ``_ADDRESS``, ``_ENDPOINT``, ``_TASK_HUB``,
-        ``_CREDENTIAL`` and ``_MANAGED_IDENTITY_CLIENT_ID``; unset fields keep their
+        ``_CREDENTIAL``, ``_MANAGED_IDENTITY_CLIENT_ID`` and ``_CALL_TIMEOUT_SECONDS``;
+        unset fields keep their
         defaults (embedded at 127.0.0.1:4001)."""
         env = os.environ if environ is None else environ
         values: dict[str, str] = {}

@@ -25,6 +25,7 @@ from durabletask.serialization import DataConverter
 from durabletask.worker import ConcurrencyOptions, TaskHubGrpcWorker
 
 from engine.adapters.backend.config import GRPC_MAX_MESSAGE_BYTES, BackendConfig
+from engine.adapters.backend.deadlines import DefaultDeadline
 from engine.adapters.backend.direct_dispatch import DirectDispatchMixin
 from engine.adapters.backend.sessions import (
     DEFAULT_SESSION_CAPACITY,
@@ -130,12 +131,14 @@ def make_client(
 ) -> TaskHubGrpcClient:
     """A client for the configured backend. ``credential`` overrides the one the config
     selects (Azure only)."""
+    deadline = [DefaultDeadline(config.call_timeout_seconds)]
     if config.kind == "embedded":
         return TaskHubGrpcClient(
             host_address=config.address,
             secure_channel=False,
             logger=logger,
             channel_options=channel_options(config),
+            interceptors=deadline,
         )
     endpoint, task_hub = _azure_target(config)
     return DurableTaskSchedulerClient(
@@ -144,6 +147,7 @@ def make_client(
         token_credential=credential if credential is not None else make_credential(config),
         logger=logger,
         channel_options=channel_options(config),
+        interceptors=deadline,
     )
 
 

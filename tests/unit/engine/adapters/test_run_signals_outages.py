@@ -17,7 +17,7 @@ from engine.adapters.backend.config import BackendConfig
 from engine.adapters.backend.connect import make_client
 from engine.adapters.run_signals_durable import DurableRunSignals
 from engine.ports.run_signals import RunSignalsUnavailable
-from tests.grpc_peers import grpc_peer
+from tests.grpc_peers import grpc_peer, grpc_silent_peer
 from tests.unit.control_plane.conftest import free_port
 
 #: what the server says beside its status code, as a proxy in front of the backend would
@@ -66,3 +66,40 @@ def test_a_backend_answering_unavailable_or_deadline_exceeded_is_an_outage(
         CALLS[call](signals_at(address))
     assert str(err.value) == f"durable backend unavailable: the durable backend {says}"
     assert DETAILS not in str(err.value) and DETAILS not in err.value.detail
+
+
+@pytest.mark.parametrize("call", CALLS)
+def test_a_backend_that_never_answers_is_an_outage_after_the_call_timeout(call: str) -> None:
+    """durabletask's client sets no deadline of its own: Stepway's clients give every
+    call that has none ``STEPWAY_BACKEND_CALL_TIMEOUT_SECONDS`` (engine/adapters/backend/
+    deadlines.py), so a backend that accepts calls and hangs is an outage, not a caller
+    held for as long as it hangs."""
+    with grpc_silent_peer() as (address, held):
+        env = {"STEPWAY_BACKEND_ADDRESS": address, "STEPWAY_BACKEND_CALL_TIMEOUT_SECONDS": "0.5"}
+        signals = DurableRunSignals(make_client(BackendConfig.from_env(env)))
+        with pytest.raises(RunSignalsUnavailable) as err:
+            CALLS[call](signals)
+    assert "did not answer in time (gRPC DEADLINE_EXCEEDED)" in str(err.value)
+    # each call the peer held had the deadline (a call may time out while it connects)
+    assert all(given is not None and given <= 0.5 for _, given in held), held
+
+
+def test_waits_keep_the_timeout_their_caller_gives() -> None:
+    """The deadline is for calls that set none: a wait for a run's end is given the
+    time its caller asked for, longer than the other calls'."""
+    env = {"STEPWAY_BACKEND_CALL_TIMEOUT_SECONDS": "0.5"}
+    with grpc_silent_peer() as (address, held):
+        client = make_client(BackendConfig.from_env({**env, "STEPWAY_BACKEND_ADDRESS": address}))
+        with pytest.raises(TimeoutError):  # durabletask's, for a wait that timed out
+            client.wait_for_orchestration_completion("wf-1", timeout=3)
+        with pytest.raises(RunSignalsUnavailable):
+            DurableRunSignals(client).suspend("wf-1", "paused")
+    [wait] = [given for method, given in held if method.endswith("/WaitForInstanceCompletion")]
+    [suspend] = [given for method, given in held if method.endswith("/SuspendInstance")]
+    assert wait is not None and 1.0 < wait <= 3, held
+    assert suspend is not None and suspend <= 0.5, held
+
+
+def test_the_call_timeout_is_checked() -> None:
+    with pytest.raises(ValueError, match="call_timeout_seconds"):
+        BackendConfig.from_env({"STEPWAY_BACKEND_CALL_TIMEOUT_SECONDS": "0"})

@@ -378,3 +378,15 @@ def test_entra_run_store_sends_a_fresh_token_per_connection() -> None:
     assert [c["user"] for c in seen] == ["id-act", "id-act"]
     assert all(c["sslmode"] == "require" for c in seen)
     assert set(credential.scopes) == {POSTGRES_TOKEN_SCOPE}
+
+
+def test_the_backend_call_timeout_is_read_and_kept_with_the_apps_identity() -> None:
+    config = EngineConfig.from_env(azure_env(STEPWAY_BACKEND_CALL_TIMEOUT_SECONDS="2.5"))
+    backend = config.backend
+    assert (backend.credential, backend.managed_identity_client_id) == (
+        "managed_identity",
+        "client-id-act",
+    )
+    assert backend.call_timeout_seconds == 2.5
+    with pytest.raises(ConfigError, match="STEPWAY_BACKEND_CALL_TIMEOUT_SECONDS"):
+        EngineConfig.from_env(azure_env(STEPWAY_BACKEND_CALL_TIMEOUT_SECONDS="soon"))
