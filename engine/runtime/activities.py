@@ -66,7 +66,12 @@ from engine.runtime.builtins import ActivityDeps, ActivityResult, run_activity, 
 from engine.runtime.encoded_json import parse
 from engine.runtime.payload_refs import dereference
 from engine.runtime.services import EngineServices
-from engine.runtime.settlement import FAILED_STATUSES, MessageSettlement, release_slot
+from engine.runtime.settlement import (
+    FAILED_STATUSES,
+    MessageSettlement,
+    dead_letter_reason,
+    release_slot,
+)
 from engine.runtime.snapshots import (
     SnapshotError,
     publish_snapshot,
@@ -89,9 +94,12 @@ from protocol.payload_keys import (
 from protocol.queues import queue_for
 from protocol.runs import ORCHESTRATOR_NAME, RunInput
 
-__all__ = ["FAILED_STATUSES", "RunActivities", "store_row"]
+__all__ = ["RunActivities", "store_row"]
 
 log = logging.getLogger(__name__)
+
+#: final statuses of a WORKER attempt whose message the engine settles as it records them
+_ENGINE_SETTLES = FAILED_STATUSES | {TaskStatus.CANCELED}
 
 #: the namespace of the ids of runs a START_WORKFLOW task starts
 _STARTED_RUNS = uuid.uuid5(uuid.NAMESPACE_URL, "https://stepway/started-run")
@@ -810,18 +818,16 @@ class RunActivities:
                 self.store.upsert_task(row, now)
             if change.retried and existing is not None:
                 self.store.mark_retried(row.task_id, now)
-            if row.task_type == TaskType.WORKER and row.status.is_terminal:
-                if change.retried:
-                    # a retry replaced this attempt: its message is done, not dead
-                    self.settlement.settle_ended(row.task_id, row.attempt)
-                elif row.status in FAILED_STATUSES:
-                    self.settlement.settle_ended(
-                        row.task_id,
-                        row.attempt,
-                        dead_letter_reason=row.reason_for_incompletion or row.status.value,
-                    )
-                elif row.status == TaskStatus.CANCELED:
-                    self.settlement.settle_ended(row.task_id, row.attempt)
+            if row.task_type == TaskType.WORKER and row.status in _ENGINE_SETTLES:
+                # a COMPLETED attempt's message is the Task API's; the engine settles
+                # those it ends, as the sweep would (settlement.py, dead_letter_reason)
+                self.settlement.settle_ended(
+                    row.task_id,
+                    row.attempt,
+                    dead_letter_reason=dead_letter_reason(
+                        row.status, change.retried, row.reason_for_incompletion
+                    ),
+                )
 
     def _write_warnings(self, workflow_id: str, warnings: list[str], now: int) -> None:
         """Run warnings (ALERT_ONLY timeouts): logged, and appended to the log keyed by the

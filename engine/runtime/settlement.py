@@ -32,6 +32,7 @@ __all__ = [
     "DEAD_LETTER_REASON",
     "FAILED_STATUSES",
     "MessageSettlement",
+    "dead_letter_reason",
     "dead_letter_reason_of",
     "release_slot",
 ]
@@ -53,16 +54,21 @@ FAILED_STATUSES = frozenset(
 )
 
 
-def dead_letter_reason_of(ended: EndedAttempt) -> str | None:
-    """How the message of an attempt that is over is settled, as the engine settles it
-    (``engine/runtime/activities.py``): None to complete it (a retry or a later attempt
-    replaced it, or it completed, was skipped or canceled), else the reason to
-    dead-letter it with (its final failure: the row's reason, or its status)."""
-    if ended.row_attempt > ended.lease.attempt or ended.retried:
+def dead_letter_reason(status: TaskStatus, retried: bool, reason: str | None) -> str | None:
+    """How the message of a WORKER attempt that is over is settled: None to complete it
+    (a retry replaced it, or it completed, was skipped or canceled), else the reason to
+    dead-letter it with (its final failure: the row's reason, or its status). The one
+    rule of the engine (``engine/runtime/activities.py``) and of the sweep."""
+    if retried or status not in FAILED_STATUSES:
         return None
-    if ended.status in FAILED_STATUSES:
-        return ended.reason_for_incompletion or ended.status.value
-    return None
+    return reason or status.value
+
+
+def dead_letter_reason_of(ended: EndedAttempt) -> str | None:
+    """:func:`dead_letter_reason` of an attempt the sweep found (one a later attempt
+    replaced is completed)."""
+    replaced = ended.retried or ended.row_attempt > ended.lease.attempt
+    return dead_letter_reason(ended.status, replaced, ended.reason_for_incompletion)
 
 
 def _wall_clock_ms() -> int:
