@@ -68,6 +68,12 @@ def test_a_backend_answering_unavailable_or_deadline_exceeded_is_an_outage(
     assert DETAILS not in str(err.value) and DETAILS not in err.value.detail
 
 
+# gRPC sends a deadline as a timeout header rounded up, and the peer reads it on its own
+# clock: the time a held call is left can exceed the caller's by a fraction of a
+# millisecond (0.5005 s seen for 0.5 s).
+SLACK = 0.02
+
+
 @pytest.mark.parametrize("call", CALLS)
 def test_a_backend_that_never_answers_is_an_outage_after_the_call_timeout(call: str) -> None:
     """durabletask's client sets no deadline of its own: Stepway's clients give every
@@ -81,7 +87,7 @@ def test_a_backend_that_never_answers_is_an_outage_after_the_call_timeout(call: 
             CALLS[call](signals)
     assert "did not answer in time (gRPC DEADLINE_EXCEEDED)" in str(err.value)
     # each call the peer held had the deadline (a call may time out while it connects)
-    assert all(given is not None and given <= 0.5 for _, given in held), held
+    assert all(given is not None and given <= 0.5 + SLACK for _, given in held), held
 
 
 def test_waits_keep_the_timeout_their_caller_gives() -> None:
@@ -97,7 +103,7 @@ def test_waits_keep_the_timeout_their_caller_gives() -> None:
     [wait] = [given for method, given in held if method.endswith("/WaitForInstanceCompletion")]
     [suspend] = [given for method, given in held if method.endswith("/SuspendInstance")]
     assert wait is not None and 1.0 < wait <= 3, held
-    assert suspend is not None and suspend <= 0.5, held
+    assert suspend is not None and suspend <= 0.5 + SLACK, held
 
 
 def test_the_call_timeout_is_checked() -> None:
