@@ -97,13 +97,17 @@ def make_worker(
     payloads (default: durabletask's JSON); ``session_capacity`` is how many live
     orchestrations it keeps between their work items (sessions.py; 0: replay every
     work item in full)."""
+    # the worker's own calls (a work item's completion, its abandonment) have a deadline
+    # too: a backend that hangs on one frees the worker's thread when it passes, the
+    # session is dropped and the backend hands the work item out again (sessions.py)
+    deadline = [DefaultDeadline(config.call_timeout_seconds)]
     if config.kind == "embedded":
         # the worker's own channel, so that work items can skip durabletask's asyncio
         # hand-offs (direct_dispatch.py); closed by the worker's stop()
         options = channel_options(config)
         return EmbeddedWorker(
             host_address=config.address,
-            channel=get_grpc_channel(config.address, False, None, options),
+            channel=get_grpc_channel(config.address, False, deadline, options),
             concurrency_options=concurrency_options,
             logger=logger,
             channel_options=options,
@@ -120,6 +124,7 @@ def make_worker(
         channel_options=channel_options(config),
         data_converter=data_converter,
         session_capacity=session_capacity,
+        interceptors=deadline,
     )
 
 
