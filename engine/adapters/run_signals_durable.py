@@ -83,9 +83,18 @@ class DurableRunSignals:
                 # a run's row reads finished a moment before its orchestration has
                 # completed at the backend (the last activity writes it): a restart, retry
                 # or rerun right then waits for the completion, then replaces the instance
-                self._client.wait_for_orchestration_completion(
-                    workflow_id, fetch_payloads=False, timeout=self._finish_wait_seconds
-                )
+                try:
+                    self._client.wait_for_orchestration_completion(
+                        workflow_id, fetch_payloads=False, timeout=self._finish_wait_seconds
+                    )
+                except TimeoutError as exc:
+                    # still running at the backend (slow, or held there): a state that
+                    # passes, so the caller is told to try again, not that it failed
+                    raise RunSignalsUnavailable(
+                        "the run's previous execution did not end at the durable backend "
+                        f"within {self._finish_wait_seconds:g} s",
+                        "TimeoutError",
+                    ) from exc
                 self._client.schedule_new_orchestration(
                     ORCHESTRATOR_NAME, input=run_input, instance_id=workflow_id, **kwargs
                 )

@@ -16,8 +16,9 @@ from typing import Any, Protocol, runtime_checkable
 
 
 class RunSignalsUnavailable(Exception):
-    """The durable backend cannot be used right now: it could not be reached, or did
-    not answer within the call's deadline. The same call may succeed when tried again
+    """The durable backend cannot be used right now: it could not be reached, did not
+    answer within the call's deadline, or (a start of a run again) still runs the
+    run's previous execution. The same call may succeed when tried again
     (for a start whose answer was lost to a deadline: the run was perhaps started).
 
     ``reason`` says what went wrong in words safe to show a caller (no address, no

@@ -7,12 +7,12 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-import grpc
 import pytest
 from durabletask import task
 from durabletask.client import OrchestrationStatus, TaskHubGrpcClient
 
 from engine.adapters.run_signals_durable import DurableRunSignals
+from engine.ports.run_signals import RunSignalsUnavailable
 from protocol.runs import ORCHESTRATOR_NAME
 
 from .conftest import StartWorker
@@ -61,5 +61,13 @@ def test_a_start_over_an_instance_that_does_not_finish_fails(
     signals = DurableRunSignals(client, finish_wait_seconds=0.5)
     signals.start_run("wf-2", {"wait": True})
     client.wait_for_orchestration_start("wf-2", timeout=20)
-    with pytest.raises((grpc.RpcError, TimeoutError)):
+    with pytest.raises(RunSignalsUnavailable) as err:  # 503 and Retry-After on the API
         signals.start_run("wf-2", {"n": 2})
+    assert str(err.value) == (
+        "durable backend unavailable: the run's previous execution did not end at the "
+        "durable backend within 0.5 s"
+    )
+    # the old execution goes on, untouched
+    client.raise_orchestration_event("wf-2", "go", data=3)
+    state = client.wait_for_orchestration_completion("wf-2", timeout=20)
+    assert state is not None and state.serialized_output == '{"first": 3}'
