@@ -29,6 +29,11 @@ Waits:
   for has its child terminated by the next record or finish activity; if it ended while
   its resolve activity ran, once that activity has returned (the finish waits for it).
 
+Payloads read while deciding (the definition snapshot, an offloaded input or value) come
+from the payload store. When it is unavailable the decision is not made: the work item
+is given back to the backend (:class:`DecisionDeferred`) and decided again from the same
+history once it is handed out anew, instead of the outage failing the run.
+
 History stays bounded: after :data:`STEPS_PER_EXECUTION` outcomes, at a point where no
 activity, timer or child is outstanding, the run carries the Decider's state into
 ``continue_as_new(save_events=True)`` so that results raised meanwhile carry over. An
@@ -47,6 +52,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from durabletask import task as dt
+from durabletask.internal.exceptions import AbandonOrchestrationError
 from pydantic import BaseModel
 
 from engine.decider import (
@@ -140,6 +146,13 @@ STEPS_PER_EXECUTION = 10
 _ACTIVITY_ROLES = frozenset({"dispatch", "resolve", "activity", "check"})
 #: the statuses a worker posts that end its attempt
 _POSTED = (TaskStatus.COMPLETED, TaskStatus.FAILED, TaskStatus.FAILED_WITH_TERMINAL_ERROR)
+
+
+class DecisionDeferred(AbandonOrchestrationError):
+    """The payload store could not give a payload a decision needs: the work item goes
+    back to the backend undecided (engine/adapters/backend/sessions.py gives it back
+    after a pause), nothing of it is recorded, and the run decides again from the same
+    history when the backend hands the work item out anew."""
 
 
 class MessageTooLarge(Exception):
@@ -952,21 +965,26 @@ def make_workflow_interpreter(definitions: DefinitionCache) -> dt.Orchestrator[A
             decider = definitions.decider_for(run.name, run.version, run.definition_ref)
         except LookupError as exc:
             return (yield from _fail(ctx, run, str(exc)))
+        except PayloadStoreUnavailable as exc:
+            raise DecisionDeferred(f"the definition snapshot: {exc}") from exc
         runner = _Run(ctx, run, decider, definitions.limits.max_message_bytes)
         if run.state is not None:
             state = RunState.model_validate(run.state)
             runner.warned = len(state.warnings)  # recorded before the state was carried over
         else:
-            state = decider.start(
-                workflow_id=ctx.instance_id,
-                input=run.input,
-                correlation_id=run.correlation_id,
-                now_ms=_ms(ctx.current_utc_datetime),
-                generation=run.generation,
-                replay=run.replay,
-                seq_base=run.seq_base,
-                task_inputs=run.task_inputs,
-            )
+            try:
+                state = decider.start(
+                    workflow_id=ctx.instance_id,
+                    input=run.input,
+                    correlation_id=run.correlation_id,
+                    now_ms=_ms(ctx.current_utc_datetime),
+                    generation=run.generation,
+                    replay=run.replay,
+                    seq_base=run.seq_base,
+                    task_inputs=run.task_inputs,
+                )
+            except PayloadStoreUnavailable as exc:
+                raise DecisionDeferred(str(exc)) from exc
         if run.started_at_ms is None:
             run.started_at_ms = _ms(ctx.current_utc_datetime)
         # a definition with dynamic tasks: a Decider of this run's own (the tasks it made)
@@ -977,6 +995,8 @@ def make_workflow_interpreter(definitions: DefinitionCache) -> dt.Orchestrator[A
             raise  # the bookkeeping failed after its retries: nothing left to record with
         except MessageTooLarge as exc:
             return (yield from _fail(ctx, run, str(exc)))
+        except PayloadStoreUnavailable as exc:  # not the run's failure: decided again later
+            raise DecisionDeferred(str(exc)) from exc
         except Exception as exc:  # a defect or bad data: end the run FAILED, never RUNNING
             reason = f"interpreter error: {type(exc).__name__}: {exc}"
             return (yield from _fail(ctx, run, reason))
@@ -994,6 +1014,7 @@ def _fail(
 __all__ = [
     "BOOKKEEPING_RETRY",
     "STEPS_PER_EXECUTION",
+    "DecisionDeferred",
     "MessageTooLarge",
     "check_message",
     "finish_run",

@@ -84,6 +84,7 @@ class Platform:
         workflow_id: str | None = None,
         priority: int = 0,
         task_to_domain: dict[str, str] | None = None,
+        definition_ref: str | None = None,
     ) -> str:
         workflow_id = workflow_id or f"wf-{time.time_ns()}"
         # an input above the threshold is offloaded and travels by reference, as the
@@ -112,6 +113,7 @@ class Platform:
             input={INPUT_REF: input_ref} if input_ref else (input or {}),
             priority=priority,
             task_to_domain=task_to_domain or {},
+            definition_ref=definition_ref,
         )
         self.client.schedule_new_orchestration(
             ORCHESTRATOR_NAME,

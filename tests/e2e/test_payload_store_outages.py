@@ -16,6 +16,7 @@ from engine.adapters.backend.embedded import EmbeddedBackend
 from engine.adapters.payload_blob import BlobPayloadStore
 from engine.app.host import LocalSettings
 from engine.language.definitions import RunStatus, TaskStatus
+from engine.runtime.snapshots import publish_snapshot_of
 from tests.contract.test_payload_store_contract import AZURITE_ACCOUNT, AZURITE_KEY, AZURITE_URL
 from tests.e2e.conftest import Platform, running_platform
 from tests.http_peers import BlobPeer, Failure, blob_peer
@@ -124,3 +125,87 @@ def test_a_worker_task_whose_large_input_meets_a_busy_payload_store_is_queued_on
     assert run.status == RunStatus.COMPLETED, run.reason_for_incompletion
     assert run.output == {"shipped": True}
     assert [status for *_, status in peer.failed] == [503]
+
+
+def test_a_decision_that_needs_a_payload_of_a_busy_store_is_made_again_later(
+    blob_platform: tuple[Platform, BlobPeer],
+) -> None:
+    """The interpreter reads the run's offloaded input to decide its SWITCH: an outage
+    of the store then is not the run's failure. The work item goes back to the backend
+    undecided and is decided again (from the same history) once the store answers."""
+    platform, peer = blob_platform
+    platform.register(
+        {
+            "name": "route_big",
+            "tasks": [
+                {
+                    "name": "route",
+                    "taskReferenceName": "route",
+                    "type": "SWITCH",
+                    "evaluatorType": "value-param",
+                    "expression": "kind",
+                    "inputParameters": {"kind": "${workflow.input.kind}"},
+                    "decisionCases": {
+                        "a": [
+                            {
+                                "name": "mark",
+                                "taskReferenceName": "mark",
+                                "type": "SET_VARIABLE",
+                                "inputParameters": {"route": "a"},
+                            }
+                        ]
+                    },
+                    "defaultCase": [],
+                }
+            ],
+            "outputParameters": {
+                "kind": "${workflow.input.kind}",
+                "route": "${workflow.variables.route}",
+            },
+        }
+    )
+    for _ in range(2):  # the first decision, and the one after it was given back
+        peer.fail(
+            Failure(503, "ServerBusy"),
+            lambda method, path: method == "GET" and path.endswith("/input.json"),
+        )
+    workflow_id = platform.start("route_big", {"kind": "a", "pad": "y" * 20_000})
+    run = platform.wait(workflow_id)
+    assert run.status == RunStatus.COMPLETED, run.reason_for_incompletion
+    assert run.output == {"kind": "a", "route": "a"}
+    assert [status for *_, status in peer.failed] == [503, 503]
+
+
+def test_a_run_whose_definition_snapshot_cannot_be_read_now_is_decided_later(
+    blob_platform: tuple[Platform, BlobPeer],
+) -> None:
+    """An engine process (new, or one that never ran this definition) reads the run's
+    definition snapshot from the store before its first decision: a store outage then
+    delays the run instead of failing it."""
+    platform, peer = blob_platform
+    definition = platform.register(
+        {
+            "name": "snapshotted",
+            "tasks": [
+                {
+                    "name": "mark",
+                    "taskReferenceName": "mark",
+                    "type": "SET_VARIABLE",
+                    "inputParameters": {"seen": "${workflow.input.n}"},
+                }
+            ],
+            "outputParameters": {"seen": "${workflow.variables.seen}"},
+        }
+    )
+    store = platform.services.payloads
+    ref = publish_snapshot_of(platform.services.run_store, store, definition.to_json_dict())
+    assert ref is not None
+    peer.fail(
+        Failure(503, "ServerBusy"),
+        lambda method, path: method == "GET" and path.endswith(ref),
+    )
+    workflow_id = platform.start("snapshotted", {"n": 7}, definition_ref=ref)
+    run = platform.wait(workflow_id)
+    assert run.status == RunStatus.COMPLETED, run.reason_for_incompletion
+    assert run.output == {"seen": 7}
+    assert [(method, status) for method, _, status in peer.failed] == [("GET", 503)]

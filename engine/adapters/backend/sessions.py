@@ -16,8 +16,10 @@ missed or dropped session costs time, never correctness. This is what Durable Fu
 calls extended sessions and Temporal a sticky cache.
 
 A session is dropped when its orchestration completes (or continues as new), when a work
-item fails or its completion cannot be delivered, and when it is the least recently used
-one past ``capacity``. It is stored before the completion is sent, since the backend
+item fails or its completion cannot be delivered, when the orchestration gives its work
+item back undecided (``AbandonOrchestrationError``: the interpreter's ``DecisionDeferred``,
+given back after ``ABANDON_PAUSE_SECONDS``), and when it is the least recently used one
+past ``capacity``. It is stored before the completion is sent, since the backend
 hands out the instance's next work item only once it has taken this one's completion.
 
 durabletask 1.12 has no hook for this; :class:`SessionWorkerMixin` overrides the
@@ -31,6 +33,7 @@ from __future__ import annotations
 import itertools
 import logging
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -46,6 +49,8 @@ from durabletask.azuremanaged.worker import DurableTaskSchedulerWorker
 #: its run state; a miss costs one full replay). Temporal's Python SDK keeps 1,000 by
 #: default (``max_cached_workflows`` of its Worker, temporalio 1.35).
 DEFAULT_SESSION_CAPACITY = 1000
+#: the pause before a work item not decided now goes back to the backend
+ABANDON_PAUSE_SECONDS = 1.0
 
 
 @dataclass
@@ -187,7 +192,14 @@ class SessionWorkerMixin:
                 completionToken=completionToken,
                 orchestrationTraceContext=req.orchestrationTraceContext,
             )
-        except pe.AbandonOrchestrationError:
+        except pe.AbandonOrchestrationError as ex:
+            # the session (taken above) is dropped: it applied part of this work item.
+            # A pause before giving the work item back: the backend hands it out again
+            # at once, and what stopped it (a store's outage) rarely passes sooner
+            worker._logger.warning(
+                f"instance '{instance_id}' not decided now, its work item goes back: {ex}"
+            )
+            time.sleep(ABANDON_PAUSE_SECONDS)
             stub.AbandonTaskOrchestratorWorkItem(
                 pb.AbandonOrchestrationTaskRequest(completionToken=completionToken)
             )
@@ -278,6 +290,8 @@ class SessionWorkerMixin:
             ctx._is_replaying = False
             for event in new:
                 executor.process_event(ctx, event)
+        except pe.AbandonOrchestrationError:
+            raise  # not decided now: the work item goes back (the session with it)
         except Exception as ex:  # the orchestration failed, as durabletask's executor has it
             ctx.set_failed(ex)
         session.applied += len(replay) + len(new)
