@@ -30,7 +30,8 @@ Waits:
   its resolve activity ran, once that activity has returned (the finish waits for it).
 
 Payloads read while deciding (the definition snapshot, an offloaded input or value) come
-from the payload store. When it is unavailable the decision is not made: the work item
+from the payload store, a definition without a snapshot from the run store. When the
+store is unavailable the decision is not made: the work item
 is given back to the backend (:class:`DecisionDeferred`) and decided again from the same
 history once it is handed out anew, instead of the outage failing the run.
 
@@ -148,9 +149,14 @@ _ACTIVITY_ROLES = frozenset({"dispatch", "resolve", "activity", "check"})
 _POSTED = (TaskStatus.COMPLETED, TaskStatus.FAILED, TaskStatus.FAILED_WITH_TERMINAL_ERROR)
 
 
+#: the outages of a read the interpreter makes while deciding: a payload, or the
+#: registration of a definition (a run started without a snapshot)
+_UNDECIDABLE: tuple[type[Exception], ...] = (PayloadStoreUnavailable, RunStoreUnavailable)
+
+
 class DecisionDeferred(AbandonOrchestrationError):
-    """The payload store could not give a payload a decision needs: the work item goes
-    back to the backend undecided (engine/adapters/backend/sessions.py gives it back
+    """A store could not give what a decision needs (a payload, a definition): the work
+    item goes back to the backend undecided (engine/adapters/backend/sessions.py gives it back
     after a pause), nothing of it is recorded, and the run decides again from the same
     history when the backend hands the work item out anew."""
 
@@ -965,8 +971,8 @@ def make_workflow_interpreter(definitions: DefinitionCache) -> dt.Orchestrator[A
             decider = definitions.decider_for(run.name, run.version, run.definition_ref)
         except LookupError as exc:
             return (yield from _fail(ctx, run, str(exc)))
-        except PayloadStoreUnavailable as exc:
-            raise DecisionDeferred(f"the definition snapshot: {exc}") from exc
+        except _UNDECIDABLE as exc:
+            raise DecisionDeferred(f"the run's definition: {exc}") from exc
         runner = _Run(ctx, run, decider, definitions.limits.max_message_bytes)
         if run.state is not None:
             state = RunState.model_validate(run.state)
@@ -983,7 +989,7 @@ def make_workflow_interpreter(definitions: DefinitionCache) -> dt.Orchestrator[A
                     seq_base=run.seq_base,
                     task_inputs=run.task_inputs,
                 )
-            except PayloadStoreUnavailable as exc:
+            except _UNDECIDABLE as exc:
                 raise DecisionDeferred(str(exc)) from exc
         if run.started_at_ms is None:
             run.started_at_ms = _ms(ctx.current_utc_datetime)
@@ -995,7 +1001,7 @@ def make_workflow_interpreter(definitions: DefinitionCache) -> dt.Orchestrator[A
             raise  # the bookkeeping failed after its retries: nothing left to record with
         except MessageTooLarge as exc:
             return (yield from _fail(ctx, run, str(exc)))
-        except PayloadStoreUnavailable as exc:  # not the run's failure: decided again later
+        except _UNDECIDABLE as exc:  # not the run's failure: decided again later
             raise DecisionDeferred(str(exc)) from exc
         except Exception as exc:  # a defect or bad data: end the run FAILED, never RUNNING
             reason = f"interpreter error: {type(exc).__name__}: {exc}"

@@ -148,3 +148,48 @@ def test_a_worker_task_whose_dispatch_meets_a_locked_run_store_is_queued_once_it
     assert run.status == RunStatus.COMPLETED, run.reason_for_incompletion
     assert run.output == {"shipped": 7}
     assert platform.tasks(workflow_id)["ship"].attempt == 1
+
+
+def test_a_first_decision_that_cannot_read_the_definition_is_made_once_it_can(
+    platform: Platform,
+) -> None:
+    """A run started without a definition snapshot reads its definition's registration
+    from the run store before it first decides. SQLite in WAL mode never blocks a read,
+    so the busy error it would raise past its busy timeout is raised at the driver for
+    the first two reads of the definition: the first decision is given back to the
+    backend and made again, instead of the outage failing the run."""
+    platform.register(
+        {
+            "name": "registered_only",
+            "tasks": [
+                {
+                    "name": "mark",
+                    "taskReferenceName": "mark",
+                    "type": "SET_VARIABLE",
+                    "inputParameters": {"seen": "${workflow.input.n}"},
+                }
+            ],
+            "outputParameters": {"seen": "${workflow.variables.seen}"},
+        }
+    )
+    platform.services.definitions.invalidate()
+    busy_reads = [2]
+
+    def busy(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+        if "FROM definitions" in statement and busy_reads[0] > 0:
+            busy_reads[0] -= 1
+            error = sqlite3.OperationalError("database is locked")
+            error.sqlite_errorcode = sqlite3.SQLITE_BUSY  # type: ignore[attr-defined]
+            error.sqlite_errorname = "SQLITE_BUSY"  # type: ignore[attr-defined]
+            raise error
+
+    engine = platform.services.run_store.engine
+    event.listen(engine, "before_cursor_execute", busy)
+    try:
+        workflow_id = platform.start("registered_only", {"n": 7})
+        run = platform.wait(workflow_id)
+    finally:
+        event.remove(engine, "before_cursor_execute", busy)
+    assert run.status == RunStatus.COMPLETED, run.reason_for_incompletion
+    assert run.output == {"seen": 7}
+    assert busy_reads == [0]
