@@ -141,8 +141,10 @@ def create_app(
     app.state.task_results = TaskResults(settings, deps, taskdefs)
     app.state.metadata_service = MetadataService(settings, deps)
     app.state.workflow_service = WorkflowService(settings, deps, tasks)
-    if deps.local_adapters:  # starts a stopped process stored but did not schedule
-        app.state.workflow_service.starts.recover()
+    # starts a stopped process stored but did not schedule (with every adapter local, all
+    # starts; elsewhere those whose scheduling ran out of time). Another process may be
+    # trying the same: a start scheduled twice counts once
+    app.state.workflow_service.starts.recover()
     install_error_handlers(app)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
     app.router.route_class = StepwayRoute

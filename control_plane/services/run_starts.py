@@ -1,5 +1,7 @@
 """Starts answered once stored: the start path where every adapter is local
-(``Deps.local_adapters``).
+(``Deps.local_adapters``), and elsewhere the starts whose scheduling ran out of time
+(``keep_trying``: the backend may have carried it out, so the run is kept and its start
+tried again rather than undone).
 
 Under a burst of starts, a start that writes its run row and then schedules its
 orchestration before it answers waits twice behind the runs already going: for the
@@ -240,6 +242,23 @@ class RunStarts:
             RunUpdate(status=RunStatus.FAILED, reason_for_incompletion=reason, end_time=now),
             now,
         )
+
+    def keep_trying(self, workflow_id: str, run_input: dict[str, Any]) -> bool:
+        """Keep the start of a run already stored whose scheduling may or may not have
+        been carried out (its call ran out of time): the run gets a pending start and
+        the starter tries it until the backend has it (a start it had already counts
+        once, ``start_new_run``). False when the pending start could not be stored (the
+        caller then undoes the start)."""
+        try:
+            stored = self._deps.run_store.add_pending_start(
+                workflow_id, run_input, self._deps.clock()
+            )
+        except Exception:
+            log.exception("could not keep the start of run %s", workflow_id)
+            return False
+        if stored:
+            self._schedule_later({workflow_id: run_input})
+        return stored
 
     # --- for reads, signals and start-up -----------------------------------------------
 

@@ -4,7 +4,10 @@ A start writes the run row RUNNING first (``create_run``; a repeated idempotency
 returns the existing run's id and starts nothing), then starts the orchestration; if
 that fails the row is deleted again, so nothing is left half-started, and the start
 answers 503 (retryable) for an outage of the backend, else 500 (not retryable), never
-with the backend's error text (``failure_of`` in control_plane/api/errors.py). Once
+with the backend's error text (``failure_of`` in control_plane/api/errors.py). A start
+whose call ran out of time may have been carried out: its run is kept with a pending
+start, tried again until the backend has it (:mod:`control_plane.services.run_starts`),
+and its id answered, so a caller's retry never makes a second run. Once
 started it answers, without waiting for the engine: a read of the run waits for its
 first decision instead (:mod:`control_plane.services.settling`). Where every adapter
 is local the API's start (``start_stored``) answers once the row is stored, with the
@@ -50,6 +53,7 @@ from engine.ports.payload_store import (
     PayloadTooLarge,
     offload_if_large,
 )
+from engine.ports.run_signals import RunSignalsUnavailable
 from engine.ports.run_store import (
     DefinitionRecord,
     NewRun,
@@ -219,6 +223,17 @@ class WorkflowService:
             return created.workflow_id
         try:
             self.deps.signals.start_run(run.workflow_id, orchestration_input)
+        except RunSignalsUnavailable as exc:
+            # its answer lost to the deadline, the start may have been carried out: the
+            # orchestration may run. Deleting the row and answering "retry" would make a
+            # second run of the caller's retry; the start is kept and tried again until
+            # the backend says it exists (run_starts.py), and the run's id answered
+            if exc.maybe_done and self.starts.keep_trying(run.workflow_id, orchestration_input):
+                log.warning("run %s: its start is tried again (%s)", run.workflow_id, exc)
+                return run.workflow_id
+            log.exception("could not start run %s", run.workflow_id)
+            self.deps.run_store.delete_run(run.workflow_id)
+            raise failure_of("could not start the run", exc) from exc
         except Exception as exc:
             log.exception("could not start run %s", run.workflow_id)
             self.deps.run_store.delete_run(run.workflow_id)

@@ -43,6 +43,7 @@ def _calling() -> Iterator[None]:
         raise RunSignalsUnavailable(
             f"the durable backend {what} (gRPC {code.name})",
             f"{cls.__module__}.{cls.__qualname__} {code.name}",
+            maybe_done=code == grpc.StatusCode.DEADLINE_EXCEEDED,
         ) from exc
 
 

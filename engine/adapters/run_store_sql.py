@@ -664,8 +664,8 @@ class SqlRunStore:
     def _put_pending_start(
         self, conn: Connection, workflow_id: str, start: dict[str, Any], created_at: int
     ) -> None:
-        """The pending start of a run this transaction created. None is expected (a
-        run's pending start is deleted with the run); one left over is replaced."""
+        """The pending start of a run this transaction created or found. None is expected
+        (a run's pending start is deleted with the run); one left over is replaced."""
 
         def build() -> Any:
             ins = self._insert(run_starts)
@@ -680,6 +680,14 @@ class SqlRunStore:
             "created_at": created_at,
         }
         self._exec(conn, "put_pending_start", build, values)
+
+    def add_pending_start(self, workflow_id: str, start: dict[str, Any], now: int) -> bool:
+        exists = sa.select(sa.literal(1)).select_from(runs).where(runs.c.workflow_id == workflow_id)
+        with self._write() as conn:
+            if conn.execute(exists).first() is None:
+                return False
+            self._put_pending_start(conn, workflow_id, start, now)
+            return True
 
     def pending_starts(self, limit: int = 100) -> list[PendingStart]:
         if limit <= 0:

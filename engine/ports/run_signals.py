@@ -25,10 +25,12 @@ class RunSignalsUnavailable(Exception):
     details of the transport); ``detail`` names the underlying error (its class and
     status code) for the server's log. Raised chained to that error."""
 
-    def __init__(self, reason: str, detail: str = "") -> None:
+    def __init__(self, reason: str, detail: str = "", *, maybe_done: bool = False) -> None:
         super().__init__(f"durable backend unavailable: {reason}")
         self.reason = reason
         self.detail = detail
+        #: the call may have been carried out (its answer was lost to its deadline)
+        self.maybe_done = maybe_done
 
 
 @runtime_checkable

@@ -372,6 +372,11 @@ class RunStore(Protocol):
         transaction; a run not created (it existed) gets none."""
         ...
 
+    def add_pending_start(self, workflow_id: str, start: dict[str, Any], now: int) -> bool:
+        """Give an existing run a pending start (``start``: the orchestration input),
+        replacing one it had; False (nothing written) when the run does not exist."""
+        ...
+
     def pending_starts(self, limit: int = 100) -> list[PendingStart]:
         """Pending starts, oldest first (created_at, then workflow_id), at most ``limit``."""
         ...

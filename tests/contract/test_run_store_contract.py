@@ -1224,6 +1224,24 @@ def test_a_start_holding_a_lone_surrogate_is_stored_whole_or_not_at_all(
     assert store.create_run(run("w3"), start=start_of("w3")).created  # the store goes on
 
 
+def test_a_stored_run_can_be_given_a_pending_start(store: SqlRunStore) -> None:
+    """``add_pending_start``: for a run whose scheduling ran out of time (the API keeps
+    trying it); none for a run that is not there."""
+    assert store.create_run(run("w1")).created
+    assert store.add_pending_start("w1", start_of("w1", n=1), T0 + 7)
+    assert store.pending_starts() == [
+        PendingStart(workflow_id="w1", run_input=start_of("w1", n=1), created_at=T0 + 7)
+    ]
+    # given again, it replaces the first
+    assert store.add_pending_start("w1", start_of("w1", n=2), T0 + 9)
+    assert [p.run_input for p in store.pending_starts()] == [start_of("w1", n=2)]
+    assert not store.add_pending_start("missing", start_of("missing"), T0)
+    assert not store.has_pending_start("missing")
+    # deleted with its run, as a pending start made with the run is
+    store.delete_run("w1")
+    assert store.pending_starts() == []
+
+
 def test_a_run_that_existed_gets_no_pending_start(store: SqlRunStore) -> None:
     first = start_of("w1", n=1)
     assert store.create_run(run("w1", idempotency_key="k"), start=first).created

@@ -22,7 +22,7 @@ from engine.adapters.run_signals_durable import DurableRunSignals
 from engine.adapters.run_signals_recording import RecordingRunSignals
 from engine.adapters.run_store_sql import SqlRunStore
 from engine.ports.run_store import CreateRunResult, NewRun, RunStatus, RunUpdate
-from tests.grpc_peers import grpc_peer
+from tests.grpc_peers import grpc_peer, grpc_silent_peer
 from tests.http_peers import Failure, blob_peer
 from tests.unit.control_plane.api.test_payload_store_outages import blob_store
 from tests.unit.control_plane.conftest import Server, assert_error, free_port, taskdef
@@ -99,6 +99,35 @@ def test_a_start_the_backend_fails_otherwise_answers_500_not_retryable_and_leave
     assert no_runs(srv)
     # the backend is fine again: the same start starts the run
     assert srv.client.post("/api/workflow/wf", json={"a": 1}).status_code == 200
+
+
+def test_a_start_whose_call_runs_out_of_time_keeps_its_run_and_starts_it_once(
+    make_server: Any,
+) -> None:
+    """A backend that took the start and did not answer within the call's deadline may
+    have created the orchestration: a 503 would make the client's retry a second run.
+    The start answers with the run's id, the run is kept RUNNING with its start pending,
+    and the start is tried until the backend has it (a start it had already counts
+    once, as ``start_new_run`` does)."""
+    srv = server(make_server, local_adapters=False)
+    recording = srv.signals
+    with grpc_silent_peer() as (address, _):
+        env = {"STEPWAY_BACKEND_ADDRESS": address, "STEPWAY_BACKEND_CALL_TIMEOUT_SECONDS": "0.5"}
+        srv.deps.signals = DurableRunSignals(make_client(BackendConfig.from_env(env)))
+        r = srv.client.post("/api/workflow/wf", json={"a": 1})
+        assert r.status_code == 200, r.text
+        workflow_id = r.text
+        stored = srv.deps.run_store.get_run(workflow_id)
+        assert stored is not None and stored.status == RunStatus.RUNNING
+        assert srv.deps.run_store.has_pending_start(workflow_id)
+        srv.deps.signals = recording  # the backend answers again
+    start = recording.start_of(workflow_id, timeout=30)
+    assert start.data["input"] == {"a": 1}
+    deadline = time.monotonic() + 10
+    while srv.deps.run_store.has_pending_start(workflow_id):
+        assert time.monotonic() < deadline, "the pending start was not deleted"
+        time.sleep(0.02)
+    assert srv.client.get("/api/workflow/search").json()["totalHits"] == 1
 
 
 @pytest.mark.parametrize(
