@@ -97,17 +97,13 @@ def make_worker(
     payloads (default: durabletask's JSON); ``session_capacity`` is how many live
     orchestrations it keeps between their work items (sessions.py; 0: replay every
     work item in full)."""
-    # the worker's own calls (a work item's completion, its abandonment) have a deadline
-    # too: a backend that hangs on one frees the worker's thread when it passes, the
-    # session is dropped and the backend hands the work item out again (sessions.py)
-    deadline = [DefaultDeadline(config.call_timeout_seconds)]
     if config.kind == "embedded":
         # the worker's own channel, so that work items can skip durabletask's asyncio
         # hand-offs (direct_dispatch.py); closed by the worker's stop()
         options = channel_options(config)
         return EmbeddedWorker(
             host_address=config.address,
-            channel=get_grpc_channel(config.address, False, deadline, options),
+            channel=get_grpc_channel(config.address, False, None, options),
             concurrency_options=concurrency_options,
             logger=logger,
             channel_options=options,
@@ -124,7 +120,14 @@ def make_worker(
         channel_options=channel_options(config),
         data_converter=data_converter,
         session_capacity=session_capacity,
-        interceptors=deadline,
+        # the worker's own calls to the Scheduler (a work item's completion, its
+        # abandonment) have a deadline too: one the Scheduler holds frees the worker's
+        # thread when it passes, the session is dropped and the Scheduler hands the work
+        # item out again (sessions.py). Not on the embedded backend, in the engine's
+        # process or beside it, where a deadline would cost every step about 0.1 ms of
+        # CPU a call (gRPC's deadline timer; docs/benchmarks.md) against a backend that
+        # hangs only with the process
+        interceptors=[DefaultDeadline(config.call_timeout_seconds)],
     )
 
 

@@ -1,21 +1,26 @@
-"""The engine worker's own calls to the durable backend have a deadline.
+"""The engine worker's own calls to the Durable Task Scheduler have a deadline.
 
 durabletask's worker completes each work item with a unary call that sets none
-(``CompleteActivityTask``, ``CompleteOrchestratorTask``): against a backend that takes
+(``CompleteActivityTask``, ``CompleteOrchestratorTask``): against a Scheduler that takes
 the work item's completion and never answers, the worker's thread would be held for as
-long as the backend hangs. The sidecar here is a real gRPC server speaking the
-durabletask protocol: it hands out one activity work item, then holds its completion.
+long as it hangs. The sidecar here is a real gRPC server speaking the durabletask
+protocol, reached by the Scheduler's worker (an ``http://`` endpoint, which it reaches
+without TLS, and a fixed token, as Azure cannot be reached from here): it hands out one
+activity work item, then holds its completion. (The embedded backend's worker sets no
+such deadline: engine/adapters/backend/connect.py says why.)
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any
 
 import grpc
+from azure.core.credentials import AccessToken
 from durabletask.internal import orchestrator_service_pb2 as pb
 from durabletask.internal import orchestrator_service_pb2_grpc as pb_grpc
 from google.protobuf import empty_pb2, wrappers_pb2
@@ -33,6 +38,7 @@ class _HangingSidecar(pb_grpc.TaskHubSidecarServiceServicer):  # type: ignore[mi
 
     def __init__(self) -> None:
         self.completions: list[float | None] = []
+        self.streams: list[float | None] = []
         self.completion_ended = threading.Event()
         self.stopped = threading.Event()
         self._handed = False
@@ -41,6 +47,7 @@ class _HangingSidecar(pb_grpc.TaskHubSidecarServiceServicer):  # type: ignore[mi
         return empty_pb2.Empty()
 
     def GetWorkItems(self, request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
+        self.streams.append(context.time_remaining())
         if not self._handed:
             self._handed = True
             yield pb.WorkItem(
@@ -81,12 +88,24 @@ def noop(ctx: Any, _: Any) -> None:
     return None
 
 
+class _FixedToken:
+    """A TokenCredential that always gives the same token (the sidecar checks none)."""
+
+    def get_token(self, *scopes: str, **kwargs: Any) -> AccessToken:
+        return AccessToken("token", int(time.time()) + 3600)
+
+
 def test_a_work_item_completion_the_backend_never_answers_ends_at_the_call_timeout() -> None:
     with hanging_sidecar() as (address, sidecar):
         config = BackendConfig.from_env(
-            {"STEPWAY_BACKEND_ADDRESS": address, "STEPWAY_BACKEND_CALL_TIMEOUT_SECONDS": "0.5"}
+            {
+                "STEPWAY_BACKEND_KIND": "azure",
+                "STEPWAY_BACKEND_ENDPOINT": f"http://{address}",
+                "STEPWAY_BACKEND_TASK_HUB": "hub",
+                "STEPWAY_BACKEND_CALL_TIMEOUT_SECONDS": "0.5",
+            }
         )
-        worker = make_worker(config)
+        worker = make_worker(config, credential=_FixedToken())
         register(worker, "activities", {}, {"noop": noop})
         with running(worker):
             # without a deadline the call is held until the sidecar stops (not in 5 s)
@@ -95,3 +114,6 @@ def test_a_work_item_completion_the_backend_never_answers_ends_at_the_call_timeo
             assert ended, "the completion was held past its deadline"
     [given] = sidecar.completions  # the configured timeout, not the default 10 s
     assert given is not None and 0.4 < given <= 0.5 + SLACK
+    # the stream of work items lasts as long as the worker: no deadline
+    # (gRPC's server reads "none" as None or as the largest time it can hold)
+    assert sidecar.streams and all(given is None or given > 1e9 for given in sidecar.streams)
