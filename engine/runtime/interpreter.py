@@ -31,9 +31,9 @@ Waits:
 
 Payloads read while deciding (the definition snapshot, an offloaded input or value) come
 from the payload store, a definition without a snapshot from the run store. When the
-store is unavailable the decision is not made: the work item
-is given back to the backend (:class:`DecisionDeferred`) and decided again from the same
-history once it is handed out anew, instead of the outage failing the run.
+store is unavailable the decision is not made: the work item is given back to the
+backend (:class:`DecisionDeferred`) and decided again from the same history once it is
+handed out anew, instead of the outage failing the run.
 
 History stays bounded: after :data:`STEPS_PER_EXECUTION` outcomes, at a point where no
 activity, timer or child is outstanding, the run carries the Decider's state into
@@ -156,9 +156,9 @@ _UNDECIDABLE: tuple[type[Exception], ...] = (PayloadStoreUnavailable, RunStoreUn
 
 class DecisionDeferred(AbandonOrchestrationError):
     """A store could not give what a decision needs (a payload, a definition): the work
-    item goes back to the backend undecided (engine/adapters/backend/sessions.py gives it back
-    after a pause), nothing of it is recorded, and the run decides again from the same
-    history when the backend hands the work item out anew."""
+    item goes back to the backend undecided (engine/adapters/backend/sessions.py gives
+    it back after a pause), nothing of it is recorded, and the run decides again from
+    the same history when the backend hands the work item out anew."""
 
 
 class MessageTooLarge(Exception):
