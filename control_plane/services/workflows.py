@@ -223,18 +223,15 @@ class WorkflowService:
             return created.workflow_id
         try:
             self.deps.signals.start_run(run.workflow_id, orchestration_input)
-        except RunSignalsUnavailable as exc:
+        except Exception as exc:
             # its answer lost to the deadline, the start may have been carried out: the
             # orchestration may run. Deleting the row and answering "retry" would make a
             # second run of the caller's retry; the start is kept and tried again until
             # the backend says it exists (run_starts.py), and the run's id answered
-            if exc.maybe_done and self.starts.keep_trying(run.workflow_id, orchestration_input):
+            maybe_done = isinstance(exc, RunSignalsUnavailable) and exc.maybe_done
+            if maybe_done and self.starts.keep_trying(run.workflow_id, orchestration_input):
                 log.warning("run %s: its start is tried again (%s)", run.workflow_id, exc)
                 return run.workflow_id
-            log.exception("could not start run %s", run.workflow_id)
-            self.deps.run_store.delete_run(run.workflow_id)
-            raise failure_of("could not start the run", exc) from exc
-        except Exception as exc:
             log.exception("could not start run %s", run.workflow_id)
             self.deps.run_store.delete_run(run.workflow_id)
             raise failure_of("could not start the run", exc) from exc
