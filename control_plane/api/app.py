@@ -19,7 +19,7 @@ from control_plane.api import tasks as api_tasks
 from control_plane.api import workflow as api_workflow
 from control_plane.api.error_handlers import BodySizeLimit, install_error_handlers
 from control_plane.api.errors import ApiError
-from control_plane.api.fast_path import TaskApiFastPath
+from control_plane.api.fast_path import FastPath
 from control_plane.api.openapi import errors, install_openapi
 from control_plane.api.routing import StepwayRoute, install_routing
 from control_plane.auth import build_authenticator
@@ -37,16 +37,16 @@ __all__ = ["StepwayApp", "create_app"]
 
 
 class StepwayApp(FastAPI):
-    """The FastAPI app, with the Task API's hot routes served first by
-    :class:`~control_plane.api.fast_path.TaskApiFastPath` once :meth:`serve_hot_routes`
+    """The FastAPI app, with its hot routes (the Task API's, the starts) served first by
+    :class:`~control_plane.api.fast_path.FastPath` once :meth:`serve_hot_routes`
     was called (without it, every request goes through the framework)."""
 
-    fast_path: TaskApiFastPath | None = None
+    fast_path: FastPath | None = None
 
     def serve_hot_routes(self, max_body_bytes: int) -> None:
         """Serve the hot routes in front of the framework; call once every route is
         registered. ``max_body_bytes``: the body size limit of the app's middleware."""
-        self.fast_path = TaskApiFastPath(self, self.full_app, max_body_bytes)
+        self.fast_path = FastPath(self, self.full_app, max_body_bytes)
 
     async def full_app(self, scope: Scope, receive: Receive, send: Send) -> None:
         """The app through the framework: its middleware, router and routes."""

@@ -1,11 +1,13 @@
-"""The Task API's hot routes served straight from ASGI, in front of the FastAPI app.
+"""The API's hot routes served straight from ASGI, in front of the FastAPI app.
 
 A worker's polls and results are most of the control plane's requests, and through
 Starlette and FastAPI (their middleware stack, the router, dependency solving) each
-one cost about as much server CPU as the hand-out itself (``bench/profile_handoffs.py``).
-:class:`TaskApiFastPath` recognises the method and path of the hot routes of
-``control_plane/api/tasks.py`` (poll, batch poll, result, result then next task) and
-calls their route functions itself, with what FastAPI would give them: the request,
+one cost about as much server CPU as the hand-out itself (``bench/profile_handoffs.py``);
+in a burst of starts, a third of the API process's time went to FastAPI's routing and
+dependency solving (``bench/profile_starts.py``). :class:`FastPath` recognises the
+method and path of the hot routes of ``control_plane/api/tasks.py`` (poll, batch poll,
+result, result then next task) and of ``control_plane/api/workflow.py`` (the two
+starts) and calls their route functions itself, with what FastAPI would give them: the request,
 the caller from the routes' own dependency (``control_plane/auth.py``), the path and
 query parameters and the body validated by the routes' own FastAPI fields.
 
@@ -40,11 +42,12 @@ from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from control_plane.api import tasks as api_tasks
+from control_plane.api import workflow as api_workflow
 from control_plane.api.routing import StepwayRoute, all_routes
 from control_plane.auth import principal
 from protocol.limits import needs_checking
 
-__all__ = ["HOT_ROUTES", "TaskApiFastPath"]
+__all__ = ["HOT_ROUTES", "FastPath"]
 
 #: the route functions served here
 HOT_ROUTES: tuple[Callable[..., Awaitable[Response] | Response], ...] = (
@@ -52,6 +55,8 @@ HOT_ROUTES: tuple[Callable[..., Awaitable[Response] | Response], ...] = (
     api_tasks.batch_poll,
     api_tasks.update_task,
     api_tasks.update_task_v2,
+    api_workflow.start,
+    api_workflow.start_by_name,
 )
 
 #: content types whose body FastAPI reads as JSON with no doubt (others go to the app)
@@ -103,7 +108,7 @@ class _HotRoute:
         )
 
 
-class TaskApiFastPath:
+class FastPath:
     """ASGI app: the hot routes of ``app`` served here, every other request handed
     to ``full`` (the app behind its middleware)."""
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Depends, Path, Query, Request
+from fastapi import APIRouter, Body, Depends, Path, Query, Request, Response
 from fastapi.responses import PlainTextResponse
 
 from control_plane.api.openapi import COMMON, errors
@@ -78,11 +78,9 @@ def search(
     summary="Start a run (StartWorkflowRequest)",
     responses=STARTS,
 )
-async def start(
-    service: Service, caller: Caller, request: StartWorkflowRequest, trace: CallerTrace
-) -> str:
+async def start(http: Request, caller: Caller, request: StartWorkflowRequest) -> Response:
     require_role(caller, "operator")
-    return await _start(service, request, trace)
+    return await _start(http, request)
 
 
 @router.post(
@@ -166,15 +164,14 @@ def correlated_batch(
     responses=STARTS,
 )
 async def start_by_name(
-    service: Service,
+    http: Request,
     caller: Caller,
-    trace: CallerTrace,
     name: str,
     body: Annotated[dict[str, Any] | None, Body()] = None,
     version: Annotated[int | None, Query(ge=1, le=MAX_INT32)] = None,
     correlationId: str | None = None,
     priority: Annotated[int, Query(ge=0, le=99)] = 0,
-) -> str:
+) -> Response:
     require_role(caller, "operator")
     request = StartWorkflowRequest(
         name=name,
@@ -183,16 +180,26 @@ async def start_by_name(
         correlation_id=correlationId,
         priority=priority,
     )
-    return await _start(service, request, trace)
+    return await _start(http, request)
 
 
-async def _start(service: WorkflowService, request: StartWorkflowRequest, trace: str | None) -> str:
-    """With local adapters a start is answered once stored (its orchestration scheduled
-    right after: :mod:`control_plane.services.run_starts`); with network adapters, in a
-    thread, once its orchestration is scheduled."""
+# The two start routes read their service and the caller's traceparent from the app and
+# the request themselves, and answer a Response: control_plane/api/fast_path.py serves
+# them in front of the framework (a burst of starts spent a third of the API's time in
+# FastAPI's routing and dependency solving: bench/profile_starts.py).
+
+
+async def _start(http: Request, request: StartWorkflowRequest) -> Response:
+    """The new run's id. With local adapters a start is answered once stored (its
+    orchestration scheduled right after: :mod:`control_plane.services.run_starts`);
+    with network adapters, in a thread, once its orchestration is scheduled."""
+    service: WorkflowService = http.app.state.workflow_service
+    trace = http.headers.get("traceparent")
     if service.deps.local_adapters:
-        return await service.start_stored(request, caller_trace=trace)
-    return await call_adapters(service.deps, service.start, request, caller_trace=trace)
+        workflow_id = await service.start_stored(request, caller_trace=trace)
+    else:
+        workflow_id = await call_adapters(service.deps, service.start, request, caller_trace=trace)
+    return PlainTextResponse(workflow_id)
 
 
 @router.get("/running/{name}", summary="Ids of the RUNNING runs of a workflow version")
