@@ -62,7 +62,8 @@ class Settings(BaseModel):
     #: with local adapters, a start answered once stored whose orchestration the durable
     #: backend refused is tried again after this long, the wait doubling after each
     #: refusal up to ``start_retry_max_seconds``, each run on its own; its run is FAILED
-    #: after ``start_max_attempts`` refusals (control_plane/services/run_starts.py)
+    #: after ``start_max_attempts`` refusals, unless the backend may hold its
+    #: orchestration already (control_plane/services/run_starts.py)
     start_retry_first_seconds: float = Field(default=0.5, gt=0)
     start_retry_max_seconds: float = Field(default=30.0, gt=0)
     start_max_attempts: int = Field(default=10, ge=1)

@@ -29,6 +29,15 @@ store, else 500 (not retryable), without the store's error text
   ``start_max_attempts`` (10) refusals its run is FAILED (a restart or retry runs it),
   never left RUNNING; the reason names the backend's outage, or for any other error only
   its class (its text, which may hold the backend's internals, goes to the log);
+* except a start the backend may have carried out: one kept because its call ran out
+  of time (``keep_trying``), one a stopped process left (it may have been scheduled
+  just before the stop) and one an attempt of which ran out of time. Failing its run
+  could contradict an orchestration that runs, and whose end later overwrites the
+  FAILED row. After ``start_max_attempts`` refusals such a start fails its run only
+  if the backend answers that it holds no orchestration of the run and the last
+  attempt did not run out of time; while the backend cannot tell, the start is tried
+  again every ``start_retry_max_seconds`` and the run reads RUNNING (logged as an
+  error each time);
 * until its orchestration exists, a run reads RUNNING (the repair on read that fails a
   run whose orchestration is gone asks :meth:`RunStarts.pending` first), and a signal
   to it (pause, resume, terminate, skip) schedules it first (:meth:`RunStarts.scheduled`).
@@ -43,12 +52,13 @@ import functools
 import logging
 import threading
 import time
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 
 from control_plane.api.errors import ApiError, failure_of
 from control_plane.deps import Deps, Settings
+from engine.ports.run_signals import RunSignalsUnavailable
 from engine.ports.run_store import CreateRunResult, NewRun, RunStatus, RunUpdate
 
 log = logging.getLogger(__name__)
@@ -77,6 +87,8 @@ class RunStarts:
         self._unscheduled: dict[str, dict[str, Any]] = {}
         self._attempts: dict[str, int] = {}
         self._retry_at: dict[str, float] = {}
+        #: the unscheduled starts the backend may have carried out (module docstring)
+        self._maybe_started: set[str] = set()
         self._starter: threading.Thread | None = None
 
     # --- the event loop's side ---------------------------------------------------------
@@ -130,11 +142,17 @@ class RunStarts:
 
     # --- the starter -------------------------------------------------------------------
 
-    def _schedule_later(self, starts: dict[str, dict[str, Any]]) -> None:
+    def _schedule_later(
+        self, starts: dict[str, dict[str, Any]], *, maybe_started: bool = False
+    ) -> None:
+        """Hand these starts to the starter; ``maybe_started``: the backend may have
+        carried them out already (module docstring)."""
         if not starts:
             return
         with self._changed:
             self._unscheduled.update(starts)
+            if maybe_started:
+                self._maybe_started.update(starts)
             self._changed.notify_all()
             if self._starter is None:
                 self._starter = threading.Thread(
@@ -169,23 +187,26 @@ class RunStarts:
 
     def _schedule(self, starts: dict[str, dict[str, Any]]) -> None:
         """Schedule these orchestrations. A refused start waits its own retry delay
-        before its next try; one refused ``start_max_attempts`` times fails its run."""
+        before its next try; one refused ``start_max_attempts`` times fails its run,
+        unless the backend may have carried it out (:meth:`_give_up`)."""
         done: list[str] = []
         given_up: dict[str, Exception] = {}
         for workflow_id, run_input in starts.items():
             try:
                 self._deps.signals.start_new_run(workflow_id, run_input)
             except Exception as exc:
+                lost = isinstance(exc, RunSignalsUnavailable) and exc.maybe_done
                 with self._changed:
                     if workflow_id not in self._unscheduled:
                         continue  # scheduled meanwhile (``scheduled``)
                     attempts = self._attempts[workflow_id] = self._attempts.get(workflow_id, 0) + 1
                     delay = self._retry_delay(attempts)
                     self._retry_at[workflow_id] = time.monotonic() + delay
+                    if lost:
+                        self._maybe_started.add(workflow_id)
+                    maybe_started = workflow_id in self._maybe_started
                     self._changed.notify_all()
-                if attempts >= self._max_attempts:
-                    given_up[workflow_id] = exc
-                else:
+                if attempts < self._max_attempts:
                     log.warning(
                         "could not schedule run %s yet (attempt %d, next in %.1f s): %s",
                         workflow_id,
@@ -193,6 +214,14 @@ class RunStarts:
                         delay,
                         exc,
                     )
+                elif not maybe_started:
+                    given_up[workflow_id] = exc
+                else:
+                    verdict = self._give_up(workflow_id, attempts, delay, exc, lost)
+                    if verdict == "fail":
+                        given_up[workflow_id] = exc
+                    elif verdict == "scheduled":
+                        done.append(workflow_id)
                 continue
             done.append(workflow_id)
         for workflow_id, error in list(given_up.items()):
@@ -209,6 +238,43 @@ class RunStarts:
             log.exception("could not delete %d pending start(s)", len(done) + len(given_up))
             self._forget([*done, *given_up])
 
+    def _give_up(
+        self, workflow_id: str, attempts: int, delay: float, exc: Exception, lost: bool
+    ) -> Literal["scheduled", "fail", "wait"]:
+        """What becomes of a start the backend may have carried out, refused
+        ``start_max_attempts`` times or more: ``"scheduled"`` when the backend holds
+        its orchestration, ``"fail"`` when it answers that it holds none and this
+        attempt's answer was not lost to its deadline, else ``"wait"``: tried again
+        after ``delay``, the run left RUNNING."""
+        try:
+            held = self._deps.signals.has_orchestration(workflow_id)
+        except Exception as check:
+            log.error(
+                "could not schedule run %s (attempt %d, next in %.1f s): %s; its "
+                "orchestration may exist and the durable backend cannot tell (%s), so the "
+                "run stays RUNNING until it can",
+                workflow_id,
+                attempts,
+                delay,
+                exc,
+                check,
+            )
+            return "wait"
+        if held:
+            log.info("run %s: its orchestration exists at the durable backend", workflow_id)
+            return "scheduled"
+        if lost:
+            log.error(
+                "could not schedule run %s (attempt %d, next in %.1f s): %s; its "
+                "orchestration may still be created by this attempt",
+                workflow_id,
+                attempts,
+                delay,
+                exc,
+            )
+            return "wait"
+        return "fail"
+
     def _done(self, workflow_ids: list[str]) -> None:
         """The bookkeeping of starts whose orchestration is scheduled (or whose run was
         failed): their pending starts deleted, then forgotten here. Raises what the run
@@ -223,6 +289,7 @@ class RunStarts:
                 self._unscheduled.pop(workflow_id, None)
                 self._attempts.pop(workflow_id, None)
                 self._retry_at.pop(workflow_id, None)
+                self._maybe_started.discard(workflow_id)
             self._changed.notify_all()
 
     def _fail_run(self, workflow_id: str, exc: Exception) -> None:
@@ -257,7 +324,7 @@ class RunStarts:
             log.exception("could not keep the start of run %s", workflow_id)
             return False
         if stored:
-            self._schedule_later({workflow_id: run_input})
+            self._schedule_later({workflow_id: run_input}, maybe_started=True)
         return stored
 
     # --- for reads, signals and start-up -----------------------------------------------
@@ -307,7 +374,8 @@ class RunStarts:
                 log.info(
                     "scheduling %d run(s) whose start was stored but not scheduled", len(fresh)
                 )
-                self._schedule_later(fresh)
+                # a process that stopped may have scheduled them before deleting them
+                self._schedule_later(fresh, maybe_started=True)
                 with self._changed:
                     self._changed.wait_for(functools.partial(self._tried, fresh))
             if len(page) < limit:  # none left that this process does not have

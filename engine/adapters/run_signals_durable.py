@@ -118,6 +118,11 @@ class DurableRunSignals:
         with _calling():
             self._client.resume_orchestration(workflow_id, reason=reason)
 
+    def has_orchestration(self, workflow_id: str) -> bool:
+        with _calling():
+            state = self._client.get_orchestration_state(workflow_id, fetch_payloads=False)
+        return state is not None
+
     def ended_outside(self, workflow_id: str) -> str | None:
         with _calling():
             state = self._client.get_orchestration_state(workflow_id, fetch_payloads=False)

@@ -33,6 +33,9 @@ class RecordingRunSignals:
     refuse_runs: set[str] = field(default_factory=set)
     #: the runs whose start failed so, once per refused start
     refused: list[str] = field(default_factory=list)
+    #: runs whose orchestration the backend holds without a start recorded here (a
+    #: start whose answer was lost)
+    held: set[str] = field(default_factory=set)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def _add(self, signal: RecordedSignal) -> None:
@@ -66,6 +69,16 @@ class RecordingRunSignals:
 
     def ended_outside(self, workflow_id: str) -> str | None:
         return self.ended.get(workflow_id)
+
+    def has_orchestration(self, workflow_id: str) -> bool:
+        """True once a start of the run was recorded, or the run is in ``held``; while
+        ``refuse_starts`` is set the backend cannot be reached for this either."""
+        if self.refuse_starts:
+            raise RunSignalsUnavailable("the durable backend cannot be reached")
+        with self._lock:
+            if workflow_id in self.held:
+                return True
+            return any(c.kind == "start" and c.workflow_id == workflow_id for c in self.calls)
 
     def start_of(self, workflow_id: str, timeout: float = 10.0) -> RecordedSignal:
         """The last start of ``workflow_id``, once recorded (a start answered once

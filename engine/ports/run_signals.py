@@ -58,3 +58,8 @@ class RunSignals(Protocol):
         """If the run's orchestration has ended (failed or terminated by the backend,
         not by the interpreter, which records its own end) the reason, else None."""
         ...
+
+    def has_orchestration(self, workflow_id: str) -> bool:
+        """Whether the backend holds an orchestration of ``workflow_id``, running or
+        ended (a start whose answer was lost may have created it)."""
+        ...

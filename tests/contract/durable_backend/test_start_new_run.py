@@ -7,11 +7,16 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from durabletask import task
 from durabletask.client import OrchestrationStatus, TaskHubGrpcClient
 
+from engine.adapters.backend.config import BackendConfig
+from engine.adapters.backend.connect import make_client
 from engine.adapters.run_signals_durable import DurableRunSignals
+from engine.ports.run_signals import RunSignalsUnavailable
 from protocol.runs import ORCHESTRATOR_NAME
+from tests.unit.control_plane.conftest import free_port
 
 from .conftest import StartWorker
 
@@ -57,3 +62,22 @@ def test_a_second_start_does_not_run_a_finished_run_again(
     state = client.get_orchestration_state("new-3")
     assert state is not None and state.runtime_status == OrchestrationStatus.COMPLETED
     assert state.serialized_output == '{"n": 1}'
+
+
+def test_the_backend_tells_whether_it_holds_a_run(
+    client: TaskHubGrpcClient, start_worker: StartWorker
+) -> None:
+    """What a start whose answer was lost asks before its run may be failed."""
+    start_worker({ORCHESTRATOR_NAME: run})
+    signals = DurableRunSignals(client)
+    assert signals.has_orchestration("held-1") is False
+    signals.start_new_run("held-1", {"n": 1})
+    assert signals.has_orchestration("held-1") is True
+    client.wait_for_orchestration_completion("held-1", timeout=20)
+    assert signals.has_orchestration("held-1") is True  # ended, still held
+
+
+def test_an_unreachable_backend_cannot_tell() -> None:
+    config = BackendConfig.from_env({"STEPWAY_BACKEND_ADDRESS": f"127.0.0.1:{free_port()}"})
+    with pytest.raises(RunSignalsUnavailable):
+        DurableRunSignals(make_client(config)).has_orchestration("held-2")

@@ -130,6 +130,47 @@ def test_a_start_whose_call_runs_out_of_time_keeps_its_run_and_starts_it_once(
     assert srv.client.get("/api/workflow/search").json()["totalHits"] == 1
 
 
+def test_a_kept_start_is_not_failed_while_the_backend_answers_nothing(make_server: Any) -> None:
+    """The kept start meets a backend that answers nothing past the usual number of
+    refusals: asked whether it holds the run's orchestration, it answers nothing
+    either, so the orchestration may exist and the run is not failed: it reads RUNNING
+    with its start pending, and is started once the backend answers."""
+    srv = server(
+        make_server,
+        local_adapters=False,
+        start_retry_first_seconds=0.02,
+        start_retry_max_seconds=0.05,
+        start_max_attempts=2,
+    )
+    recording = srv.signals
+    with grpc_silent_peer() as (address, calls):
+        env = {"STEPWAY_BACKEND_ADDRESS": address, "STEPWAY_BACKEND_CALL_TIMEOUT_SECONDS": "0.2"}
+        srv.deps.signals = DurableRunSignals(make_client(BackendConfig.from_env(env)))
+        r = srv.client.post("/api/workflow/wf", json={"a": 1})
+        assert r.status_code == 200, r.text
+        workflow_id = r.text
+
+        def asked_twice() -> bool:
+            return sum(1 for method, _ in calls if method.endswith("/GetInstance")) >= 2
+
+        deadline = time.monotonic() + 20
+        while not asked_twice():
+            assert time.monotonic() < deadline, f"the backend was not asked: {calls}"
+            time.sleep(0.02)
+        run = srv.client.get(f"/api/workflow/{workflow_id}").json()
+        assert run["status"] == "RUNNING", run
+        assert srv.deps.run_store.has_pending_start(workflow_id)
+        srv.deps.signals = recording  # the backend answers again
+        # (the silent one stays until then: a call to it still open ends in its deadline)
+        start = recording.start_of(workflow_id, timeout=30)
+    assert start.data["input"] == {"a": 1}
+    deadline = time.monotonic() + 10
+    while srv.deps.run_store.has_pending_start(workflow_id):
+        assert time.monotonic() < deadline, "the pending start was not deleted"
+        time.sleep(0.02)
+    assert srv.client.get(f"/api/workflow/{workflow_id}").json()["status"] == "RUNNING"
+
+
 @pytest.mark.parametrize(
     "code",
     [

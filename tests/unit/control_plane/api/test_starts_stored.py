@@ -24,6 +24,7 @@ from sqlalchemy import event
 
 from control_plane.api.app import create_app
 from control_plane.services import run_starts
+from engine.adapters.run_signals_recording import RecordingRunSignals
 from engine.ports.run_store import NewRun
 from tests.unit.control_plane.conftest import Server, taskdef
 
@@ -259,3 +260,96 @@ def test_left_starts_are_scheduled_page_by_page_past_one_the_backend_refuses(
     assert sorted(started(srv)) == left[1:]
     assert srv.signals.refused == [left[0]]
     assert [p.workflow_id for p in store.pending_starts()] == [left[0]]
+
+
+# --- starts the backend may have carried out --------------------------------------------
+
+
+class SignalsRefusingStarts(RecordingRunSignals):
+    """A backend that answers every start of the runs in ``refuse_runs`` with an error
+    that is not an outage (it throttles them, say), while it may hold them already."""
+
+    def start_new_run(self, workflow_id: str, run_input: dict[str, Any]) -> None:
+        if workflow_id in self.refuse_runs:
+            with self._lock:
+                self.refused.append(workflow_id)
+            raise RuntimeError("throttled")
+        super().start_new_run(workflow_id, run_input)
+
+
+def left_start(srv: Server) -> str:
+    """A run stored with its pending start by a process that stopped before deleting
+    it: it may have scheduled the orchestration just before it stopped."""
+    workflow_id = str(uuid.uuid4())
+    srv.deps.run_store.create_run(
+        NewRun(workflow_id=workflow_id, name="wf", version=1, create_time=srv.deps.clock()),
+        start={"name": "wf", "version": 1, "input": {"left": True}},
+    )
+    return workflow_id
+
+
+def status(srv: Server, workflow_id: str) -> str:
+    return str(srv.client.get(f"/api/workflow/{workflow_id}").json()["status"])
+
+
+FAST_RETRIES = {
+    "start_retry_first_seconds": 0.02,
+    "start_retry_max_seconds": 0.05,
+    "start_max_attempts": 3,
+}
+
+
+def test_a_left_start_is_not_failed_while_the_backend_cannot_be_reached(
+    make_server: Any,
+) -> None:
+    """Its orchestration may exist: failing the run after the usual refusals would
+    contradict it. It stays RUNNING, tried again and again, and is scheduled once the
+    backend answers."""
+    srv = server(make_server, **FAST_RETRIES)
+    srv.signals.refuse_starts = True
+    workflow_id = left_start(srv)
+    create_app(srv.settings, srv.deps)  # the next process's control plane
+    eventually(lambda: len(srv.signals.refused) >= 8, "the start was not tried again")
+    assert status(srv, workflow_id) == "RUNNING"
+    assert srv.deps.run_store.has_pending_start(workflow_id)
+    srv.signals.refuse_starts = False  # the backend is back
+    eventually(lambda: started(srv) == [workflow_id], "the start was not scheduled")
+    eventually(lambda: not srv.deps.run_store.has_pending_start(workflow_id), "pending start left")
+    assert status(srv, workflow_id) == "RUNNING"  # never FAILED on the way
+    assert started(srv) == [workflow_id]
+
+
+def test_a_left_start_whose_orchestration_exists_counts_as_scheduled(make_server: Any) -> None:
+    """The backend keeps refusing the start but holds the run's orchestration (the
+    stopped process scheduled it): once the refusals are used up the start counts as
+    done, is not made again, and its run is not failed."""
+    srv = server(make_server, **FAST_RETRIES)
+    signals = SignalsRefusingStarts()
+    srv.deps.signals = signals
+    workflow_id = left_start(srv)
+    signals.refuse_runs.add(workflow_id)
+    signals.held.add(workflow_id)
+    create_app(srv.settings, srv.deps)
+    eventually(lambda: not srv.deps.run_store.has_pending_start(workflow_id), "pending start left")
+    assert signals.refused == [workflow_id] * 3  # then asked whether it exists: it does
+    assert status(srv, workflow_id) == "RUNNING"
+    time.sleep(0.3)  # and it is not tried again
+    assert signals.refused == [workflow_id] * 3
+
+
+def test_a_left_start_the_backend_holds_nothing_of_fails_its_run(make_server: Any) -> None:
+    """The backend answers, refuses the start and holds no orchestration of the run:
+    nothing can run it, so after the usual refusals the run is FAILED, not RUNNING."""
+    srv = server(make_server, **FAST_RETRIES)
+    signals = SignalsRefusingStarts()
+    srv.deps.signals = signals
+    workflow_id = left_start(srv)
+    signals.refuse_runs.add(workflow_id)
+    create_app(srv.settings, srv.deps)
+    eventually(lambda: status(srv, workflow_id) == "FAILED", "the run was left RUNNING")
+    run = srv.client.get(f"/api/workflow/{workflow_id}").json()
+    assert run["reasonForIncompletion"] == (
+        "its orchestration could not be scheduled (internal error: RuntimeError)"
+    )
+    assert signals.refused == [workflow_id] * 3
+    assert not srv.deps.run_store.has_pending_start(workflow_id)
