@@ -9,7 +9,8 @@ send                ``ServiceBusSender.send_messages`` with ``message_id`` and
                     ``scheduled_enqueue_time_utc`` (duplicate detection is the
                     queue's ``requiresDuplicateDetection``)
 receive             ``ServiceBusReceiver.receive_messages`` in ``PEEK_LOCK`` mode,
-                    ``prefetch_count=0`` (prefetched messages would sit locked)
+                    ``prefetch_count=0`` (prefetched messages would sit locked);
+                    a receive that is not to wait waits ``QUICK_LOOK_SECONDS``
 defer               ``defer_message`` on the receiver that received it
 receive_deferred    ``receive_deferred_messages(sequence_numbers)`` on any
                     receiver of the queue (management link)
@@ -100,6 +101,14 @@ from engine.ports.queue import (
 )
 
 _MAX_RECEIVERS_PER_QUEUE = 8
+
+#: how long a receive that is not to wait waits on Service Bus. The SDK takes no 0
+#: (``receive_messages`` raises ``ValueError`` for ``max_wait_time <= 0``), and on an empty
+#: queue it answers only once this much time has passed, so every look at an empty queue
+#: costs this: above all ``<type>-high``, which a poll reads before ``<type>`` (empty in
+#: the common case). A message already in the queue comes at once, in one round trip
+#: (a message that comes later waits in the receiver for its next receive).
+QUICK_LOOK_SECONDS = 0.05
 
 
 #: errors of the SDK that mean Service Bus cannot be used right now (the SDK retried
@@ -314,9 +323,14 @@ class ServiceBusTaskQueue:
         lock_seconds: float | None = None,
     ) -> list[QueueMessage]:
         with self._errors(queue), self._checkout(queue) as entry:
+            # the SDK bounds the opening of a receiver's link (a token, the connection,
+            # the attach) by the wait of the receive that needs it, which a quick look
+            # cannot give: the link is opened first, with the SDK's own retries and
+            # timeouts (at once when it is open), also after it dropped
+            entry.receiver.__enter__()
             received = entry.receiver.receive_messages(
                 max_message_count=max_messages,
-                max_wait_time=max(max_wait_seconds, 0.5),
+                max_wait_time=max(max_wait_seconds, QUICK_LOOK_SECONDS),
             )
             self._hold(queue, entry, received)
         return [self._convert(queue, m) for m in received]
