@@ -3,11 +3,15 @@ platform (``stepway dev``'s, over real HTTP), its task executed by the Python wo
 polling the Task API. The platform and the worker each export to their own in-memory
 exporter (as two processes would), so the spans can only share a trace through what
 travels between them: the orchestration input, the task message, the Task JSON and the
-result post's ``traceparent`` header."""
+result post's ``traceparent`` header. The C# worker SDK (``workers/sdk-dotnet``, built
+with Mono) runs as a process of its own: it records no spans, but passes the trace on."""
 
 from __future__ import annotations
 
+import os
+import signal
 import socket
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -39,6 +43,7 @@ from engine.language.definitions import RunStatus
 from engine.ports.run_store import NewRun
 from engine.runtime.tracing import ATTEMPT, STATUS, TASK_ID, TASK_TYPE, WORKFLOW_ID
 from protocol.runs import ORCHESTRATOR_NAME, RunInput
+from tests.dotnet_build import build_dotnet
 from tests.e2e.conftest import Platform, now_ms
 
 REPO = Path(__file__).resolve().parents[2]
@@ -250,6 +255,90 @@ def test_a_worker_without_an_sdk_passes_the_trace_on_to_the_task_api(traced: Ser
     result = _one(spans, "stepway.task.result")
     assert result.context.trace_id == dispatch.context.trace_id
     assert result.parent is not None and result.parent.span_id == dispatch.context.span_id
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_a_csharp_worker_passes_the_trace_on_to_the_task_api(
+    traced: Served, tmp_path: Path
+) -> None:
+    """The C# worker SDK records no spans of its own, but posts a task's result with the
+    task's ``traceparent`` as its header, as the Python SDK does without an OpenTelemetry
+    SDK: the Task API's result span is in the run's trace, the dispatch span's child."""
+    assert traced.spans is not None
+    build = build_dotnet(tmp_path / "dotnet")
+    taskdef = {"name": "cs_traced_echo", "retryCount": 0, "responseTimeoutSeconds": 30}
+    assert traced.http.put("/api/metadata/taskdefs", json=taskdef).status_code < 300
+    flow = {
+        "name": "cs_traced_flow",
+        "tasks": [
+            {
+                "name": "cs_traced_echo",
+                "taskReferenceName": "echo",
+                "type": "SIMPLE",
+                "inputParameters": {"text": "${workflow.input.text}"},
+            }
+        ],
+        "outputParameters": {
+            "said": "${echo.output.said}",
+            "traceparent": "${echo.output.traceparent}",
+        },
+    }
+    assert traced.http.post("/api/metadata/workflow", json=flow).status_code < 300
+    log = tmp_path / "dotnet-worker.log"
+    env = {
+        **os.environ,
+        "STEPWAY_SERVER_URL": traced.url,
+        "STEPWAY_WORKER_ID": "dotnet-tracing",
+        "STEPWAY_LONG_POLL_MS": "500",
+        "STEPWAY_POLL_INTERVAL": "0.05",
+        "STEPWAY_SHUTDOWN_GRACE": "5",
+    }
+    with log.open("wb") as out:
+        worker = subprocess.Popen(
+            ["mono", "--debug", str(build / "E2eWorker.exe"), "cs_traced_echo"],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=build,
+        )
+    try:
+        workflow_id = traced.http.post("/api/workflow/cs_traced_flow", json={"text": "hi"}).text
+        deadline = time.monotonic() + 90  # Mono's start on a loaded machine included
+        while True:
+            run = traced.http.get(
+                f"/api/workflow/{workflow_id}", params={"includeTasks": True}
+            ).json()
+            if run["status"] != "RUNNING":
+                break
+            assert worker.poll() is None, log.read_text(errors="replace")
+            assert time.monotonic() < deadline, f"the run did not finish\n{log.read_text()}"
+            time.sleep(0.05)
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        try:
+            code = worker.wait(30)
+        except subprocess.TimeoutExpired:
+            worker.kill()
+            code = worker.wait(10)
+    assert code == 0, log.read_text(errors="replace")
+    assert run["status"] == "COMPLETED", run
+    (task,) = run["tasks"]
+    assert task["workerId"] == "dotnet-tracing"
+
+    spans = _wait_for(traced.spans, "stepway.finish")
+    dispatch = _one(spans, "stepway.dispatch")
+    result = _one(spans, "stepway.task.result")
+    # the handler was handed the dispatch span's context (TaskContext.TraceParent) ...
+    ctx = dispatch.context
+    handed = f"00-{ctx.trace_id:032x}-{ctx.span_id:016x}-{ctx.trace_flags:02x}"
+    assert run["output"] == {"said": "hi", "traceparent": handed}
+    # ... and the result post carried it: the Task API's span joined the run's trace
+    assert result.context.trace_id == dispatch.context.trace_id
+    assert result.parent is not None and result.parent.span_id == dispatch.context.span_id
+    assert result.attributes[TASK_ID] == task["taskId"]
+    assert result.attributes[WORKFLOW_ID] == workflow_id
+    assert result.attributes[STATUS] == "COMPLETED"
 
 
 def test_without_a_tracer_provider_nothing_is_traced_or_carried(untraced: Served) -> None:

@@ -9,12 +9,13 @@ namespace Stepway.Worker
     /// <summary>A result on its way to the Task API.</summary>
     public sealed class PendingResult
     {
-        public PendingResult(string taskId, string taskType, JObject body, byte[] largeOutput)
+        public PendingResult(string taskId, string taskType, JObject body, byte[] largeOutput, string traceParent = null)
         {
             TaskId = taskId;
             TaskType = taskType;
             Body = body;
             LargeOutput = largeOutput;
+            TraceParent = traceParent;
         }
 
         public string TaskId { get; }
@@ -27,6 +28,10 @@ namespace Stepway.Worker
         public byte[] LargeOutput { get; set; }
 
         public int Tries { get; set; }
+
+        /// <summary>The task's <c>traceparent</c> (null: none, or malformed), sent as the
+        /// header of every try.</summary>
+        public string TraceParent { get; }
     }
 
     /// <summary>Builds and sends TaskResults: a large output is uploaded first and only its
@@ -67,7 +72,7 @@ namespace Stepway.Worker
             if (encoded.Length > payloadThreshold && outcome.Status != TaskStatuses.InProgress)
                 large = encoded;
             var taskType = (string)task["taskType"] ?? "";
-            return new PendingResult(taskId, taskType, body, large);
+            return new PendingResult(taskId, taskType, body, large, TraceContext.Of(task));
         }
 
         /// <summary>Uploads through the external storage location.</summary>
@@ -78,8 +83,8 @@ namespace Stepway.Worker
             return location;
         }
 
-        /// <summary>One try: upload a large output if still needed, then post. Throws the
-        /// client's exceptions.</summary>
+        /// <summary>One try: upload a large output if still needed, then post (with the task's
+        /// <c>traceparent</c>). Throws the client's exceptions.</summary>
         public static void SendOnce(TaskClient client, PendingResult pending)
         {
             if (pending.LargeOutput != null)
@@ -89,7 +94,7 @@ namespace Stepway.Worker
                 pending.Body["externalOutputPayloadStoragePath"] = location.Path;
                 pending.LargeOutput = null;
             }
-            client.Update(pending.Body);
+            client.Update(pending.Body, pending.TraceParent);
         }
     }
 

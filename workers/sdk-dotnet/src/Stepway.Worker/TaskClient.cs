@@ -210,13 +210,20 @@ namespace Stepway.Worker
             return tasks;
         }
 
-        /// <summary><c>POST /api/tasks</c> with a TaskResult.</summary>
-        public void Update(JObject result)
+        /// <summary><c>POST /api/tasks</c> with a TaskResult; <paramref name="traceParent"/>, the
+        /// task's W3C trace context, goes as the <c>traceparent</c> header when it is well formed.</summary>
+        public void Update(JObject result, string traceParent = null)
         {
             var body = WorkerJson.Serialize(result);
-            Send(() => new HttpRequestMessage(HttpMethod.Post, ServerUrl + "/api/tasks")
+            var trace = TraceContext.IsWellFormed(traceParent) ? traceParent : null;
+            Send(() =>
             {
-                Content = new StringContent(body, Encoding.UTF8, "application/json"),
+                var request = new HttpRequestMessage(HttpMethod.Post, ServerUrl + "/api/tasks")
+                {
+                    Content = new StringContent(body, Encoding.UTF8, "application/json"),
+                };
+                if (trace != null) request.Headers.TryAddWithoutValidation(TraceContext.Header, trace);
+                return request;
             }, Timeout, "POST /api/tasks").Dispose();
         }
 

@@ -45,6 +45,12 @@ namespace Stepway.Worker
 
         public string WorkerId { get; set; }
 
+        /// <summary>The task's <c>traceparent</c>, the W3C trace context of the engine's span that
+        /// dispatched it, when it is well formed (version 00); null when the task has none
+        /// (tracing is off) or a malformed one. The task's results are posted with it as their
+        /// <c>traceparent</c> header; a handler may pass it on to calls of its own.</summary>
+        public string TraceParent { get; internal set; }
+
         /// <summary>Set by the runtime: posts one line to <c>POST /api/tasks/{taskId}/log</c>;
         /// returns false when it could not.</summary>
         internal Func<string, bool> LogSink { get; set; }
@@ -115,6 +121,7 @@ namespace Stepway.Worker
             ctx.PreviousOutput = task["outputData"] as JObject ?? new JObject();
             ctx.Task = task;
             ctx.WorkerId = workerId;
+            ctx.TraceParent = TraceContext.Of(task);
             return ctx;
         }
 

@@ -6,7 +6,8 @@ using Stepway.Worker;
 
 namespace Stepway.Worker.E2e
 {
-    /// <summary>The task types tests/e2e/test_dotnet_worker.py runs against `stepway dev`.</summary>
+    /// <summary>The task types tests/e2e/test_dotnet_worker.py runs against `stepway dev`
+    /// (and tests/e2e/test_tracing.py against a traced platform).</summary>
     public class E2eHandlers
     {
         public class GreetInput
@@ -57,6 +58,10 @@ namespace Stepway.Worker.E2e
             if (ctx.Attempt == 1) throw new TimeoutException("the ledger did not answer");
             return new { attempt = ctx.Attempt };
         }
+
+        /// <summary>Echoes its text and the trace context it was handed.</summary>
+        [WorkerTask("cs_traced_echo")]
+        public object TracedEcho(string text, TaskContext ctx) => new { said = text, traceparent = ctx.TraceParent };
 
         [WorkerTask("cs_slow")]
         public object Slow(TaskContext ctx, double seconds)

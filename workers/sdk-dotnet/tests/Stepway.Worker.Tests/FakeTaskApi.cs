@@ -25,11 +25,23 @@ namespace Stepway.Worker.Tests
         public DateTime Answered;
     }
 
+    /// <summary>One <c>POST /api/tasks</c> as the fake Task API saw it, accepted or not.</summary>
+    public sealed class ResultPost
+    {
+        public string TaskId;
+        public string Status;
+        /// <summary>The HTTP status it was answered with.</summary>
+        public int Answer;
+        /// <summary>The values of its <c>traceparent</c> headers (empty: none was sent).</summary>
+        public string[] TraceParents;
+    }
+
     /// <summary>
     /// An in-process fake of the Task API over real HTTP (HttpListener), with the contract of
     /// the control plane's Task API that a worker uses: batch poll with a long-poll timeout,
     /// <c>POST /api/tasks</c>, <c>POST /api/tasks/{id}/log</c>, the external storage location
-    /// and a PUT upload URL. It records every call. An IN_PROGRESS result with
+    /// and a PUT upload URL. It records every call (of result posts, also the
+    /// <c>traceparent</c> header). An IN_PROGRESS result with
     /// <c>callbackAfterSeconds</c> above 0 puts the task back on its queue after that delay with
     /// the posted output as <c>outputData</c>; a result from a worker the task was not handed
     /// out to is refused with 409. Stop/Start keep the port and the state.
@@ -41,6 +53,7 @@ namespace Stepway.Worker.Tests
         private readonly Dictionary<string, JObject> tasks = new Dictionary<string, JObject>();
         public readonly Dictionary<string, string> Leases = new Dictionary<string, string>();
         private readonly List<JObject> results = new List<JObject>();
+        private readonly List<ResultPost> resultPosts = new List<ResultPost>();
         private readonly Dictionary<string, List<string>> logs = new Dictionary<string, List<string>>();
         private readonly Dictionary<string, byte[]> uploads = new Dictionary<string, byte[]>();
         private readonly List<PollRecord> polls = new List<PollRecord>();
@@ -88,7 +101,9 @@ namespace Stepway.Worker.Tests
 
         // --- test side ------------------------------------------------------------------
 
-        public string Enqueue(string taskType, JObject input, string domain = null)
+        /// <summary>Queues a task; <paramref name="traceparent"/> (any JSON value) is set as its
+        /// <c>traceparent</c>, as the Task API hands it out when the engine traces.</summary>
+        public string Enqueue(string taskType, JObject input, string domain = null, JToken traceparent = null)
         {
             lock (Gate)
             {
@@ -108,6 +123,7 @@ namespace Stepway.Worker.Tests
                     ["pollCount"] = 0,
                     ["callbackAfterSeconds"] = 0,
                 };
+                if (traceparent != null) task["traceparent"] = traceparent;
                 tasks[taskId] = task;
                 Queue(domain == null ? taskType : domain + "-" + taskType).Add(task);
                 Monitor.PulseAll(Gate);
@@ -130,6 +146,12 @@ namespace Stepway.Worker.Tests
         public List<JObject> ResultsFor(string taskId)
         {
             lock (Gate) return results.Where(r => (string)r["taskId"] == taskId).ToList();
+        }
+
+        /// <summary>Every <c>POST /api/tasks</c> of a task, in order, failed tries included.</summary>
+        public List<ResultPost> ResultPostsFor(string taskId)
+        {
+            lock (Gate) return resultPosts.Where(p => p.TaskId == taskId).ToList();
         }
 
         public List<string> Logs(string taskId)
@@ -279,11 +301,19 @@ namespace Stepway.Worker.Tests
         private void Result(HttpListenerContext context)
         {
             var body = (JObject)WorkerJson.Parse(Encoding.UTF8.GetString(ReadBytes(context.Request)));
+            var post = new ResultPost
+            {
+                TaskId = (string)body["taskId"],
+                Status = (string)body["status"],
+                TraceParents = context.Request.Headers.GetValues("traceparent") ?? new string[0],
+            };
             lock (Gate)
             {
+                resultPosts.Add(post);
                 if (resultFailures.Count > 0)
                 {
                     var status = resultFailures.Dequeue();
+                    post.Answer = status;
                     Monitor.PulseAll(Gate);
                     Reply(context, status, new JObject { ["detail"] = "injected failure " + status });
                     return;
@@ -292,9 +322,11 @@ namespace Stepway.Worker.Tests
                 string holder;
                 if (!Leases.TryGetValue(taskId, out holder) || holder != (string)body["workerId"])
                 {
+                    post.Answer = 409;
                     Reply(context, 409, new JObject { ["detail"] = "task " + taskId + " is not handed out to " + body["workerId"] });
                     return;
                 }
+                post.Answer = 200;
                 results.Add(body);
                 var logsOf = body["logs"] as JArray;
                 if (logsOf != null)
