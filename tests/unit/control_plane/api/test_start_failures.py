@@ -121,13 +121,18 @@ def test_a_start_whose_call_runs_out_of_time_keeps_its_run_and_starts_it_once(
         assert stored is not None and stored.status == RunStatus.RUNNING
         assert srv.deps.run_store.has_pending_start(workflow_id)
         srv.deps.signals = recording  # the backend answers again
+    started_once(srv, recording, workflow_id)
+    assert srv.client.get("/api/workflow/search").json()["totalHits"] == 1
+
+
+def started_once(srv: Server, recording: RecordingRunSignals, workflow_id: str) -> None:
+    """The kept start reached the backend with its input, and its pending start is gone."""
     start = recording.start_of(workflow_id, timeout=30)
     assert start.data["input"] == {"a": 1}
     deadline = time.monotonic() + 10
     while srv.deps.run_store.has_pending_start(workflow_id):
         assert time.monotonic() < deadline, "the pending start was not deleted"
         time.sleep(0.02)
-    assert srv.client.get("/api/workflow/search").json()["totalHits"] == 1
 
 
 def test_a_kept_start_is_not_failed_while_the_backend_answers_nothing(make_server: Any) -> None:
@@ -162,12 +167,7 @@ def test_a_kept_start_is_not_failed_while_the_backend_answers_nothing(make_serve
         assert srv.deps.run_store.has_pending_start(workflow_id)
         srv.deps.signals = recording  # the backend answers again
         # (the silent one stays until then: a call to it still open ends in its deadline)
-        start = recording.start_of(workflow_id, timeout=30)
-    assert start.data["input"] == {"a": 1}
-    deadline = time.monotonic() + 10
-    while srv.deps.run_store.has_pending_start(workflow_id):
-        assert time.monotonic() < deadline, "the pending start was not deleted"
-        time.sleep(0.02)
+        started_once(srv, recording, workflow_id)
     assert srv.client.get(f"/api/workflow/{workflow_id}").json()["status"] == "RUNNING"
 
 
