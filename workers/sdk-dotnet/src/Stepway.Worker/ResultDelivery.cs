@@ -84,8 +84,10 @@ namespace Stepway.Worker
         }
 
         /// <summary>One try: upload a large output if still needed, then post (with the task's
-        /// <c>traceparent</c>). Throws the client's exceptions.</summary>
-        public static void SendOnce(TaskClient client, PendingResult pending)
+        /// <c>traceparent</c>). With <paramref name="takeNext"/> the result goes to
+        /// <c>update-v2</c> and the next task it hands out is returned (the caller's to execute);
+        /// otherwise, and when there is none, null. Throws the client's exceptions.</summary>
+        public static JObject SendOnce(TaskClient client, PendingResult pending, bool takeNext = false)
         {
             if (pending.LargeOutput != null)
             {
@@ -94,7 +96,9 @@ namespace Stepway.Worker
                 pending.Body["externalOutputPayloadStoragePath"] = location.Path;
                 pending.LargeOutput = null;
             }
+            if (takeNext) return client.UpdateV2(pending.Body, pending.TraceParent);
             client.Update(pending.Body, pending.TraceParent);
+            return null;
         }
     }
 
@@ -146,9 +150,28 @@ namespace Stepway.Worker
         /// <summary>Posts now; queues for retry on a transient error. True when settled.</summary>
         public bool Deliver(PendingResult pending)
         {
+            JObject next;
+            return Deliver(pending, false, out next);
+        }
+
+        /// <summary>Posts now through <c>update-v2</c> and returns the next task it hands out
+        /// (null: none, or the result is not settled yet). A result that cannot be posted now is
+        /// queued for retry as by <see cref="Deliver(PendingResult)"/>, by the plain post: the
+        /// retries run in the outbox's thread, which executes no task, so no task handed out
+        /// with a retried result can be lost.</summary>
+        public JObject DeliverAndTakeNext(PendingResult pending)
+        {
+            JObject next;
+            Deliver(pending, true, out next);
+            return next;
+        }
+
+        private bool Deliver(PendingResult pending, bool takeNext, out JObject next)
+        {
+            next = null;
             bool queuedBefore;
             lock (gate) queuedBefore = queue.Count > 0;
-            if (!queuedBefore && Try(pending)) return true;
+            if (!queuedBefore && Try(pending, takeNext, out next)) return true;
             lock (gate)
             {
                 queue.AddLast(pending);
@@ -157,13 +180,20 @@ namespace Stepway.Worker
             return false;
         }
 
-        /// <summary>True when the result is settled (posted, or dropped for good).</summary>
-        private bool Try(PendingResult pending)
+        /// <summary>True when the result is settled (posted, or dropped for good);
+        /// <paramref name="next"/>: the task <c>update-v2</c> handed out with it, if any.</summary>
+        private bool Try(PendingResult pending, bool takeNext, out JObject next)
         {
+            next = null;
             pending.Tries++;
             try
             {
-                ResultDelivery.SendOnce(client, pending);
+                next = ResultDelivery.SendOnce(client, pending, takeNext);
+            }
+            catch (UnreadableTaskException exc)
+            {
+                // the result was accepted: only the task that came with it is unreadable
+                log.Error("result of task " + pending.TaskId + " posted, but " + exc.Message);
             }
             catch (TransientException exc)
             {
@@ -206,7 +236,8 @@ namespace Stepway.Worker
                     if (queue.Count == 0) return;
                     head = queue.First.Value;
                 }
-                if (Try(head))
+                JObject none;
+                if (Try(head, false, out none))
                 {
                     lock (gate)
                     {

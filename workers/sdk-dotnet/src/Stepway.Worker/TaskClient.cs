@@ -41,6 +41,12 @@ namespace Stepway.Worker
         public RejectedException(string message, int? status = null) : base(message, status) { }
     }
 
+    /// <summary>A 2xx answer whose body is not what was asked for (the request itself succeeded).</summary>
+    public sealed class UnreadableTaskException : TaskApiException
+    {
+        public UnreadableTaskException(string message) : base(message, 200) { }
+    }
+
     /// <summary>HTTP calls to the Conductor-compatible Task API. One per worker process; thread safe.</summary>
     public sealed class TaskClient : IDisposable
     {
@@ -225,6 +231,40 @@ namespace Stepway.Worker
                 if (trace != null) request.Headers.TryAddWithoutValidation(TraceContext.Header, trace);
                 return request;
             }, Timeout, "POST /api/tasks").Dispose();
+        }
+
+        /// <summary><c>POST /api/tasks/update-v2</c> (Conductor's updateTaskV2): posts a TaskResult
+        /// as <see cref="Update"/> does and takes the next task of the same type for this worker,
+        /// handed out (leased) to it, or null when there is none (204). A task returned here is
+        /// the caller's to execute, as one a poll returned.</summary>
+        public JObject UpdateV2(JObject result, string traceParent = null)
+        {
+            var body = WorkerJson.Serialize(result);
+            var trace = TraceContext.IsWellFormed(traceParent) ? traceParent : null;
+            var response = Send(() =>
+            {
+                var request = new HttpRequestMessage(HttpMethod.Post, ServerUrl + "/api/tasks/update-v2")
+                {
+                    Content = new StringContent(body, Encoding.UTF8, "application/json"),
+                };
+                if (trace != null) request.Headers.TryAddWithoutValidation(TraceContext.Header, trace);
+                return request;
+            }, Timeout, "POST /api/tasks/update-v2");
+            if (response.StatusCode == HttpStatusCode.NoContent)
+            {
+                response.Dispose();
+                return null;
+            }
+            var text = Body(response);
+            if (text.Trim().Length == 0) return null;
+            JObject task = null;
+            try { task = WorkerJson.Parse(text) as JObject; }
+            catch (Exception) { }
+            var taskId = task == null ? null : task["taskId"];
+            // the result was accepted (2xx): only the next task is unreadable
+            if (taskId == null || taskId.Type == JTokenType.Null)
+                throw new UnreadableTaskException("update-v2 answered no task but " + (text.Length > 200 ? text.Substring(0, 200) : text));
+            return task;
         }
 
         /// <summary><c>POST /api/tasks/{taskId}/log</c> with one line.</summary>

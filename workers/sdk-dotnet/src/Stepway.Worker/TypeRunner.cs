@@ -14,7 +14,13 @@ namespace Stepway.Worker
     ///     wait for a free slot
     ///     tasks = GET /api/tasks/poll/batch/{type}?workerid=&amp;domain=&amp;count={free slots}&amp;timeout={long poll ms}
     ///     if none: wait 1 ms, doubling up to the poll interval; continue   (reset on a task)
-    ///     hand each task to a handler thread; it posts the result
+    ///     hand each task to a handler thread
+    /// handler thread, for each task it is handed:
+    ///     run the handler
+    ///     POST /api/tasks/update-v2 (the final result) -> the next task of the type, or none (204)
+    ///     while there is a next task: run it in this thread, in the same slot, and post its
+    ///     result the same way (a busy worker makes about one request per task; an IN_PROGRESS
+    ///     result, and any result while stopping, goes to POST /api/tasks and takes no task)
     /// </code>
     /// </summary>
     internal sealed class TypeRunner
@@ -40,6 +46,8 @@ namespace Stepway.Worker
         public TypeOptions Options { get; }
         public int Polls;
         public int Executed;
+        /// <summary>Tasks update-v2 handed out with a result (not polled).</summary>
+        public int HandedWithResult;
 
         public void Start()
         {
@@ -135,35 +143,49 @@ namespace Stepway.Worker
 
         private void WorkLoop()
         {
-            foreach (var task in work.GetConsumingEnumerable())
+            foreach (var polled in work.GetConsumingEnumerable())
             {
-                try
+                // A task that update-v2 handed out with the result of the one before runs in
+                // this thread, in the slot the one before held: never dropped, even while
+                // stopping (as the tasks of a last poll, see JoinPoller).
+                var task = polled;
+                while (task != null)
                 {
-                    Execute(task);
-                }
-                catch (Exception exc)
-                {
-                    host.Log.Error("task " + task["taskId"] + ": unexpected error in the worker: " + exc);
-                }
-                finally
-                {
-                    lock (gate)
+                    JObject next = null;
+                    try
                     {
-                        inFlight--;
-                        Executed++;
-                        Monitor.PulseAll(gate);
+                        next = Execute(task);
                     }
+                    catch (Exception exc)
+                    {
+                        host.Log.Error("task " + task["taskId"] + ": unexpected error in the worker: " + exc);
+                    }
+                    finally
+                    {
+                        lock (gate)
+                        {
+                            Executed++;
+                            if (next == null)
+                            {
+                                inFlight--;
+                                Monitor.PulseAll(gate);
+                            }
+                        }
+                    }
+                    task = next;
                 }
             }
         }
 
-        private void Execute(JObject task)
+        /// <summary>Runs the handler and posts the result; the next task when the post
+        /// (update-v2) handed one out to this thread.</summary>
+        private JObject Execute(JObject task)
         {
             var taskId = task["taskId"];
             if (taskId == null || taskId.Type == JTokenType.Null)
             {
                 host.Log.Error(Options.TaskType + ": a polled task without taskId: " + WorkerJson.Serialize(task));
-                return;
+                return null;
             }
             var ctx = host.BuildContext(task, Options.TaskType);
             var watch = Stopwatch.StartNew();
@@ -172,7 +194,16 @@ namespace Stepway.Worker
                 + watch.Elapsed.TotalSeconds.ToString("0.000", System.Globalization.CultureInfo.InvariantCulture) + " s");
             if (task["taskType"] == null) task["taskType"] = Options.TaskType;
             var pending = ResultDelivery.MakeResult(task, outcome, host.Options.WorkerId, Options.PayloadThreshold, ctx.TakePendingLogs());
+            if (outcome.Status != TaskStatuses.InProgress && !host.Stopping.IsSet)
+            {
+                // this slot is free once the result is posted: one request posts it and
+                // takes the next task of the type
+                var next = host.Outbox.DeliverAndTakeNext(pending);
+                if (next != null) Interlocked.Increment(ref HandedWithResult);
+                return next;
+            }
             host.Outbox.Deliver(pending);
+            return null;
         }
 
         /// <summary>Waits for the poller (a poll already open finishes; its tasks still run),

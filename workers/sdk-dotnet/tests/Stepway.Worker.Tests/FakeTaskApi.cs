@@ -25,9 +25,14 @@ namespace Stepway.Worker.Tests
         public DateTime Answered;
     }
 
-    /// <summary>One <c>POST /api/tasks</c> as the fake Task API saw it, accepted or not.</summary>
+    /// <summary>One <c>POST /api/tasks</c> or <c>POST /api/tasks/update-v2</c> as the fake
+    /// Task API saw it, accepted or not.</summary>
     public sealed class ResultPost
     {
+        /// <summary><c>/api/tasks</c> or <c>/api/tasks/update-v2</c>.</summary>
+        public string Path;
+        /// <summary>Of an update-v2 post: the task handed out with the answer (null: 204).</summary>
+        public string HandedOut;
         public string TaskId;
         public string Status;
         /// <summary>The HTTP status it was answered with.</summary>
@@ -39,8 +44,10 @@ namespace Stepway.Worker.Tests
     /// <summary>
     /// An in-process fake of the Task API over real HTTP (HttpListener), with the contract of
     /// the control plane's Task API that a worker uses: batch poll with a long-poll timeout,
-    /// <c>POST /api/tasks</c>, <c>POST /api/tasks/{id}/log</c>, the external storage location
-    /// and a PUT upload URL. It records every call (of result posts, also the
+    /// <c>POST /api/tasks</c>, <c>POST /api/tasks/update-v2</c> (the result is accepted as by
+    /// <c>POST /api/tasks</c>, then the next queued task of its type and domain is handed out
+    /// to the worker, waiting up to 100 ms, else 204), <c>POST /api/tasks/{id}/log</c>, the
+    /// external storage location and a PUT upload URL. It records every call (of result posts, also the
     /// <c>traceparent</c> header). An IN_PROGRESS result with
     /// <c>callbackAfterSeconds</c> above 0 puts the task back on its queue after that delay with
     /// the posted output as <c>outputData</c>; a result from a worker the task was not handed
@@ -51,6 +58,7 @@ namespace Stepway.Worker.Tests
         public readonly object Gate = new object();
         private readonly Dictionary<string, List<JObject>> queues = new Dictionary<string, List<JObject>>();
         private readonly Dictionary<string, JObject> tasks = new Dictionary<string, JObject>();
+        private readonly Dictionary<string, string> queueOf = new Dictionary<string, string>();
         public readonly Dictionary<string, string> Leases = new Dictionary<string, string>();
         private readonly List<JObject> results = new List<JObject>();
         private readonly List<ResultPost> resultPosts = new List<ResultPost>();
@@ -125,7 +133,8 @@ namespace Stepway.Worker.Tests
                 };
                 if (traceparent != null) task["traceparent"] = traceparent;
                 tasks[taskId] = task;
-                Queue(domain == null ? taskType : domain + "-" + taskType).Add(task);
+                queueOf[taskId] = domain == null ? taskType : domain + "-" + taskType;
+                Queue(queueOf[taskId]).Add(task);
                 Monitor.PulseAll(Gate);
                 return taskId;
             }
@@ -148,10 +157,17 @@ namespace Stepway.Worker.Tests
             lock (Gate) return results.Where(r => (string)r["taskId"] == taskId).ToList();
         }
 
-        /// <summary>Every <c>POST /api/tasks</c> of a task, in order, failed tries included.</summary>
+        /// <summary>Every result post (<c>POST /api/tasks</c> or update-v2) of a task, in order,
+        /// failed tries included.</summary>
         public List<ResultPost> ResultPostsFor(string taskId)
         {
             lock (Gate) return resultPosts.Where(p => p.TaskId == taskId).ToList();
+        }
+
+        /// <summary>Every result post (<c>POST /api/tasks</c> or update-v2), in order.</summary>
+        public List<ResultPost> AllResultPosts()
+        {
+            lock (Gate) return resultPosts.ToList();
         }
 
         public List<string> Logs(string taskId)
@@ -239,7 +255,9 @@ namespace Stepway.Worker.Tests
                 if (method == "GET" && path.StartsWith("/api/tasks/poll/batch/", StringComparison.Ordinal))
                     Poll(context, Uri.UnescapeDataString(path.Substring("/api/tasks/poll/batch/".Length)));
                 else if (method == "POST" && path == "/api/tasks")
-                    Result(context);
+                    Result(context, false);
+                else if (method == "POST" && path == "/api/tasks/update-v2")
+                    Result(context, true);
                 else if (method == "POST" && path.StartsWith("/api/tasks/", StringComparison.Ordinal) && path.EndsWith("/log", StringComparison.Ordinal))
                     AddLog(context, Uri.UnescapeDataString(path.Substring(11, path.Length - 11 - 4)));
                 else if (method == "GET" && path == "/api/tasks/external-storage-location")
@@ -298,11 +316,12 @@ namespace Stepway.Worker.Tests
             Reply(context, 200, handed);
         }
 
-        private void Result(HttpListenerContext context)
+        private void Result(HttpListenerContext context, bool takeNext)
         {
             var body = (JObject)WorkerJson.Parse(Encoding.UTF8.GetString(ReadBytes(context.Request)));
             var post = new ResultPost
             {
+                Path = takeNext ? "/api/tasks/update-v2" : "/api/tasks",
                 TaskId = (string)body["taskId"],
                 Status = (string)body["status"],
                 TraceParents = context.Request.Headers.GetValues("traceparent") ?? new string[0],
@@ -351,6 +370,29 @@ namespace Stepway.Worker.Tests
                     }, null, callback * 1000, Timeout.Infinite);
                 }
                 Monitor.PulseAll(Gate);
+                if (takeNext)
+                {
+                    // as the Task API's update_task_v2: one task of the same type and domain
+                    // for the same worker, waiting up to UPDATE_V2_POLL_MS (100 ms)
+                    var queue = Queue(queueOf[taskId]);
+                    var deadline = DateTime.UtcNow.AddMilliseconds(100);
+                    while (queue.Count == 0 && DateTime.UtcNow < deadline)
+                        Monitor.Wait(Gate, deadline - DateTime.UtcNow);
+                    if (queue.Count == 0)
+                    {
+                        Reply(context, 204, null);
+                        return;
+                    }
+                    var next = queue[0];
+                    queue.RemoveAt(0);
+                    next["status"] = "IN_PROGRESS";
+                    next["pollCount"] = (int)next["pollCount"] + 1;
+                    Leases[(string)next["taskId"]] = (string)body["workerId"];
+                    post.HandedOut = (string)next["taskId"];
+                    Monitor.PulseAll(Gate);
+                    Reply(context, 200, next.DeepClone());
+                    return;
+                }
             }
             Reply(context, 200, null, (string)body["taskId"]);
         }
