@@ -220,17 +220,7 @@ namespace Stepway.Worker
         /// task's W3C trace context, goes as the <c>traceparent</c> header when it is well formed.</summary>
         public void Update(JObject result, string traceParent = null)
         {
-            var body = WorkerJson.Serialize(result);
-            var trace = TraceContext.IsWellFormed(traceParent) ? traceParent : null;
-            Send(() =>
-            {
-                var request = new HttpRequestMessage(HttpMethod.Post, ServerUrl + "/api/tasks")
-                {
-                    Content = new StringContent(body, Encoding.UTF8, "application/json"),
-                };
-                if (trace != null) request.Headers.TryAddWithoutValidation(TraceContext.Header, trace);
-                return request;
-            }, Timeout, "POST /api/tasks").Dispose();
+            PostResult("/api/tasks", result, traceParent).Dispose();
         }
 
         /// <summary><c>POST /api/tasks/update-v2</c> (Conductor's updateTaskV2): posts a TaskResult
@@ -239,17 +229,7 @@ namespace Stepway.Worker
         /// the caller's to execute, as one a poll returned.</summary>
         public JObject UpdateV2(JObject result, string traceParent = null)
         {
-            var body = WorkerJson.Serialize(result);
-            var trace = TraceContext.IsWellFormed(traceParent) ? traceParent : null;
-            var response = Send(() =>
-            {
-                var request = new HttpRequestMessage(HttpMethod.Post, ServerUrl + "/api/tasks/update-v2")
-                {
-                    Content = new StringContent(body, Encoding.UTF8, "application/json"),
-                };
-                if (trace != null) request.Headers.TryAddWithoutValidation(TraceContext.Header, trace);
-                return request;
-            }, Timeout, "POST /api/tasks/update-v2");
+            var response = PostResult("/api/tasks/update-v2", result, traceParent);
             if (response.StatusCode == HttpStatusCode.NoContent)
             {
                 response.Dispose();
@@ -265,6 +245,23 @@ namespace Stepway.Worker
             if (taskId == null || taskId.Type == JTokenType.Null)
                 throw new UnreadableTaskException("update-v2 answered no task but " + (text.Length > 200 ? text.Substring(0, 200) : text));
             return task;
+        }
+
+        /// <summary>A TaskResult posted to <paramref name="path"/>, with the task's
+        /// <c>traceparent</c> header when it is well formed; the response, the caller's to dispose.</summary>
+        private HttpResponseMessage PostResult(string path, JObject result, string traceParent)
+        {
+            var body = WorkerJson.Serialize(result);
+            var trace = TraceContext.IsWellFormed(traceParent) ? traceParent : null;
+            return Send(() =>
+            {
+                var request = new HttpRequestMessage(HttpMethod.Post, ServerUrl + path)
+                {
+                    Content = new StringContent(body, Encoding.UTF8, "application/json"),
+                };
+                if (trace != null) request.Headers.TryAddWithoutValidation(TraceContext.Header, trace);
+                return request;
+            }, Timeout, "POST " + path);
         }
 
         /// <summary><c>POST /api/tasks/{taskId}/log</c> with one line.</summary>
