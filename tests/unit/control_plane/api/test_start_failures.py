@@ -48,6 +48,16 @@ def server(make_server: Any, **options: Any) -> Server:
     return srv
 
 
+def silent_backend(address: str, call_seconds: float) -> DurableRunSignals:
+    """The durable adapter over a real client of a peer that never answers, each call
+    ending in its deadline after ``call_seconds``."""
+    env = {
+        "STEPWAY_BACKEND_ADDRESS": address,
+        "STEPWAY_BACKEND_CALL_TIMEOUT_SECONDS": f"{call_seconds:g}",
+    }
+    return DurableRunSignals(make_client(BackendConfig.from_env(env)))
+
+
 def unreachable_backend() -> tuple[DurableRunSignals, int]:
     """The durable adapter over a real client of an embedded backend that is not there."""
     port = free_port()
@@ -112,8 +122,7 @@ def test_a_start_whose_call_runs_out_of_time_keeps_its_run_and_starts_it_once(
     srv = server(make_server, local_adapters=False)
     recording = srv.signals
     with grpc_silent_peer() as (address, _):
-        env = {"STEPWAY_BACKEND_ADDRESS": address, "STEPWAY_BACKEND_CALL_TIMEOUT_SECONDS": "0.5"}
-        srv.deps.signals = DurableRunSignals(make_client(BackendConfig.from_env(env)))
+        srv.deps.signals = silent_backend(address, 0.5)
         r = srv.client.post("/api/workflow/wf", json={"a": 1})
         assert r.status_code == 200, r.text
         workflow_id = r.text
@@ -149,8 +158,7 @@ def test_a_kept_start_is_not_failed_while_the_backend_answers_nothing(make_serve
     )
     recording = srv.signals
     with grpc_silent_peer() as (address, calls):
-        env = {"STEPWAY_BACKEND_ADDRESS": address, "STEPWAY_BACKEND_CALL_TIMEOUT_SECONDS": "0.2"}
-        srv.deps.signals = DurableRunSignals(make_client(BackendConfig.from_env(env)))
+        srv.deps.signals = silent_backend(address, 0.2)
         r = srv.client.post("/api/workflow/wf", json={"a": 1})
         assert r.status_code == 200, r.text
         workflow_id = r.text
