@@ -27,6 +27,7 @@ import uvicorn
 from bench.common import free_port
 from control_plane.api.app import create_app
 from control_plane.cli.dev import DevPlatform
+from control_plane.cli.http_server import uvicorn_config
 from control_plane.deps import Deps, Settings
 from engine.adapters.backend.config import BackendConfig
 from engine.adapters.backend.embedded import EmbeddedBackend
@@ -89,7 +90,7 @@ class _Served:
     def __init__(self, app: Any, *, http: str, loop: str) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        config = uvicorn.Config(
+        config = uvicorn_config(  # as stepway dev's
             app,
             host="127.0.0.1",
             port=self.port,

@@ -41,6 +41,7 @@ from opentelemetry.trace import TracerProvider
 
 from control_plane.api.app import create_app
 from control_plane.cli.dev_sandbox import Sandbox
+from control_plane.cli.http_server import uvicorn_config
 from control_plane.deps import Deps, Settings
 from control_plane.services.metadata import MetadataService
 from engine.adapters.backend.config import BackendConfig
@@ -395,7 +396,7 @@ def serve(data_dir: Path, host: str, port: int, with_workers: bool) -> None:
     try:
         app = platform.start()
         platform.register_examples()
-        server = _DevServer(uvicorn.Config(app, host=host, port=port, log_level="warning"))
+        server = _DevServer(uvicorn_config(app, host=host, port=port, log_level="warning"))
         servers.append(server)
         if with_workers and not stopping.is_set():
             platform.start_workers()

@@ -30,6 +30,7 @@ from opentelemetry.trace import NoOpTracerProvider, TracerProvider
 from pydantic import BaseModel, ConfigDict, Field
 
 from control_plane.api.app import create_app
+from control_plane.cli.http_server import KEEP_ALIVE_SECONDS, uvicorn_config
 from control_plane.console.config import console_settings_from_env
 from control_plane.deps import AuthMode, Deps, Settings
 from engine.adapters.backend.config import BackendConfig
@@ -97,6 +98,8 @@ class ServeConfig(BaseModel):
     #: freeze what start-up made and raise the collector's thresholds
     #: (engine/app/garbage_collection.py)
     gc_tuning: bool = True
+    #: how long an idle kept-alive connection stays open (control_plane/cli/http_server.py)
+    keep_alive_seconds: int = KEEP_ALIVE_SECONDS
 
     @classmethod
     def from_env(
@@ -124,6 +127,7 @@ class ServeConfig(BaseModel):
         log_level = env.choice("STEPWAY_LOG_LEVEL", ("debug", "info", "warning", "error"), "info")
         telemetry = TelemetryConfig.read(env, "stepway-control-plane")
         gc_tuning = read_gc_tuning(env)
+        keep_alive = env.integer("STEPWAY_HTTP_KEEP_ALIVE_SECONDS", KEEP_ALIVE_SECONDS, minimum=1)
         env.raise_if_errors()
         assert data is not None and backend is not None and settings is not None
         return cls(
@@ -136,6 +140,7 @@ class ServeConfig(BaseModel):
             log_level=log_level or "info",
             telemetry=telemetry,
             gc_tuning=gc_tuning,
+            keep_alive_seconds=keep_alive,
         )
 
 
@@ -353,11 +358,12 @@ def run(config: ServeConfig) -> None:
     settle_heap(config.gc_tuning)
     try:
         _Server(
-            uvicorn.Config(
+            uvicorn_config(
                 plane.app,
                 host=config.host,
                 port=config.port,
                 log_level=level,
+                keep_alive_seconds=config.keep_alive_seconds,
             )
         ).run()
     finally:

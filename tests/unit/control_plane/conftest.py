@@ -16,6 +16,7 @@ import pytest
 import uvicorn
 
 from control_plane.api.app import StepwayApp, create_app
+from control_plane.cli.http_server import uvicorn_config
 from control_plane.deps import Deps, Settings
 from engine.adapters.payload_local import LocalPayloadStore
 from engine.adapters.queue_provisioning_sqlite import SqliteQueueProvisioner
@@ -157,7 +158,8 @@ def make_server(tmp_path: Path) -> Iterator[Any]:
         if clock is not None:
             deps.clock = clock
         app = create_app(settings, deps, fast_path=fast_path)
-        config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning")
+        # as stepway serve and stepway dev configure uvicorn
+        config = uvicorn_config(app, host="127.0.0.1", port=port, log_level="warning")
         server = uvicorn.Server(config)
         thread = threading.Thread(target=server.run, daemon=True)
         thread.start()

@@ -90,6 +90,8 @@ def test_serve_entra_values() -> None:
         ("STEPWAY_PORT", "http", "integer"),
         ("STEPWAY_TOKENS_FILE", "/nonexistent/tokens.yaml", "no such file"),
         ("STEPWAY_GC_TUNING", "sometimes", "true or false"),
+        ("STEPWAY_HTTP_KEEP_ALIVE_SECONDS", "0", "at least 1"),
+        ("STEPWAY_HTTP_KEEP_ALIVE_SECONDS", "forever", "integer"),
     ],
 )
 def test_serve_bad_value_names_its_variable(variable: str, value: str, fragment: str) -> None:
@@ -99,6 +101,13 @@ def test_serve_bad_value_names_its_variable(variable: str, value: str, fragment:
     with pytest.raises(ConfigError) as excinfo:
         ServeConfig.from_env(serve_env(**extra))
     assert fragment in problems(excinfo)[variable]
+
+
+def test_serve_keeps_idle_connections_for_ten_minutes_unless_told() -> None:
+    # longer than the clients and proxies that reuse them (control_plane/cli/http_server.py)
+    assert ServeConfig.from_env(serve_env()).keep_alive_seconds == 600
+    config = ServeConfig.from_env(serve_env(STEPWAY_HTTP_KEEP_ALIVE_SECONDS="75"))
+    assert config.keep_alive_seconds == 75
 
 
 def test_serve_refuses_anonymous_off_loopback(tmp_path: Path) -> None:
