@@ -27,6 +27,7 @@ import httpx
 import uvicorn
 
 from control_plane.api.app import create_app
+from control_plane.cli.http_server import uvicorn_config
 from control_plane.deps import Deps, Settings
 from control_plane.services.metadata import MetadataService
 from engine.adapters.payload_local import LocalPayloadStore
@@ -177,7 +178,7 @@ def main() -> None:
         samples = _fill(store, args.runs)
         fill_s = time.perf_counter() - started
         server = uvicorn.Server(
-            uvicorn.Config(
+            uvicorn_config(  # as stepway serve's
                 create_app(settings, deps), host="127.0.0.1", port=port, log_level="warning"
             )
         )

@@ -24,6 +24,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, Literal, cast
 
+import uvicorn
 from azure.core.credentials import TokenCredential
 from fastapi import FastAPI
 from opentelemetry.trace import NoOpTracerProvider, TracerProvider
@@ -329,10 +330,20 @@ def build_control_plane(
     return ControlPlane(app=create_app(config.settings, deps), deps=deps, client=client)
 
 
+def server_config(config: ServeConfig, app: FastAPI) -> uvicorn.Config:
+    """uvicorn's settings for the control plane's ``app`` (control_plane/cli/http_server.py)."""
+    return uvicorn_config(
+        app,
+        host=config.host,
+        port=config.port,
+        log_level=cast(Literal["debug", "info", "warning", "error"], config.log_level),
+        keep_alive_seconds=config.keep_alive_seconds,
+    )
+
+
 def run(config: ServeConfig) -> None:
     """Serve until SIGTERM/SIGINT, then finish the requests in progress and return (the
     process exits 0: uvicorn would re-raise the signal after its graceful shutdown)."""
-    import uvicorn
 
     class _Server(uvicorn.Server):
         def handle_exit(self, sig: int, frame: FrameType | None) -> None:
@@ -354,18 +365,9 @@ def run(config: ServeConfig) -> None:
         config.backend.kind,
         config.data.run_store.redacted(),
     )
-    level = cast(Literal["debug", "info", "warning", "error"], config.log_level)
     settle_heap(config.gc_tuning)
     try:
-        _Server(
-            uvicorn_config(
-                plane.app,
-                host=config.host,
-                port=config.port,
-                log_level=level,
-                keep_alive_seconds=config.keep_alive_seconds,
-            )
-        ).run()
+        _Server(server_config(config, plane.app)).run()
     finally:
         plane.close()
         if tracer_provider is not None:

@@ -9,10 +9,11 @@ import json
 from pathlib import Path
 
 import pytest
+from fastapi import FastAPI
 from typer.testing import CliRunner
 
 from control_plane.cli.main import app as cli_app
-from control_plane.cli.serve import ServeConfig, build_control_plane
+from control_plane.cli.serve import ServeConfig, build_control_plane, server_config
 from engine.adapters.payload_blob import BlobPayloadStore
 from engine.adapters.queue_provisioning_azure import AzureQueueProvisioner
 from engine.adapters.queue_provisioning_sqlite import SqliteQueueProvisioner
@@ -104,10 +105,12 @@ def test_serve_bad_value_names_its_variable(variable: str, value: str, fragment:
 
 
 def test_serve_keeps_idle_connections_for_ten_minutes_unless_told() -> None:
-    # longer than the clients and proxies that reuse them (control_plane/cli/http_server.py)
-    assert ServeConfig.from_env(serve_env()).keep_alive_seconds == 600
+    # longer than the clients and proxies that reuse them (control_plane/cli/http_server.py);
+    # what uvicorn is given, from the variable through ServeConfig
+    app = FastAPI()
+    assert server_config(ServeConfig.from_env(serve_env()), app).timeout_keep_alive == 600
     config = ServeConfig.from_env(serve_env(STEPWAY_HTTP_KEEP_ALIVE_SECONDS="75"))
-    assert config.keep_alive_seconds == 75
+    assert server_config(config, app).timeout_keep_alive == 75
 
 
 def test_serve_refuses_anonymous_off_loopback(tmp_path: Path) -> None:
