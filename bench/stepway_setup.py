@@ -237,7 +237,8 @@ class TaskApiOnly:
             signals=self.signals,
             local_adapters=True,  # as stepway dev's
         )
-        self._served = _Served(create_app(Settings(), deps), http=http, loop=loop)
+        self._app = create_app(Settings(), deps)
+        self._served = _Served(self._app, http=http, loop=loop)
         settle_heap(read_gc_tuning(EnvReader()))  # as `stepway serve` once started
         self.url = self._served.url
         self.http = self._served.http
@@ -286,6 +287,7 @@ class TaskApiOnly:
 
     def close(self) -> None:
         self._served.stop()
+        self._app.close()
         self.store.close()
 
 

@@ -52,6 +52,11 @@ class StepwayApp(FastAPI):
         """The app through the framework: its middleware, router and routes."""
         await super().__call__(scope, receive, send)
 
+    def close(self) -> None:
+        """Stop the app's own threads (the run starter and recovery); the adapters in
+        its deps are closed by whoever made them."""
+        self.state.workflow_service.starts.close()
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if self.fast_path is None:
             await super().__call__(scope, receive, send)

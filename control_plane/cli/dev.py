@@ -240,7 +240,7 @@ class DevPlatform:
         )
         self.metadata = MetadataService(settings, deps)
         self.catalog = catalog
-        app = create_app(settings, deps)
+        app = self.app = create_app(settings, deps)
         self.sandbox.mount(app)
         return app
 
@@ -296,6 +296,8 @@ class DevPlatform:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+        if hasattr(self, "app"):
+            self.app.close()
         if hasattr(self, "engine"):
             stop_worker(self.engine)
         if hasattr(self, "services"):

@@ -30,7 +30,7 @@ from fastapi import FastAPI
 from opentelemetry.trace import NoOpTracerProvider, TracerProvider
 from pydantic import BaseModel, ConfigDict, Field
 
-from control_plane.api.app import create_app
+from control_plane.api.app import StepwayApp, create_app
 from control_plane.cli.http_server import KEEP_ALIVE_SECONDS, uvicorn_config
 from control_plane.console.config import console_settings_from_env
 from control_plane.deps import AuthMode, Deps, Settings
@@ -268,11 +268,12 @@ def _read_service_bus_target(env: EnvReader, namespace: str) -> ServiceBusTarget
 class ControlPlane:
     """The app and what must be closed when it stops."""
 
-    app: FastAPI
+    app: StepwayApp
     deps: Deps
     client: Any
 
     def close(self) -> None:
+        self.app.close()
         close = getattr(self.client, "close", None)
         if callable(close):
             close()

@@ -21,7 +21,8 @@ store, else 500 (not retryable), without the store's error text
 
 * a process that stops between the two leaves the pending starts in the store; the next
   one schedules them (:meth:`RunStarts.recover`, at start-up), and a start scheduled
-  twice counts once (``start_new_run``);
+  twice counts once (``start_new_run``). An app that stops (``StepwayApp.close``) stops
+  its starter (:meth:`RunStarts.close`): what it could not schedule stays pending so;
 * a start whose orchestration cannot be scheduled (the backend is unreachable, or refuses
   that run) is tried again after its own wait: ``Settings.start_retry_first_seconds``
   (0.5 s), doubling after each refusal up to ``start_retry_max_seconds`` (30 s), whatever
@@ -90,6 +91,9 @@ class RunStarts:
         #: the unscheduled starts the backend may have carried out (module docstring)
         self._maybe_started: set[str] = set()
         self._starter: threading.Thread | None = None
+        self._recovery: threading.Thread | None = None
+        #: set by :meth:`close`: the starter and the recovery stop, and start no more
+        self._closed = False
 
     # --- the event loop's side ---------------------------------------------------------
 
@@ -154,7 +158,7 @@ class RunStarts:
             if maybe_started:
                 self._maybe_started.update(starts)
             self._changed.notify_all()
-            if self._starter is None:
+            if self._starter is None and not self._closed:
                 self._starter = threading.Thread(
                     target=self._run_starter, name="stepway-run-starter", daemon=True
                 )
@@ -166,7 +170,7 @@ class RunStarts:
         while True:
             with self._changed:
                 while True:
-                    if not self._unscheduled:
+                    if not self._unscheduled or self._closed:
                         self._starter = None
                         return
                     now = time.monotonic()
@@ -350,8 +354,25 @@ class RunStarts:
         """Hand the starter, in a thread of its own, the pending starts a process that
         stopped left in the store, page by page; the thread (it ends when none is left)."""
         thread = threading.Thread(target=self._recover, name="stepway-run-recovery", daemon=True)
+        with self._changed:
+            if self._closed:
+                raise RuntimeError("these run starts are closed")
+            self._recovery = thread
         thread.start()
         return thread
+
+    def close(self, timeout: float = 10.0) -> None:
+        """Stop the starter and the recovery once what they are doing now is done (at
+        most ``timeout`` seconds each), and start neither again: the app stops. Starts
+        not scheduled yet keep their pending start in the store, for the next process
+        to schedule (:meth:`recover`)."""
+        with self._changed:
+            self._closed = True
+            self._changed.notify_all()
+            threads = [t for t in (self._starter, self._recovery) if t is not None]
+        for thread in threads:
+            if thread is not threading.current_thread():
+                thread.join(timeout)
 
     def _recover(self) -> None:
         """Each page holds the oldest pending starts this process does not have yet; the
@@ -360,8 +381,10 @@ class RunStarts:
         more are read (they are held in memory until scheduled)."""
         while True:
             with self._changed:
-                while len(self._retry_at) >= RECOVER_PAGE:
+                while len(self._retry_at) >= RECOVER_PAGE and not self._closed:
                     self._changed.wait()
+                if self._closed:
+                    return
                 known = set(self._unscheduled)
             limit = RECOVER_PAGE + len(known)
             try:
@@ -378,12 +401,17 @@ class RunStarts:
                 self._schedule_later(fresh, maybe_started=True)
                 with self._changed:
                     self._changed.wait_for(functools.partial(self._tried, fresh))
+                    if self._closed:
+                        return
             if len(page) < limit:  # none left that this process does not have
                 return
 
     def _tried(self, starts: dict[str, Any]) -> bool:
-        """Whether the starter tried each of these starts (under ``_changed``)."""
-        return all(w not in self._unscheduled or w in self._retry_at for w in starts)
+        """Whether the starter tried each of these starts, or this is closed (under
+        ``_changed``)."""
+        return self._closed or all(
+            w not in self._unscheduled or w in self._retry_at for w in starts
+        )
 
 
 def _fail(waiting: list[_Waiting], error: ApiError) -> None:

@@ -109,7 +109,7 @@ class Server:
 
 @pytest.fixture
 def make_server(tmp_path: Path) -> Iterator[Any]:
-    started: list[tuple[uvicorn.Server, threading.Thread, httpx.Client, Deps]] = []
+    started: list[tuple[uvicorn.Server, threading.Thread, httpx.Client, Deps, StepwayApp]] = []
 
     def make(
         *,
@@ -168,14 +168,15 @@ def make_server(tmp_path: Path) -> Iterator[Any]:
             assert time.time() < deadline, "server did not start"
             time.sleep(0.01)
         client = httpx.Client(base_url=url, timeout=30)
-        started.append((server, thread, client, deps))
+        started.append((server, thread, client, deps, app))
         return Server(url, deps, signals, settings, client, app)
 
     yield make
-    for server, thread, client, deps in started:
+    for server, thread, client, deps, app in started:
         client.close()
         server.should_exit = True
         thread.join(timeout=10)
+        app.close()
         deps.run_store.close()
         deps.queue.close()
 

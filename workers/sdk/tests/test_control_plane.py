@@ -33,6 +33,7 @@ from stepway_worker import (
 )
 
 from control_plane.api.app import create_app
+from control_plane.cli.http_server import uvicorn_config
 from control_plane.deps import Deps, Settings
 from engine.adapters.payload_local import LocalPayloadStore
 from engine.adapters.queue_provisioning_sqlite import SqliteQueueProvisioner
@@ -90,12 +91,9 @@ class ControlPlane:
             ),
             signals=self.signals,
         )
-        config = uvicorn.Config(
-            create_app(self.settings, self.deps),
-            host="127.0.0.1",
-            port=self.port,
-            log_level="warning",
-        )
+        self._app = create_app(self.settings, self.deps)
+        # as stepway serve and stepway dev configure uvicorn
+        config = uvicorn_config(self._app, host="127.0.0.1", port=self.port, log_level="warning")
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._server.run, daemon=True)
         self._thread.start()
@@ -108,6 +106,7 @@ class ControlPlane:
         if self._server is not None and self._thread is not None:
             self._server.should_exit = True
             self._thread.join(timeout=10)
+            self._app.close()
             self._server = None
         if self.deps is not None:
             self.deps.run_store.close()

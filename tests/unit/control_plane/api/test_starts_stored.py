@@ -14,7 +14,7 @@ import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -22,7 +22,7 @@ import httpx
 import pytest
 from sqlalchemy import event
 
-from control_plane.api.app import create_app
+from control_plane.api.app import StepwayApp, create_app
 from control_plane.services import run_starts
 from engine.adapters.run_signals_recording import RecordingRunSignals
 from engine.ports.run_store import NewRun
@@ -45,6 +45,21 @@ def server(make_server: Any, **settings: Any) -> Server:
 @pytest.fixture
 def srv(make_server: Any) -> Server:
     return server(make_server)
+
+
+@pytest.fixture
+def next_process() -> Iterator[Callable[[Server], StepwayApp]]:
+    """Builds the control plane the next process would start over ``srv``'s store and
+    backend (it schedules the pending starts it finds); each is closed at the end."""
+    apps: list[StepwayApp] = []
+
+    def make(srv: Server) -> StepwayApp:
+        apps.append(create_app(srv.settings, srv.deps))
+        return apps[-1]
+
+    yield make
+    for app in apps:
+        app.close()
 
 
 def eventually(check: Callable[[], bool], what: str, seconds: float = 15.0) -> None:
@@ -180,7 +195,7 @@ def test_a_signal_to_a_run_not_scheduled_yet_schedules_it_first(srv: Server) -> 
 
 
 def test_a_start_stored_by_a_process_that_stopped_is_scheduled_at_start_up(
-    srv: Server,
+    srv: Server, next_process: Callable[[Server], StepwayApp]
 ) -> None:
     """A pending start left in the store (the process stopped between storing the run
     and scheduling it) is scheduled by the next control plane over the store."""
@@ -189,7 +204,7 @@ def test_a_start_stored_by_a_process_that_stopped_is_scheduled_at_start_up(
         NewRun(workflow_id=workflow_id, name="wf", version=1, create_time=srv.deps.clock()),
         start={"name": "wf", "version": 1, "input": {"left": True}},
     )
-    create_app(srv.settings, srv.deps)  # the next process's control plane
+    next_process(srv)
     eventually(lambda: started(srv) == [workflow_id], "the left start was not scheduled")
     assert srv.signals.calls[0].data["input"] == {"left": True}
     eventually(lambda: not srv.deps.run_store.has_pending_start(workflow_id), "pending start left")
@@ -239,7 +254,7 @@ def test_a_refused_start_waits_its_own_retry_while_the_starts_after_it_go_throug
 
 
 def test_left_starts_are_scheduled_page_by_page_past_one_the_backend_refuses(
-    make_server: Any,
+    make_server: Any, next_process: Callable[[Server], StepwayApp]
 ) -> None:
     """More pending starts left by a stopped process than a page of recovery holds, the
     oldest of them refused by the backend: every other one is scheduled, once, and the
@@ -255,7 +270,7 @@ def test_left_starts_are_scheduled_page_by_page_past_one_the_backend_refuses(
                 start={"name": "wf", "version": 1, "input": {"i": i}},
             )
     srv.signals.refuse_runs.add(left[0])
-    create_app(srv.settings, srv.deps)  # the next process's control plane
+    next_process(srv)
     eventually(lambda: len(started(srv)) >= len(left) - 1, "the left starts were not scheduled")
     assert sorted(started(srv)) == left[1:]
     assert srv.signals.refused == [left[0]]
@@ -300,7 +315,7 @@ FAST_RETRIES = {
 
 
 def test_a_left_start_is_not_failed_while_the_backend_cannot_be_reached(
-    make_server: Any,
+    make_server: Any, next_process: Callable[[Server], StepwayApp]
 ) -> None:
     """Its orchestration may exist: failing the run after the usual refusals would
     contradict it. It stays RUNNING, tried again and again, and is scheduled once the
@@ -308,7 +323,7 @@ def test_a_left_start_is_not_failed_while_the_backend_cannot_be_reached(
     srv = server(make_server, **FAST_RETRIES)
     srv.signals.refuse_starts = True
     workflow_id = left_start(srv)
-    create_app(srv.settings, srv.deps)  # the next process's control plane
+    next_process(srv)
     eventually(lambda: len(srv.signals.refused) >= 8, "the start was not tried again")
     assert status(srv, workflow_id) == "RUNNING"
     assert srv.deps.run_store.has_pending_start(workflow_id)
@@ -319,7 +334,33 @@ def test_a_left_start_is_not_failed_while_the_backend_cannot_be_reached(
     assert started(srv) == [workflow_id]
 
 
-def test_a_left_start_whose_orchestration_exists_counts_as_scheduled(make_server: Any) -> None:
+def test_a_closed_control_plane_stops_trying_and_leaves_the_start_to_the_next(
+    make_server: Any, next_process: Callable[[Server], StepwayApp]
+) -> None:
+    """A control plane that stops (``StepwayApp.close``) tries a start it could not
+    schedule no more, and keeps it pending in the store: the next control plane over
+    the store schedules it, once."""
+    srv = server(make_server, **FAST_RETRIES)
+    srv.signals.refuse_starts = True
+    workflow_id = left_start(srv)
+    stopping = next_process(srv)
+    eventually(lambda: len(srv.signals.refused) >= 2, "the start was not tried")
+    stopping.close()
+    tries = len(srv.signals.refused)
+    time.sleep(0.3)  # six retry delays
+    assert len(srv.signals.refused) == tries
+    assert srv.deps.run_store.has_pending_start(workflow_id)
+    assert status(srv, workflow_id) == "RUNNING"
+    srv.signals.refuse_starts = False
+    next_process(srv)
+    eventually(lambda: started(srv) == [workflow_id], "the next process did not schedule it")
+    eventually(lambda: not srv.deps.run_store.has_pending_start(workflow_id), "pending start left")
+    assert started(srv) == [workflow_id]
+
+
+def test_a_left_start_whose_orchestration_exists_counts_as_scheduled(
+    make_server: Any, next_process: Callable[[Server], StepwayApp]
+) -> None:
     """The backend keeps refusing the start but holds the run's orchestration (the
     stopped process scheduled it): once the refusals are used up the start counts as
     done, is not made again, and its run is not failed."""
@@ -329,7 +370,7 @@ def test_a_left_start_whose_orchestration_exists_counts_as_scheduled(make_server
     workflow_id = left_start(srv)
     signals.refuse_runs.add(workflow_id)
     signals.held.add(workflow_id)
-    create_app(srv.settings, srv.deps)
+    next_process(srv)
     eventually(lambda: not srv.deps.run_store.has_pending_start(workflow_id), "pending start left")
     assert signals.refused == [workflow_id] * 3  # then asked whether it exists: it does
     assert status(srv, workflow_id) == "RUNNING"
@@ -337,7 +378,9 @@ def test_a_left_start_whose_orchestration_exists_counts_as_scheduled(make_server
     assert signals.refused == [workflow_id] * 3
 
 
-def test_a_left_start_the_backend_holds_nothing_of_fails_its_run(make_server: Any) -> None:
+def test_a_left_start_the_backend_holds_nothing_of_fails_its_run(
+    make_server: Any, next_process: Callable[[Server], StepwayApp]
+) -> None:
     """The backend answers, refuses the start and holds no orchestration of the run:
     nothing can run it, so after the usual refusals the run is FAILED, not RUNNING."""
     srv = server(make_server, **FAST_RETRIES)
@@ -345,7 +388,7 @@ def test_a_left_start_the_backend_holds_nothing_of_fails_its_run(make_server: An
     srv.deps.signals = signals
     workflow_id = left_start(srv)
     signals.refuse_runs.add(workflow_id)
-    create_app(srv.settings, srv.deps)
+    next_process(srv)
     eventually(lambda: status(srv, workflow_id) == "FAILED", "the run was left RUNNING")
     run = srv.client.get(f"/api/workflow/{workflow_id}").json()
     assert run["reasonForIncompletion"] == (

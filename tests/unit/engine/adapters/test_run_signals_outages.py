@@ -68,10 +68,11 @@ def test_a_backend_answering_unavailable_or_deadline_exceeded_is_an_outage(
     assert DETAILS not in str(err.value) and DETAILS not in err.value.detail
 
 
-# gRPC sends a deadline as a timeout header rounded up, and the peer reads it on its own
-# clock: the time a held call is left can exceed the caller's by a fraction of a
-# millisecond (0.5005 s seen for 0.5 s).
+# gRPC sends a deadline as a timeout header rounded up, coarser the longer it is, and the
+# peer reads it on its own clock: the time a held call is left can exceed the caller's
+# (0.5005 s seen for 0.5 s, 3.0095 s for 3 s).
 SLACK = 0.02
+LONG_SLACK = 0.05
 
 
 @pytest.mark.parametrize("call", CALLS)
@@ -102,7 +103,7 @@ def test_waits_keep_the_timeout_their_caller_gives() -> None:
             DurableRunSignals(client).suspend("wf-1", "paused")
     [wait] = [given for method, given in held if method.endswith("/WaitForInstanceCompletion")]
     [suspend] = [given for method, given in held if method.endswith("/SuspendInstance")]
-    assert wait is not None and 1.0 < wait <= 3, held
+    assert wait is not None and 1.0 < wait <= 3 + LONG_SLACK, held
     assert suspend is not None and suspend <= 0.5 + SLACK, held
 
 

@@ -23,6 +23,8 @@ from engine.runtime.deferred_sweep import DeferredSweep
 from engine.runtime.services import EngineServices
 
 QUEUE = "parse"
+#: the logger of the sweep (engine/runtime/deferred_sweep.py)
+SWEEP_LOGGER = "engine.runtime.deferred_sweep"
 
 
 def now_ms() -> int:
@@ -150,14 +152,19 @@ def test_the_services_sweep_through_a_queue_outage_until_they_are_closed(
     lock = sqlite3.connect(tmp_path / "queues.db", isolation_level=None)
     lock.execute("BEGIN EXCLUSIVE")
     try:
-        with caplog.at_level(logging.WARNING, logger="engine.runtime.deferred_sweep"):
+        with caplog.at_level(logging.WARNING, logger=SWEEP_LOGGER):
             services.start_sweep(0.05, grace_ms=0)
             assert services.sweeping
+
+            # the sweep's own records: a thread another test left may log meanwhile
+            def swept() -> list[str]:
+                return [r.getMessage() for r in caplog.records if r.name == SWEEP_LOGGER]
+
             wait_until(
-                lambda: sum("not swept" in r.getMessage() for r in caplog.records) >= 2,
+                lambda: sum("not swept" in m for m in swept()) >= 2,
                 "two rounds to meet the locked queue",
             )
-        assert "task queue unavailable: database is locked" in caplog.records[0].getMessage()
+        assert "task queue unavailable: database is locked" in swept()[0]
     finally:
         lock.execute("COMMIT")
         lock.close()
