@@ -111,6 +111,8 @@ class Report:
                 cpu.append(f"workers {fmt(s.extra['worker_cpu_ms'])}")
             if cpu:
                 parts.append("(CPU ms/run: " + ", ".join(cpu) + ")")
+            if "read_p99_ms" in s.extra:
+                parts.append(f"(status read p99 {fmt(s.extra['read_p99_ms'])} ms)")
             return " ".join(parts)
         if w.op == "starts":
             e = s.extra

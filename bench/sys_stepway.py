@@ -12,6 +12,7 @@ from typing import Any
 from bench import history
 from bench.common import python_env
 from bench.gate import GatedProcesses
+from bench.probe_reads import ReadProbe, read_path
 from bench.start_burst import start_burst
 from bench.stepway_setup import StepwayDev
 
@@ -177,6 +178,7 @@ class System:
             env=python_env(),
             log_dir=self.log_dir,
         )
+        probe: ReadProbe | None = None
         try:
             ids = [self.sw.start(name) for _ in range(n)]
             deadline = time.monotonic() + 600
@@ -184,13 +186,18 @@ class System:
                 if time.monotonic() > deadline:
                     raise TimeoutError("runs not queued")
                 time.sleep(0.05)
+            probe = ReadProbe(self.sw.url, read_path(ids[-1]), self.log_dir)
             cpu0, started = time.process_time(), time.perf_counter()
             workers.go()
+            probe.go()
             self.sw.wait_ended(ids)
             elapsed = time.perf_counter() - started
             cpu = time.process_time() - cpu0
+            reads = probe.stop()
         finally:
             worker_cpu = workers.stop()
+            if probe is not None:
+                probe.close()
         statuses = [self.sw.status(i) for i in ids]
         if any(s != "COMPLETED" for s in statuses):
             raise RuntimeError(f"runs ended {Counter(statuses)}")
@@ -198,6 +205,7 @@ class System:
             "value": n / elapsed,
             "server_cpu_ms": 1000 * cpu / n,
             "worker_cpu_ms": 1000 * sum(worker_cpu) / n,
+            **reads,
         }
 
     def w_starts(self, variant: str, p: dict[str, Any]) -> dict[str, Any]:

@@ -26,6 +26,7 @@ import httpx
 
 from bench.common import REPO, free_port, python_env
 from bench.gate import GatedProcesses
+from bench.probe_reads import ReadProbe, read_path
 from bench.start_burst import start_burst
 from bench.stepway_setup import (
     backend_client,
@@ -188,6 +189,7 @@ class System:
             env=python_env(),
             log_dir=self.log_dir,
         )
+        probe: ReadProbe | None = None
         try:
             ids = [
                 self._check(self.http.post("/api/workflow/bench_drain", json={})).text
@@ -204,13 +206,18 @@ class System:
                     raise TimeoutError("runs not queued")
                 time.sleep(0.05)
             self._runs = self._runs or run_store_reader(self._data_dir)
+            probe = ReadProbe(self.url, read_path(ids[-1]), self.log_dir)
             cpu0, started = self._cpu(), time.perf_counter()
             workers.go()
+            probe.go()
             wait_runs_ended(self._runs, ids)
             elapsed = time.perf_counter() - started
             cpu = self._cpu() - cpu0
+            reads = probe.stop()
         finally:
             worker_cpu = workers.stop()
+            if probe is not None:
+                probe.close()
         statuses = Counter(self._status(i) for i in ids)
         if statuses != Counter({"COMPLETED": n}):
             raise RuntimeError(f"runs ended {statuses}")
@@ -218,6 +225,7 @@ class System:
             "value": n / elapsed,
             "server_cpu_ms": 1000 * cpu / n,
             "worker_cpu_ms": 1000 * sum(worker_cpu) / n,
+            **reads,
         }
 
     def end(self, workload: str) -> None:
