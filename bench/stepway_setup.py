@@ -199,6 +199,8 @@ class _CountingSignals:
     """The control plane's RunSignals with no engine behind it: counts the result
     events (``.started`` events are dropped)."""
 
+    round_trips = False  # counts in memory: answers at once
+
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.results = 0

@@ -107,7 +107,9 @@ class Deps:
     #: directory) and the durable backend is the embedded one: their calls take a
     #: fraction of a millisecond and never wait on a network. The API then does a
     #: start, a result and a hand-out of a task that is there on its event loop, and
-    #: goes to a thread only to wait (control_plane/api/tasks.py, ``call_adapters``).
+    #: goes to a thread only to wait, and for a result's event, a round trip to the
+    #: backend that a busy backend answers in milliseconds (control_plane/api/tasks.py,
+    #: ``call_adapters``).
     #: Off (PostgreSQL, Service Bus, Blob Storage, the Durable Task Scheduler), every
     #: such call runs in a thread.
     local_adapters: bool = False

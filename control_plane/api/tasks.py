@@ -19,7 +19,6 @@ from control_plane.api.errors import ApiError, bad_request, not_found
 from control_plane.api.openapi import COMMON, errors
 from control_plane.api.routing import StepwayRoute
 from control_plane.auth import Principal, principal, require_role, require_worker
-from control_plane.deps import call_adapters
 from control_plane.services.signals import ReturnStrategy
 from control_plane.services.task_handout import TaskHandout
 from control_plane.services.task_results import (
@@ -227,6 +226,28 @@ def _update(
         return outcome
 
 
+async def _accepted(
+    results: TaskResults, caller: Principal, result: TaskResultIn, trace: str | None
+) -> UpdateOutcome:
+    """:func:`_update` from the event loop. On local adapters (``Deps.local_adapters``)
+    the result is checked and recorded here, and only its event goes to a thread when
+    raising it is a round trip to another process (``RunSignals.round_trips``: the
+    durable backend, which answers in milliseconds when busy), during which the loop
+    would serve no other request. Else the whole update runs in a thread."""
+    if not results.deps.local_adapters:
+        return await anyio.to_thread.run_sync(_update, results, caller, result, trace)
+    with result_span(results.deps.tracer_provider, result, trace) as current:
+        outcome, signal = results.accept(result, caller)
+        current.set_attribute(TASK_TYPE, outcome.task_type)
+        if signal is not None:
+            if results.deps.signals.round_trips:
+                signalled = await anyio.to_thread.run_sync(results.raise_signal, signal)
+            else:
+                signalled = results.raise_signal(signal)
+            results.after_signal(signal, signalled)
+        return outcome
+
+
 @router.post(
     "",
     response_class=PlainTextResponse,
@@ -237,7 +258,7 @@ def _update(
 async def update_task(request: Request, caller: Caller, result: TaskResultIn) -> Response:
     results: TaskResults = request.app.state.task_results
     trace = request.headers.get("traceparent")
-    outcome = await call_adapters(results.deps, _update, results, caller, result, trace)
+    outcome = await _accepted(results, caller, result, trace)
     # the task id is text already: answered as it is, not validated against the model
     return PlainTextResponse(outcome.task_id)
 
@@ -263,19 +284,26 @@ async def update_task_v2(request: Request, caller: Caller, result: TaskResultIn)
     after: tuple[str, str | None, str, str] | None = None
     updated = False
 
+    def next_poll(outcome: UpdateOutcome) -> tuple[str, str | None, str, str] | None:
+        worker_id = outcome.worker_id or result.worker_id or caller.name
+        if caller.serves(outcome.task_type) and not (
+            handout.settings.strict_task_definitions
+            and handout.taskdefs.get(outcome.task_type) is None
+        ):
+            return (outcome.task_type, outcome.domain, worker_id, caller.subject or worker_id)
+        return None
+
+    if results.deps.local_adapters:  # the update first, its event in a thread
+        after = next_poll(await _accepted(results, caller, result, trace))
+        updated = True
+
     def update_then_poll(
         wait_ms: int, receiver_gone: Callable[[], bool]
     ) -> tuple[list[dict[str, Any]], str | None]:
         nonlocal after, updated
-        if not updated:
-            outcome = _update(results, caller, result, trace)
+        if not updated:  # in the poll's thread: one hop for both
+            after = next_poll(_update(results, caller, result, trace))
             updated = True
-            worker_id = outcome.worker_id or result.worker_id or caller.name
-            if caller.serves(outcome.task_type) and not (
-                handout.settings.strict_task_definitions
-                and handout.taskdefs.get(outcome.task_type) is None
-            ):
-                after = (outcome.task_type, outcome.domain, worker_id, caller.subject or worker_id)
         if after is None:
             return [], None
         task_type, domain, worker_id, holder = after

@@ -84,8 +84,55 @@ class UpdateOutcome:
     worker_id: str | None = None
 
 
+@dataclass(frozen=True)
+class ResultSignal:
+    """The event an accepted result still has to raise on its run, and what follows
+    (:meth:`TaskResults.accept`)."""
+
+    workflow_id: str
+    task_id: str
+    event_name: str
+    payload: dict[str, Any]
+    lease: Lease
+    #: the attempt COMPLETED: its message is done once the run is told
+    completed: bool
+
+
 class TaskResults(TaskSupport):
     def update(self, result: TaskResultIn, caller: Principal) -> UpdateOutcome:
+        """Accept a result and tell its run (:meth:`accept`, :meth:`raise_signal` and
+        :meth:`after_signal` in turn)."""
+        outcome, signal = self.accept(result, caller)
+        if signal is not None:
+            self.after_signal(signal, self.raise_signal(signal))
+        return outcome
+
+    def raise_signal(self, signal: ResultSignal) -> bool:
+        """Raise the result's event on its run: a call to the durable backend, the one
+        part of a result that waits on another process (an event loop runs it in a
+        thread). Whether the backend took it."""
+        return self._signal(signal.workflow_id, signal.event_name, signal.payload)
+
+    def after_signal(self, signal: ResultSignal, signalled: bool) -> None:
+        """Settle the message of a COMPLETED attempt; a 503 when the run was not told."""
+        if signal.completed:
+            # nothing is left to decide: the message is done (a failed attempt's message
+            # is the engine's to complete for a retry or dead-letter)
+            self._settle(signal.lease)
+        if not signalled:
+            raise ApiError(
+                503,
+                f"the result of task {signal.task_id} was recorded but the run could not be "
+                "signalled",
+                retryable=False,
+            )
+
+    def accept(
+        self, result: TaskResultIn, caller: Principal
+    ) -> tuple[UpdateOutcome, ResultSignal | None]:
+        """Check and record a result (the run store and payload store only); the event it
+        has to raise on its run, None when there is none to raise (a repeat, IN_PROGRESS,
+        a task of the engine's completed from outside, which has told its run)."""
         store = self.deps.run_store
         row, lease = store.get_task_with_lease(result.task_id)
         if row is None:
@@ -98,7 +145,7 @@ class TaskResults(TaskSupport):
             )
         task_type = task_type_name(row)
         if row.task_type != WORKER:
-            return self._complete_non_worker(row, result, caller)
+            return self._complete_non_worker(row, result, caller), None
         if not caller.serves(task_type):
             raise forbidden(f"{caller.name} is not a worker of task type {task_type!r}")
         # workerId is optional in Conductor's TaskResult (the official SDKs leave it out
@@ -115,7 +162,7 @@ class TaskResults(TaskSupport):
             raise conflict(f"task {row.task_id} is at attempt {row.attempt}, not {result.attempt}")
         if row.status.is_terminal:
             if self._same_result(row, result, worker_id):
-                return repeated
+                return repeated, None
             raise conflict(f"task {row.task_id} is already {row.status.value}")
 
         holds = (
@@ -133,7 +180,7 @@ class TaskResults(TaskSupport):
                 and lease.worker_id == holder
                 and row.callback_after_seconds == result.callback_after_seconds
             ):
-                return repeated  # the same callback posted again
+                return repeated, None  # the same callback posted again
             if self._held_earlier_attempt(row, holder):
                 raise conflict(
                     f"{worker_id} held an earlier attempt of task {row.task_id}; it is now at "
@@ -159,7 +206,7 @@ class TaskResults(TaskSupport):
 
         if result.status == "IN_PROGRESS":
             self._in_progress(row, result, lease, task_type, worker_id, holder, now, logs)
-            return outcome
+            return outcome, None
 
         output, output_ref = self._store_output(row, result, task_type, caller)
         # the point of acceptance; the lease (and the concurrency slot it holds) goes with it
@@ -181,7 +228,7 @@ class TaskResults(TaskSupport):
         if not applied:
             current = store.get_task(row.task_id)
             if current is not None and self._same_result(current, result, worker_id):
-                return repeated
+                return repeated, None
             raise conflict(f"task {row.task_id} attempt {row.attempt} changed meanwhile")
         event = TaskResultEvent(
             attempt=row.attempt,
@@ -191,18 +238,15 @@ class TaskResults(TaskSupport):
             worker_id=worker_id,
             output_ref=output_ref,
         )
-        signalled = self._signal(row.workflow_id, result_event(row.task_id), event.payload())
-        if result.status == "COMPLETED":
-            # nothing is left to decide: the message is done (a failed attempt's message
-            # is the engine's to complete for a retry or dead-letter)
-            self._settle(lease)
-        if not signalled:
-            raise ApiError(
-                503,
-                f"the result of task {row.task_id} was recorded but the run could not be signalled",
-                retryable=False,
-            )
-        return outcome
+        signal = ResultSignal(
+            workflow_id=row.workflow_id,
+            task_id=row.task_id,
+            event_name=result_event(row.task_id),
+            payload=event.payload(),
+            lease=lease,
+            completed=result.status == "COMPLETED",
+        )
+        return outcome, signal
 
     def _settle(self, lease: Lease) -> None:
         """Complete the deferred message of an attempt whose result is recorded and

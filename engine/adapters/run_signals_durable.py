@@ -51,6 +51,9 @@ class DurableRunSignals:
     """:class:`RunSignals` over a durabletask client (``TaskHubGrpcClient`` or the
     Azure-managed one)."""
 
+    #: every call is a gRPC round trip to the backend
+    round_trips = True
+
     def __init__(self, client: Any, *, finish_wait_seconds: float = 10.0) -> None:
         self._client = client
         self._finish_wait_seconds = finish_wait_seconds

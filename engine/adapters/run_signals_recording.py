@@ -36,6 +36,8 @@ class RecordingRunSignals:
     #: runs whose orchestration the backend holds without a start recorded here (a
     #: start whose answer was lost)
     held: set[str] = field(default_factory=set)
+    #: answers at once (a test may set it to stand for a backend a round trip away)
+    round_trips: bool = False
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def _add(self, signal: RecordedSignal) -> None:

@@ -37,6 +37,11 @@ class RunSignalsUnavailable(Exception):
 class RunSignals(Protocol):
     """What the control plane asks of the durable backend."""
 
+    #: whether a call waits on another process (a gRPC round trip to the durable
+    #: backend, milliseconds when it is busy): an event loop makes such calls from a
+    #: thread (control_plane/api/tasks.py); False for an adapter that answers at once
+    round_trips: bool
+
     def raise_event(self, workflow_id: str, event_name: str, data: Any) -> None: ...
 
     def start_run(self, workflow_id: str, run_input: dict[str, Any]) -> None:

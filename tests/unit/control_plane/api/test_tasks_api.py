@@ -6,6 +6,7 @@ import threading
 import time
 from typing import Any
 
+import httpx
 import pytest
 
 from control_plane.api import tasks as api_tasks
@@ -425,3 +426,59 @@ def test_bad_input(srv: Server) -> None:
         413,
     )
     assert_error(srv.client.get("/api/nothing-here"), 404)
+
+
+@pytest.mark.parametrize("route", ["/api/tasks", "/api/tasks/update-v2"])
+def test_a_result_waiting_on_the_backend_holds_up_no_other_request(srv: Server, route: str) -> None:
+    """A result is answered once its run is told, a round trip to the durable backend;
+    while a busy backend keeps that call waiting, the API serves everyone else: a read, a
+    poll, another worker's result. Held here until the test lets the backend answer
+    (no timing: a request the wait held up would not be answered before then)."""
+    srv.register(taskdef("slow"), taskdef("other"))
+    held, release = threading.Event(), threading.Event()
+    record = srv.signals.raise_event
+
+    def raise_event(workflow_id: str, event_name: str, data: Any) -> None:
+        if not release.is_set() and data.get("workerId") == "w1":
+            held.set()
+            assert release.wait(30), "never released"
+        record(workflow_id, event_name, data)
+
+    srv.signals.raise_event = raise_event  # type: ignore[method-assign]
+    srv.signals.round_trips = True  # as the durable backend's adapter
+    slow = srv.dispatch("slow")
+    workflow_id = srv.deps.run_store.get_task(slow).workflow_id  # type: ignore[union-attr]
+    other = srv.dispatch("other")
+    assert [t["taskId"] for t in poll(srv, "slow", worker="w1")] == [slow]
+    answers: list[Any] = []
+
+    def post_slow() -> None:
+        body = {"taskId": slow, "status": "COMPLETED", "workerId": "w1", "outputData": {}}
+        answers.append(srv.client.post(route, json=body))
+
+    poster = threading.Thread(target=post_slow)
+    poster.start()
+    try:
+        assert held.wait(10), "the result never reached the backend"
+        # meanwhile: a read, a poll and another worker's result are answered
+        with httpx.Client(base_url=srv.url, timeout=5) as other_client:
+            read = other_client.get(f"/api/workflow/{workflow_id}", params={"includeTasks": False})
+            assert read.status_code == 200 and read.json()["status"] == "RUNNING", read.text
+            [task] = other_client.get(
+                "/api/tasks/poll/batch/other", params={"workerid": "w2", "timeout": 0}
+            ).json()
+            assert task["taskId"] == other
+            done = other_client.post(
+                "/api/tasks", json={"taskId": other, "status": "COMPLETED", "workerId": "w2"}
+            )
+            assert done.status_code == 200, done.text
+        assert answers == []  # the held result is still waiting for its backend
+    finally:
+        release.set()
+        poster.join(30)
+    [answer] = answers
+    assert answer.status_code in (200, 204), answer.text
+    assert [e.workflow_id for e in srv.signals.events()] == [
+        srv.deps.run_store.get_task(other).workflow_id,  # type: ignore[union-attr]
+        workflow_id,
+    ]
