@@ -113,6 +113,7 @@ from engine.language.definitions import (
 )
 from engine.language.expressions import InterpolationTooLong, reference_paths, resolve
 from engine.language.retry import retry_delay_seconds
+from engine.language.scripting import ScriptMemo
 from engine.runtime.payload_refs import dereference, has_pointers, is_pointer, pointer
 from protocol.payload_keys import INPUT_REF, OUTPUT_REF, POINTER, POINTER_PATH, offloaded
 from protocol.runs import ReplayTask
@@ -188,8 +189,12 @@ class Decider:
         payloads: PayloadLoader | None = None,
         max_loop_iterations: int = MAX_LOOP_ITERATIONS,
         max_value_bytes: int | None = None,
+        scripts: ScriptMemo | None = None,
     ) -> None:
         self.definition = definition
+        #: the memo of SWITCH and DO_WHILE scripts: a replay evaluates them again on the
+        #: same data (shared by the Deciders of one definition cache)
+        self.scripts = scripts if scripts is not None else ScriptMemo()
         self.payloads = payloads
         self.max_inline_steps = max_inline_steps
         self.max_loop_iterations = max_loop_iterations

@@ -11,9 +11,11 @@ every replay:
   QuickJS's clock hook ``__date_clock`` is removed.
 * Each evaluation runs in a fresh QuickJS context, so nothing a script does (globals,
   changed built-ins) is visible to the next one. A context costs about 0.25 ms to create;
-  to keep replays cheap, results of successful evaluations and of deterministic script
-  errors are memoised by (expression, bindings JSON, limits): a replay re-evaluates the
-  same scripts on the same data and gets the answer from the cache.
+  to keep replays cheap, a caller may pass a :class:`ScriptMemo`: results of successful
+  evaluations and of deterministic script errors are then memoised by (expression,
+  bindings JSON, limits), so a replay that re-evaluates the same scripts on the same
+  data gets the answer from it. The memo belongs to its caller (the Deciders of one
+  :mod:`engine.runtime.definition_cache` share one); there is none per process.
 * A time limit and a memory limit bound each evaluation; exceeding one raises
   :class:`ScriptError` saying which.
 * Results are converted to JSON without recursion (QuickJS's own ``JSON.stringify`` is
@@ -57,6 +59,7 @@ __all__ = [
     "DEFAULT_TIME_LIMIT_S",
     "FreshContext",
     "ScriptError",
+    "ScriptMemo",
     "evaluate",
     "evaluate_condition",
     "evaluate_to_json",
@@ -221,11 +224,41 @@ _PRELUDE = r"""
 _TIME_LIMIT_MARKER = "InternalError: interrupted"
 _MEMORY_MARKERS = ("out of memory", "Failed obtaining QuickJS error string")
 
-# The memo: key -> ("value", primitive) | ("json", text or None) | ("error", message).
 _CACHE_SIZE = 1024
 _CACHE_MAX_TEXT = 256 * 1024
-_cache: OrderedDict[bytes, tuple[str, Any]] = OrderedDict()
-_cache_lock = threading.Lock()
+
+
+class ScriptMemo:
+    """Results of evaluations by (expression, bindings JSON, limits), the most recently
+    used ``size`` of them: key -> ("value", primitive) | ("json", text or None) |
+    ("error", message). Results longer than ``max_text`` characters are not kept.
+    Thread-safe."""
+
+    def __init__(self, size: int = _CACHE_SIZE, max_text: int = _CACHE_MAX_TEXT) -> None:
+        self.size = size
+        self.max_text = max_text
+        self._entries: OrderedDict[bytes, tuple[str, Any]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def get(self, key: bytes) -> tuple[str, Any] | None:
+        with self._lock:
+            hit = self._entries.get(key)
+            if hit is not None:
+                self._entries.move_to_end(key)
+            return hit
+
+    def remember(self, key: bytes, entry: tuple[str, Any]) -> None:
+        _, value = entry
+        if isinstance(value, str) and len(value) > self.max_text:
+            return
+        with self._lock:
+            self._entries[key] = entry
+            self._entries.move_to_end(key)
+            while len(self._entries) > self.size:
+                self._entries.popitem(last=False)
 
 
 def evaluate(
@@ -234,13 +267,15 @@ def evaluate(
     *,
     time_limit_s: float = DEFAULT_TIME_LIMIT_S,
     memory_limit_bytes: int = DEFAULT_MEMORY_LIMIT_BYTES,
+    memo: ScriptMemo | None = None,
 ) -> Any:
-    """Evaluate ``expression`` with ``bindings`` as globals; the result as JSON-like data.
+    """Evaluate ``expression`` with ``bindings`` as globals; the result as JSON-like data
+    (from ``memo`` when it holds the same evaluation, and kept there).
 
     Raises :class:`ScriptError` for syntax and runtime errors (with the script's message),
     an exceeded time or memory limit, and bindings that are not JSON.
     """
-    kind, value = _run(expression, bindings, time_limit_s, memory_limit_bytes)
+    kind, value = _run(expression, bindings, time_limit_s, memory_limit_bytes, memo)
     if kind == "json":
         return _parse_result(value)
     return value
@@ -279,22 +314,17 @@ def evaluate_condition(
     *,
     time_limit_s: float = DEFAULT_TIME_LIMIT_S,
     memory_limit_bytes: int = DEFAULT_MEMORY_LIMIT_BYTES,
+    memo: ScriptMemo | None = None,
 ) -> bool:
     """Evaluate ``expression`` and apply JavaScript truthiness to the result.
 
     Every object is true (also ``{}``, ``[]`` and functions); ``0``, ``NaN``, ``""``,
     ``null``, ``undefined`` and ``false`` are false.
     """
-    kind, value = _run(expression, bindings, time_limit_s, memory_limit_bytes)
+    kind, value = _run(expression, bindings, time_limit_s, memory_limit_bytes, memo)
     if kind == "json":
         return True
     return bool(value)
-
-
-def clear_cache() -> None:
-    """Forget memoised results (tests and benchmarks use this)."""
-    with _cache_lock:
-        _cache.clear()
 
 
 def _run(
@@ -302,6 +332,7 @@ def _run(
     bindings: Mapping[str, Any],
     time_limit_s: float,
     memory_limit_bytes: int,
+    memo: ScriptMemo | None,
 ) -> tuple[str, Any]:
     for name in bindings:
         if not isinstance(name, str) or not _IDENTIFIER.fullmatch(name) or name == "__proto__":
@@ -311,19 +342,18 @@ def _run(
     except (TypeError, ValueError) as exc:
         raise ScriptError(f"script bindings are not JSON: {exc}", "bindings") from exc
 
+    if memo is None:
+        return FreshContext().run(expression, bindings_json, time_limit_s, memory_limit_bytes)
     key = _cache_key(expression, bindings_json, time_limit_s, memory_limit_bytes)
-    with _cache_lock:
-        hit = _cache.get(key)
-        if hit is not None:
-            _cache.move_to_end(key)
+    hit = memo.get(key)
     if hit is None:
         try:
             hit = FreshContext().run(expression, bindings_json, time_limit_s, memory_limit_bytes)
         except ScriptError as exc:
             if exc.reason == "error":  # deterministic: the same script fails the same way
-                _remember(key, ("error", exc.message))
+                memo.remember(key, ("error", exc.message))
             raise
-        _remember(key, hit)
+        memo.remember(key, hit)
     kind, value = hit
     if kind == "error":
         raise ScriptError(value)
@@ -337,17 +367,6 @@ def _cache_key(expression: str, bindings_json: str, time_limit_s: float, memory:
     digest.update(b"\0")
     digest.update(bindings_json.encode("utf-8", "surrogatepass"))
     return digest.digest()
-
-
-def _remember(key: bytes, entry: tuple[str, Any]) -> None:
-    _, value = entry
-    if isinstance(value, str) and len(value) > _CACHE_MAX_TEXT:
-        return
-    with _cache_lock:
-        _cache[key] = entry
-        _cache.move_to_end(key)
-        while len(_cache) > _CACHE_SIZE:
-            _cache.popitem(last=False)
 
 
 class FreshContext:

@@ -14,6 +14,7 @@ from typing import Any
 
 from engine.decider import Decider
 from engine.language.definitions import TaskDef, WorkflowDef
+from engine.language.scripting import ScriptMemo
 from engine.ports.payload_store import PayloadError
 from engine.ports.run_store import RunStore
 from engine.runtime.payload_cache import PayloadCache
@@ -44,6 +45,8 @@ class DefinitionCache:
     limits: RunLimits = field(default_factory=RunLimits)
     #: the largest value computed in a run (the inline threshold); None: no limit
     max_value_bytes: int | None = None
+    #: the memo of SWITCH and DO_WHILE scripts every Decider built here shares
+    scripts: ScriptMemo = field(default_factory=ScriptMemo)
     _deciders: dict[tuple[str, int], Decider] = field(default_factory=dict)
     _by_snapshot: dict[str, Decider] = field(default_factory=dict)
     _instructions: dict[str, str] = field(default_factory=dict)
@@ -95,6 +98,7 @@ class DefinitionCache:
             max_loop_iterations=self.limits.max_loop_iterations,
             # values computed in a run are bounded by the inline threshold
             max_value_bytes=self.max_value_bytes,
+            scripts=self.scripts,
         )
 
     def instruction(self, name: str) -> str | None:

@@ -85,7 +85,7 @@ class DoWhileTask(TaskHandler):
                 bindings[loop.def_ref] = output
             bindings.update(latest)
             try:
-                again = evaluate_condition(wt.loop_condition, {"$": bindings})
+                again = evaluate_condition(wt.loop_condition, {"$": bindings}, memo=decider.scripts)
             except ScriptError as exc:
                 decider.fail_inline(state, loop, f"loopCondition: {exc}", now_ms)
                 return

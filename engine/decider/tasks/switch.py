@@ -36,13 +36,13 @@ class SwitchTask(TaskHandler):
         evaluator = (wt.evaluator_type or "").lower()
         try:
             if evaluator in ("javascript", "graaljs"):
-                value = evaluate(wt.expression or "", {"$": inputs})
+                value = evaluate(wt.expression or "", {"$": inputs}, memo=decider.scripts)
             elif evaluator == "value-param" or (not evaluator and wt.expression):
                 value = inputs.get(wt.expression or "")
             elif wt.case_value_param:
                 value = inputs.get(wt.case_value_param)
             elif wt.case_expression:
-                value = evaluate(wt.case_expression, {"$": inputs})
+                value = evaluate(wt.case_expression, {"$": inputs}, memo=decider.scripts)
             else:
                 value = None
         except ScriptError as exc:

@@ -14,6 +14,7 @@ import pytest
 from engine.decider import Decider, Decision, RunResult, RunState, ScheduleTask, TaskOutcome
 from engine.decider.state import Deadline, DeadlineKind, TaskChange, TaskState
 from engine.language.definitions import RunStatus, TaskDef, TaskStatus, WorkflowDef
+from engine.language.scripting import ScriptMemo
 
 
 def t(ref: str, type: str = "WORKER", **kw: Any) -> dict[str, Any]:
@@ -289,6 +290,34 @@ def test_switch_javascript_and_case_keys() -> None:
     assert Sim(decider(js), {"n": 1}).pending == ["in_default"]  # "false" has no case
     number = switch(evaluatorType="javascript", expression="$.n / 2", inputParameters={"n": 2})
     assert Sim(decider(number)).pending == ["in_1"]
+
+
+def test_a_replay_takes_switch_and_loop_scripts_from_the_deciders_memo() -> None:
+    js = switch(
+        evaluatorType="javascript",
+        expression="$.n > 5",
+        inputParameters={"n": "${workflow.input.n}"},
+    )
+    loop = t(
+        "loop",
+        "DO_WHILE",
+        loopCondition="$.loop.iteration < 2",
+        loopOver=[t("body", "SET_VARIABLE", inputParameters={"v": 1})],
+    )
+    memo = ScriptMemo()
+    d = Decider(wf(js, loop), scripts=memo)
+    first = Sim(d, {"n": 9})
+    assert first.pending == ["in_true"]
+    first.complete("in_true")
+    assert first.finished is not None
+    kept = len(memo)
+    assert kept == 3  # the case key and the loop's condition after each iteration
+    # a replay of the same run decides the same from the memo: nothing new is kept
+    again = Sim(d, {"n": 9})
+    again.complete("in_true")
+    assert again.finished is not None and len(memo) == kept
+    # a Decider of its own (another definition cache) does not share it
+    assert Sim(Decider(wf(js)), {"n": 9}).pending == ["in_true"] and len(memo) == kept
 
 
 def test_switch_legacy_decision() -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -12,15 +11,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.language import scripting
-from engine.language.scripting import ScriptError, evaluate, evaluate_condition, evaluate_to_json
-
-
-@pytest.fixture(autouse=True)
-def fresh_cache() -> Iterator[None]:
-    scripting.clear_cache()
-    yield
-    scripting.clear_cache()
-
+from engine.language.scripting import (
+    ScriptError,
+    ScriptMemo,
+    evaluate,
+    evaluate_condition,
+    evaluate_to_json,
+)
 
 INPUT = {"$": {"a": 2, "i": 1, "items": [1, 2, 3], "name": "x", "nested": {"k": [{"v": 1}]}}}
 
@@ -157,9 +154,11 @@ def test_stack_overflow_is_a_script_error() -> None:
 
 
 def test_cached_errors_raise_again() -> None:
+    memo = ScriptMemo()
     for _ in range(3):
         with pytest.raises(ScriptError, match="is not defined"):
-            evaluate("nope", {})
+            evaluate("nope", {}, memo=memo)
+    assert len(memo) == 1
 
 
 @pytest.mark.parametrize("bindings", [{"bad name": 1}, {"1x": 1}, {"__proto__": {}}])
@@ -222,9 +221,10 @@ def test_explicit_dates_work() -> None:
 @settings(max_examples=50, deadline=None)
 def test_same_input_same_output(data: dict[str, Any]) -> None:
     script = "JSON.stringify(Object.keys($).sort().map(function (k) { return [k, $[k]]; }))"
-    first = evaluate(script, {"$": data})
-    scripting.clear_cache()
+    memo = ScriptMemo()
+    first = evaluate(script, {"$": data}, memo=memo)
     assert evaluate(script, {"$": data}) == first
+    assert evaluate(script, {"$": data}, memo=memo) == first
 
 
 # --------------------------------------------------------------------------- sandbox
@@ -255,9 +255,12 @@ def test_time_limit() -> None:
 
 
 def test_time_limit_is_not_cached() -> None:
+    memo = ScriptMemo()
+    script = "var n = 0; while (n < 5e6) n++; n"
     with pytest.raises(ScriptError, match="time limit"):
-        evaluate("var n = 0; while (n < 5e6) n++; n", {}, time_limit_s=0.005)
-    assert evaluate("var n = 0; while (n < 5e6) n++; n", {}, time_limit_s=10) == 5000000
+        evaluate(script, {}, time_limit_s=0.005, memo=memo)
+    assert len(memo) == 0
+    assert evaluate(script, {}, time_limit_s=10, memo=memo) == 5000000
 
 
 @pytest.mark.parametrize(
@@ -309,9 +312,44 @@ def test_a_script_cannot_replace_the_clock_guard_for_the_next() -> None:
 
 
 def test_results_are_not_shared_through_the_cache() -> None:
-    first = evaluate("({list: [1]})", {})
+    memo = ScriptMemo()
+    first = evaluate("({list: [1]})", {}, memo=memo)
     first["list"].append(2)
-    assert evaluate("({list: [1]})", {}) == {"list": [1]}
+    assert evaluate("({list: [1]})", {}, memo=memo) == {"list": [1]}
+
+
+def test_a_memo_answers_a_repeat_without_running_the_script_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    memo = ScriptMemo()
+    assert evaluate("$.x + 1", {"$": {"x": 1}}, memo=memo) == 2
+    with pytest.raises(ScriptError, match="is not defined"):
+        evaluate("nope", {}, memo=memo)
+
+    class NoContext:
+        def __init__(self) -> None:
+            raise AssertionError("the script ran again")
+
+    monkeypatch.setattr(scripting, "FreshContext", NoContext)
+    assert evaluate("$.x + 1", {"$": {"x": 1}}, memo=memo) == 2
+    with pytest.raises(ScriptError, match="is not defined"):
+        evaluate("nope", {}, memo=memo)
+    # other bindings or limits, or no memo: evaluated again
+    for again in (
+        lambda: evaluate("$.x + 1", {"$": {"x": 2}}, memo=memo),
+        lambda: evaluate("$.x + 1", {"$": {"x": 1}}, time_limit_s=1.0, memo=memo),
+        lambda: evaluate("$.x + 1", {"$": {"x": 1}}),
+    ):
+        with pytest.raises(AssertionError, match="ran again"):
+            again()
+
+
+def test_memos_are_their_owners_and_bounded() -> None:
+    one, other = ScriptMemo(size=2), ScriptMemo()
+    for i in range(3):
+        evaluate("$ * 2", {"$": i}, memo=one)
+    assert len(one) == 2  # the least recently used went
+    assert len(other) == 0  # nothing in one memo is seen by another
 
 
 def test_parallel_threads() -> None:
