@@ -80,6 +80,10 @@ class Settings(BaseModel):
     #: a worker's poll time is written at most this often per (type, domain, worker)
     #: and process (poll data is this much behind at most)
     poll_record_interval_ms: int = 1_000
+    #: a read asks the durable backend whether a running run's orchestration ended
+    #: outside the interpreter at most this often per run and process (0: every read;
+    #: control_plane/services/reconciling.py)
+    reconcile_interval_ms: int = Field(default=2_000, ge=0)
     #: task definitions are re-read at most this often per process
     taskdef_cache_seconds: float = 1.0
     #: long polls run in threads; at most this many at once per process

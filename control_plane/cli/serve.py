@@ -201,6 +201,8 @@ def _read_settings(env: EnvReader, host: str) -> Settings | None:
     ):
         if env.has(var):
             values[key] = env.integer(var, 1, minimum=1)
+    if env.has("STEPWAY_RECONCILE_INTERVAL_MS"):
+        values["reconcile_interval_ms"] = env.integer("STEPWAY_RECONCILE_INTERVAL_MS", 0, minimum=0)
     try:
         return Settings(**values)
     except ValueError as exc:  # pragma: no cover - shapes are checked above

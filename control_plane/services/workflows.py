@@ -38,6 +38,7 @@ from pydantic.alias_generators import to_camel
 from control_plane.api.errors import ApiError, bad_request, conflict, failure_of, not_found
 from control_plane.deps import Deps, Settings
 from control_plane.services.metadata import MetadataService
+from control_plane.services.reconciling import RunReconciling
 from control_plane.services.replays import RerunWorkflowRequest, RunReplays, SkipTaskRequest
 from control_plane.services.run_starts import RunStarts
 from control_plane.services.settling import Reached, RunSettling
@@ -136,6 +137,7 @@ class WorkflowService:
         self.replays = RunReplays(settings, deps, self.settle)
         self.waits = RunWaits(deps, self.workflow_json, self.tasks.row_json)
         self.starts = RunStarts(settings, deps)
+        self.reconciling = RunReconciling(settings, deps, self.starts.pending)
 
     def _definition(self, name: str, version: int | None) -> tuple[DefinitionRecord, WorkflowDef]:
         """The registered definition, read once (parsed once per registration; the
@@ -359,27 +361,8 @@ class WorkflowService:
         )
 
     def _current(self, workflow_id: str) -> RunRecord:
-        """The run, reconciled on read: a row still RUNNING or PAUSED whose orchestration
-        ended in the backend without the interpreter recording it (a history limit, a
-        backend-side terminate) is recorded FAILED with that reason, so no run shows
-        RUNNING forever. No sweeper: the read that notices it repairs it."""
-        run = self.run(workflow_id)
-        if run.status.is_terminal:
-            return run
-        try:
-            reason = self.deps.signals.ended_outside(workflow_id)
-        except Exception:  # the backend is unreachable: report what the store says
-            log.warning("could not read the orchestration state of %s", workflow_id)
-            return run
-        if reason is None or self.starts.pending(workflow_id):
-            return run  # going, or its orchestration is still to be scheduled
-        now = self.deps.clock()
-        self.deps.run_store.update_run(
-            workflow_id,
-            RunUpdate(status=RunStatus.FAILED, reason_for_incompletion=reason, end_time=now),
-            now,
-        )
-        return self.run(workflow_id)
+        """The run, reconciled on read (:mod:`control_plane.services.reconciling`)."""
+        return self.reconciling.current(self.run(workflow_id), lambda: self.run(workflow_id))
 
     def get(self, workflow_id: str, include_tasks: bool) -> dict[str, Any]:
         return self.workflow_json(self._current(workflow_id), include_tasks)

@@ -27,6 +27,8 @@ class RecordingRunSignals:
     fail_next: Exception | None = None
     #: runs whose orchestration a test declares ended outside the interpreter
     ended: dict[str, str] = field(default_factory=dict)
+    #: the runs ``ended_outside`` was asked about, in turn
+    asked_outside: list[str] = field(default_factory=list)
     #: while set, starts fail as with a backend that cannot be reached (an outage)
     refuse_starts: bool = False
     #: the starts of these runs fail so too, whatever ``refuse_starts`` says
@@ -70,6 +72,8 @@ class RecordingRunSignals:
         self._add(RecordedSignal("resume", workflow_id, None, reason))
 
     def ended_outside(self, workflow_id: str) -> str | None:
+        with self._lock:
+            self.asked_outside.append(workflow_id)
         return self.ended.get(workflow_id)
 
     def has_orchestration(self, workflow_id: str) -> bool:

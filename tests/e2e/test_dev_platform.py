@@ -253,7 +253,12 @@ def test_a_run_ended_by_the_backend_is_reconciled_when_read(
     # ended behind the interpreter's back (an operator using the backend directly)
     platform.client.terminate_orchestration(workflow_id, output="by hand")
     platform.client.wait_for_orchestration_completion(workflow_id, timeout=20)
-    body = http.get(f"/api/workflow/{workflow_id}").json()
+    # a read within the reconcile interval (2 s) of the last ask takes the store's word;
+    # the first read after it notices (control_plane/services/reconciling.py)
+    deadline = time.monotonic() + 10
+    while (body := http.get(f"/api/workflow/{workflow_id}").json())["status"] == "RUNNING":
+        assert time.monotonic() < deadline, "the run still reads RUNNING"
+        time.sleep(0.1)
     assert body["status"] == "FAILED"
     assert "terminated in the durable backend" in body["reasonForIncompletion"]
     stored = platform.services.run_store.get_run(workflow_id)

@@ -93,6 +93,8 @@ def test_serve_entra_values() -> None:
         ("STEPWAY_GC_TUNING", "sometimes", "true or false"),
         ("STEPWAY_HTTP_KEEP_ALIVE_SECONDS", "0", "at least 1"),
         ("STEPWAY_HTTP_KEEP_ALIVE_SECONDS", "forever", "integer"),
+        ("STEPWAY_RECONCILE_INTERVAL_MS", "-1", "at least 0"),
+        ("STEPWAY_RECONCILE_INTERVAL_MS", "soon", "integer"),
     ],
 )
 def test_serve_bad_value_names_its_variable(variable: str, value: str, fragment: str) -> None:
@@ -102,6 +104,12 @@ def test_serve_bad_value_names_its_variable(variable: str, value: str, fragment:
     with pytest.raises(ConfigError) as excinfo:
         ServeConfig.from_env(serve_env(**extra))
     assert fragment in problems(excinfo)[variable]
+
+
+def test_serve_asks_the_backend_about_a_run_every_two_seconds_unless_told() -> None:
+    assert ServeConfig.from_env(serve_env()).settings.reconcile_interval_ms == 2_000
+    config = ServeConfig.from_env(serve_env(STEPWAY_RECONCILE_INTERVAL_MS="0"))
+    assert config.settings.reconcile_interval_ms == 0  # every read asks
 
 
 def test_serve_keeps_idle_connections_for_ten_minutes_unless_told() -> None:
