@@ -512,12 +512,13 @@ class SqliteTaskQueue:
             self._db.shared.wait(names, wait)
             poll = min(poll * 2, self._poll_max)
 
-    def _next_due(self, queues: list[str]) -> float | None:
-        """When the next message of ``queues`` is receivable (None: no message), read
-        in one statement without taking the write lock: an empty receive, the common
-        case of an idle long poll, costs a read. (One scalar subquery per queue, so
-        that each is an index lookup of its minimum, and the count of the queues that
-        exist; a single statement is its own read transaction.)"""
+    def _next_due(self, queues: list[str]) -> list[float | None]:
+        """When the next message of each of ``queues`` is receivable (None: no
+        message), read in one statement without taking the write lock: an empty
+        receive, the common case of an idle long poll, costs a read. (One scalar
+        subquery per queue, so that each is an index lookup of its minimum, and the
+        count of the queues that exist; a single statement is its own read
+        transaction.)"""
         bases = list(dict.fromkeys(base_queue_name(q) for q in queues))
         sql = "SELECT (SELECT COUNT(*) FROM sbq_queues WHERE name IN ({})){}".format(
             ",".join("?" * len(bases)),
@@ -533,22 +534,27 @@ class SqliteTaskQueue:
         if found < len(bases):
             with self._db.read() as con:
                 _check_queues(con, queues)  # raises QueueNotFound naming the first missing
-        known = [float(d) for d in due if d is not None]
-        return min(known) if known else None
+        return [None if d is None else float(d) for d in due]
 
     def _receive_once(
         self, queues: list[str], max_messages: int, lock_seconds: float | None
     ) -> tuple[list[QueueMessage], float | None]:
-        due = self._next_due(queues)
+        dues = self._next_due(queues)
+        known = [d for d in dues if d is not None]
+        due = min(known) if known else None
         if due is None or due > self._clock():
             return [], due
         out: list[QueueMessage] = []
         dead_lettered = False
         with self._db.write() as con:
             now = self._clock()
-            for queue in queues:
+            for queue, queue_due in zip(queues, dues, strict=True):
                 if len(out) >= max_messages:
                     break
+                if queue_due is None:
+                    # nothing was there a moment ago: a message sent since is for the
+                    # next receive (as one sent just after this one would be)
+                    continue
                 dead_lettered |= self._lock_ready(
                     con, queue, max_messages - len(out), lock_seconds, now, out
                 )
@@ -728,6 +734,15 @@ class SqliteTaskQueue:
             raise QueueError("a dead-letter queue message cannot be dead-lettered again")
         with self._db.write() as con:
             now = self._clock()
+            if dead_letter_reason is None:
+                # one statement: gone unless fetched and locked by another caller now
+                return bool(
+                    con.execute(
+                        "DELETE FROM sbq_messages WHERE seq = ? AND queue = ? AND state = ? "
+                        "AND (lock_token IS NULL OR locked_until <= ?)",
+                        (sequence_number, queue, DEFERRED, now),
+                    ).rowcount
+                )
             row = con.execute(
                 "SELECT delivery_count, lock_token, locked_until FROM sbq_messages "
                 "WHERE seq = ? AND queue = ? AND state = ?",
@@ -803,11 +818,15 @@ class SqliteTaskQueue:
         token = lock_token_of(message)
         with self._db.write() as con:
             now = self._clock()
-            row = self._locked_row(con, queue, token, now)
-            con.execute(
+            # one statement: the row of the lock, if it holds (as _locked_row checks)
+            deferred = con.execute(
                 "UPDATE sbq_messages SET state = ?, lock_token = NULL, locked_until = NULL, "
-                "visible_at = ? WHERE seq = ?",
-                (DEFERRED, now, row[0]),
+                "visible_at = ? WHERE lock_token = ? AND queue = ? AND locked_until > ?",
+                (DEFERRED, now, token, queue, now),
+            ).rowcount
+        if not deferred:
+            raise MessageLockLost(
+                f"lock {token!r} on {queue!r} expired, is unknown, or was already settled"
             )
 
     def dead_letter(
