@@ -307,3 +307,42 @@ def test_clients_workers_and_server_share_one_message_limit() -> None:
     client = dict(channel_options(BackendConfig.embedded("127.0.0.1:1")).to_grpc_options())
     for name in ("grpc.max_receive_message_length", "grpc.max_send_message_length"):
         assert server[name] == client[name] == GRPC_MAX_MESSAGE_BYTES
+
+
+def test_finished_orchestrations_are_kept_up_to_a_bound_and_running_ones_always() -> None:
+    """Upstream keeps every finished instance forever (a long-lived ``stepway dev`` grows
+    with every run); here the oldest finished ones beyond ``max_finished_instances`` are
+    purged, the newest stay readable, and a running one is never purged."""
+    with EmbeddedBackend(max_finished_instances=3) as backend:
+        cfg = BackendConfig.embedded(backend.address)
+        worker = make_worker(cfg)
+        register(worker, "all", {"echo_once": echo_once, "wait_event": wait_event}, {"echo": echo})
+        start_worker(worker)
+        client = make_client(cfg)
+        try:
+            waiting = client.schedule_new_orchestration("wait_event", instance_id="waiting")
+            client.wait_for_orchestration_start(waiting, timeout=20)
+            done = []
+            for i in range(6):
+                iid = client.schedule_new_orchestration("echo_once", input=i, instance_id=f"r{i}")
+                state = client.wait_for_orchestration_completion(iid, timeout=20)
+                assert state is not None and state.runtime_status == OrchestrationStatus.COMPLETED
+                done.append(iid)
+            kept = [i for i in done if client.get_orchestration_state(i) is not None]
+            assert kept == ["r3", "r4", "r5"]
+            history = list(client.get_orchestration_history("r5"))
+            assert type(history[-1]).__name__ == "ExecutionCompletedEvent"
+            # the running one was never counted: it is there, and finishes when told
+            client.raise_orchestration_event(waiting, "go", data="now")
+            state = client.wait_for_orchestration_completion(waiting, timeout=20)
+            assert state is not None and state.serialized_output == '"now"'
+            # it finished last: the oldest of the others goes
+            assert client.get_orchestration_state("r3") is None
+            assert client.get_orchestration_state("r4") is not None
+            # an id purged can be used again
+            again = client.schedule_new_orchestration("echo_once", input=9, instance_id="r0")
+            state = client.wait_for_orchestration_completion(again, timeout=20)
+            assert state is not None and state.serialized_output == "9"
+        finally:
+            stop_worker(worker)
+            client.close()
