@@ -59,6 +59,13 @@ HOT_ROUTES: tuple[Callable[..., Awaitable[Response] | Response], ...] = (
     api_workflow.start_by_name,
 )
 
+#: validated path and query arguments kept per route (the same path and query string
+#: give the same arguments); past it the route's memory starts afresh
+_PARAMS_REMEMBERED = 1024
+
+#: argument values that can be handed to more than one request (nothing can change them)
+_IMMUTABLE = (str, int, float, bool, type(None))
+
 #: content types whose body FastAPI reads as JSON with no doubt (others go to the app)
 _JSON_TYPES = frozenset({b"application/json", b"application/json; charset=utf-8"})
 
@@ -125,6 +132,8 @@ class FastPath:
         #: ExceptionMiddleware)
         self._server_error = handlers.pop(Exception)
         self._handlers = handlers
+        #: per route: (path parameters, query string) -> the arguments they validate to
+        self._params_seen: dict[int, dict[tuple[tuple[str, str], ...], dict[str, Any]]] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         found = self._match(scope)
@@ -173,10 +182,20 @@ class FastPath:
         self, hot: _HotRoute, request: Request, path_params: dict[str, str]
     ) -> dict[str, Any]:
         """The route function's path and query arguments, validated by the route's own
-        fields as FastAPI validates them."""
+        fields as FastAPI validates them. Validation is a function of the path and the
+        query string alone, so the arguments of a path and query string seen before
+        are taken from memory when every one of them is immutable (a worker polls, a
+        client starts a workflow, with the same ones over and over: FastAPI's
+        validation was a third of a start's time on the event loop,
+        bench/profile_starts.py)."""
         query_string: bytes = request.scope["query_string"]
         if b"%00" in query_string.lower() or b"\x00" in query_string:
             raise _FallThrough
+        key = (*path_params.items(), ("", query_string.decode("latin-1")))
+        seen = self._params_seen.setdefault(id(hot), {})
+        known = seen.get(key)
+        if known is not None:
+            return dict(known)
         dependant = hot.route.dependant
         values, errors = request_params_to_args(dependant.path_params, path_params)
         if not errors and dependant.query_params:
@@ -184,6 +203,10 @@ class FastPath:
             values.update(query)
         if errors:
             raise _FallThrough
+        if all(type(v) in _IMMUTABLE for v in values.values()):
+            if len(seen) >= _PARAMS_REMEMBERED:
+                seen.clear()
+            seen[key] = dict(values)
         return values
 
     async def _read_body(self, scope: Scope, receive: Receive, read: list[Message]) -> None:

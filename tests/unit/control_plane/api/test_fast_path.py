@@ -178,6 +178,29 @@ def test_bad_poll_queries_are_the_apps_400(pair: Pair) -> None:
         assert body["validationErrors"], body
 
 
+def test_arguments_remembered_answer_as_fastapi(pair: Pair) -> None:
+    """The fast path keeps the validated arguments of a path and query string it has
+    seen; each later request of it answers as FastAPI does, and a request whose path or
+    query differs is validated on its own (a bad one still goes to the app)."""
+    for srv in pair.each():
+        srv.register(taskdef("fp"))
+    ids = _dispatch(pair, "fp", 4)
+    url = "/api/tasks/poll/batch/fp?workerid=w1&count=1&timeout=0"
+    for expected in ids[:2]:
+        got = pair.ask("GET", url, status=200, served=True)
+        assert [t["taskId"] for t in got.json()] == [expected]
+        assert got.json()[0]["workerId"] == "w1"
+    other = pair.ask("GET", url.replace("w1", "w2"), status=200, served=True)
+    assert other.json()[0]["workerId"] == "w2"
+    two = pair.ask("GET", url.replace("count=1", "count=2"), status=200, served=True)
+    assert [t["taskId"] for t in two.json()] == ids[3:]
+    for query in BAD_QUERIES:
+        bad = f"/api/tasks/poll/batch/fp?{query}"
+        pair.ask("GET", bad, status=400, served=False)
+        pair.ask("GET", bad, status=400, served=False)  # not remembered as good
+    pair.ask("GET", url, status=200, served=True)
+
+
 def test_other_requests_go_to_the_app(pair: Pair) -> None:
     pair.ask("GET", "/api/tasks/poll/batch/a%00b", status=400, served=False)
     pair.ask("POST", "/api/tasks/update-v2?x=%00", _result("x"), JSON, status=400, served=False)
