@@ -647,10 +647,28 @@ class StepwayInMemoryBackend(InMemoryOrchestrationBackend):
             if kept is None or not self._is_terminal_status(kept.status):
                 continue  # purged already, or running again (a restart, a rerun)
             if oldest in self._orchestration_in_flight or oldest in self._orchestration_queue_set:
-                continue
+                finished[oldest] = None  # still being handed out: purged on a later turn
+                break
             del self._instances[oldest]
             self._state_waiters.pop(oldest, None)
-            self._orchestration_deliveries.pop(oldest, None)
+            self._forget(oldest)
+
+    def PurgeInstances(
+        self, request: pb.PurgeInstancesRequest, context: grpc.ServicerContext
+    ) -> pb.PurgeInstancesResponse:
+        """Upstream's, and what this class keeps of each purged instance goes too."""
+        with self._lock:
+            before = set(self._instances)
+            response = super().PurgeInstances(request, context)
+            for instance_id in before.difference(self._instances):
+                self._finished.pop(instance_id, None)
+                self._forget(instance_id)
+            return response
+
+    def _forget(self, instance_id: str) -> None:
+        """Drop this class's own bookkeeping of a purged instance (caller holds the lock)."""
+        self._orchestration_deliveries.pop(instance_id, None)
+        self._executions.forget(instance_id)
 
     # ------------------------------------------------------------------ completions
 

@@ -68,6 +68,13 @@ class Executions:
         self._current[instance.instance_id] = (weakref.ref(instance), number)
         return number
 
+    def forget(self, instance_id: str) -> None:
+        """The instance was purged: its id starts afresh if it is used again."""
+        self._current.pop(instance_id, None)
+
+    def __len__(self) -> int:
+        return len(self._current)
+
 
 class TimerQueue:
     """Callbacks run when their wall-clock time (epoch seconds) comes, in that order, by

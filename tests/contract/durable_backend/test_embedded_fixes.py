@@ -343,6 +343,14 @@ def test_finished_orchestrations_are_kept_up_to_a_bound_and_running_ones_always(
             again = client.schedule_new_orchestration("echo_once", input=9, instance_id="r0")
             state = client.wait_for_orchestration_completion(again, timeout=20)
             assert state is not None and state.serialized_output == "9"
+            # what the backend keeps per instance beyond upstream's goes with it, also
+            # when a client purges one
+            servicer = backend.servicer
+            # (an execution number exists for each instance that scheduled something)
+            assert len(servicer._instances) == 3 and len(servicer._executions) <= 3
+            client.purge_orchestration("r0")
+            assert client.get_orchestration_state("r0") is None
+            assert len(servicer._instances) == 2 and len(servicer._executions) <= 2
         finally:
             stop_worker(worker)
             client.close()
