@@ -33,7 +33,7 @@ import inspect
 import json
 from collections import deque
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, get_type_hints
 
 from fastapi import FastAPI, Request, Response
@@ -63,6 +63,10 @@ HOT_ROUTES: tuple[Callable[..., Awaitable[Response] | Response], ...] = (
 #: give the same arguments); past it the route's memory starts afresh
 _PARAMS_REMEMBERED = 1024
 
+#: the longest path plus query string whose arguments are kept (a client sending ever
+#: new long ones would otherwise fill the memory: at most 1,024 x 2 KiB per route)
+_PARAMS_KEY_BYTES = 2048
+
 #: argument values that can be handed to more than one request (nothing can change them)
 _IMMUTABLE = (str, int, float, bool, type(None))
 
@@ -82,6 +86,10 @@ class _HotRoute:
     request_name: str
     caller_name: str
     is_coroutine: bool
+    #: (path parameter values, query string) -> the arguments they validate to
+    params_seen: dict[tuple[tuple[str, ...], bytes], dict[str, Any]] = field(
+        default_factory=dict, compare=False
+    )
 
     @classmethod
     def of(cls, route: StepwayRoute) -> _HotRoute:
@@ -132,8 +140,6 @@ class FastPath:
         #: ExceptionMiddleware)
         self._server_error = handlers.pop(Exception)
         self._handlers = handlers
-        #: per route: (path parameters, query string) -> the arguments they validate to
-        self._params_seen: dict[int, dict[tuple[tuple[str, str], ...], dict[str, Any]]] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         found = self._match(scope)
@@ -191,8 +197,8 @@ class FastPath:
         query_string: bytes = request.scope["query_string"]
         if b"%00" in query_string.lower() or b"\x00" in query_string:
             raise _FallThrough
-        key = (*path_params.items(), ("", query_string.decode("latin-1")))
-        seen = self._params_seen.setdefault(id(hot), {})
+        key = (tuple(path_params.values()), query_string)  # the route fixes the names
+        seen = hot.params_seen
         known = seen.get(key)
         if known is not None:
             return dict(known)
@@ -203,7 +209,8 @@ class FastPath:
             values.update(query)
         if errors:
             raise _FallThrough
-        if all(type(v) in _IMMUTABLE for v in values.values()):
+        size = len(query_string) + sum(len(v) for v in key[0])
+        if size <= _PARAMS_KEY_BYTES and all(type(v) in _IMMUTABLE for v in values.values()):
             if len(seen) >= _PARAMS_REMEMBERED:
                 seen.clear()
             seen[key] = dict(values)

@@ -19,6 +19,7 @@ import httpx
 import pytest
 from starlette.types import Receive, Scope, Send
 
+from control_plane.api import tasks as api_tasks
 from control_plane.api.fast_path import FastPath
 from tests.unit.control_plane.conftest import Server, taskdef
 
@@ -199,6 +200,16 @@ def test_arguments_remembered_answer_as_fastapi(pair: Pair) -> None:
         pair.ask("GET", bad, status=400, served=False)
         pair.ask("GET", bad, status=400, served=False)  # not remembered as good
     pair.ask("GET", url, status=200, served=True)
+    # a long query string is answered as any other but not kept: ever new ones cannot
+    # fill the memory
+    assert pair.fast.app.fast_path is not None
+    batch = next(
+        h for h in pair.fast.app.fast_path._routes if h.route.endpoint is api_tasks.batch_poll
+    )
+    kept = len(batch.params_seen)
+    long_url = url + "&workerid=" + "w" * 3000
+    pair.ask("GET", long_url, status=200, served=True)
+    assert len(batch.params_seen) == kept
 
 
 def test_other_requests_go_to_the_app(pair: Pair) -> None:
