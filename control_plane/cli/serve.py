@@ -192,17 +192,16 @@ def _read_settings(env: EnvReader, host: str) -> Settings | None:
         values["task_domains"] = domains
     values["console"] = console_settings_from_env(env)
     values["strict_task_definitions"] = env.flag("STEPWAY_STRICT_TASK_DEFINITIONS", False)
-    for var, key in (
-        ("STEPWAY_MAX_BODY_BYTES", "max_body_bytes"),
-        ("STEPWAY_SIGNED_URL_SECONDS", "signed_url_seconds"),
-        ("STEPWAY_MAX_CONCURRENT_POLLS", "max_concurrent_polls"),
-        ("STEPWAY_NO_WORKER_WARNING_MS", "no_worker_after_ms"),
-        ("STEPWAY_POLL_RECORD_INTERVAL_MS", "poll_record_interval_ms"),
+    for var, key, minimum in (
+        ("STEPWAY_MAX_BODY_BYTES", "max_body_bytes", 1),
+        ("STEPWAY_SIGNED_URL_SECONDS", "signed_url_seconds", 1),
+        ("STEPWAY_MAX_CONCURRENT_POLLS", "max_concurrent_polls", 1),
+        ("STEPWAY_NO_WORKER_WARNING_MS", "no_worker_after_ms", 1),
+        ("STEPWAY_POLL_RECORD_INTERVAL_MS", "poll_record_interval_ms", 1),
+        ("STEPWAY_RECONCILE_INTERVAL_MS", "reconcile_interval_ms", 0),
     ):
         if env.has(var):
-            values[key] = env.integer(var, 1, minimum=1)
-    if env.has("STEPWAY_RECONCILE_INTERVAL_MS"):
-        values["reconcile_interval_ms"] = env.integer("STEPWAY_RECONCILE_INTERVAL_MS", 0, minimum=0)
+            values[key] = env.integer(var, minimum, minimum=minimum)
     try:
         return Settings(**values)
     except ValueError as exc:  # pragma: no cover - shapes are checked above

@@ -49,9 +49,8 @@ class RunReconciling:
         backend (``reread`` reads it again after that write)."""
         workflow_id = run.workflow_id
         if run.status.is_terminal:
-            if self._going:
-                with self._lock:
-                    self._going.pop(workflow_id, None)
+            with self._lock:
+                self._going.pop(workflow_id, None)
             return run
         now = self.deps.clock()
         interval = self.settings.reconcile_interval_ms
