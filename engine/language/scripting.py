@@ -18,11 +18,16 @@ every replay:
   :mod:`engine.runtime.definition_cache` share one); there is none per process.
 * A time limit and a memory limit bound each evaluation; exceeding one raises
   :class:`ScriptError` saying which.
-* Results are converted to JSON without recursion (QuickJS's own ``JSON.stringify`` is
-  recursive in C and overflows the stack on a value nested 100,000 deep): a result
-  nested deeper than ``max_depth`` (default :data:`protocol.limits.MAX_JSON_DEPTH`)
-  raises :class:`ScriptError` with reason ``"depth_limit"``. The converter and the
-  built-ins it uses are captured before the script runs, so a script cannot replace them.
+* QuickJS's ``JSON.stringify`` recurses in C without checking its stack unless it calls
+  a replacer function at each level: a value nested 100,000 deep would crash the
+  process. Results are converted by ``JSON.stringify`` with a replacer that refuses a
+  container nested deeper than ``max_depth`` (default :data:`protocol.limits.MAX_JSON_DEPTH`)
+  before it descends, raising :class:`ScriptError` with reason ``"depth_limit"``; the
+  ``JSON.stringify`` scripts call always passes a replacer function (theirs, or one
+  that keeps the value, or one that keeps the properties an array replacer lists), so
+  a deep value there is a ``stack overflow`` error, as in any other deep recursion. The
+  converter and the built-ins it uses are captured before the script runs, so a script
+  cannot replace them.
 
 These limits hold inside QuickJS only. INLINE tasks are evaluated by
 :mod:`engine.runtime.evaluators` in a separate process with process limits as well; SWITCH and
@@ -122,6 +127,50 @@ _PRELUDE = r"""
   Object.defineProperty(Math, "random",
     { value: function random() { forbidden("Math.random()"); },
       writable: true, configurable: true, enumerable: false });
+  // JSON.stringify as scripts see it: QuickJS's own recurses in C without checking its
+  // stack, so a value nested 100,000 deep crashes the process (a SWITCH condition runs in
+  // the engine's); with a replacer function it calls that function at every level, whose
+  // call checks the stack ("InternalError: stack overflow"). So it always gets one: the
+  // script's, or one that passes values on unchanged, or for a list of property names
+  // (an array replacer) one that keeps those properties of each object, in that order.
+  var nativeStringify = JSON.stringify, isArray = Array.isArray, apply = Reflect.apply;
+  var createObject = Object.create, defineProperty = Object.defineProperty;
+  var NumberBox = Number, StringBox = String, BooleanBox = Boolean;
+  function put(target, slot, value) {
+    defineProperty(target, slot,
+      { value: value, writable: true, enumerable: true, configurable: true });
+  }
+  function same(key, value) { return value; }
+  function keeping(list) {
+    var names = [], count = 0, seen = createObject(null), i, item, name;
+    for (i = 0; i < list.length; i += 1) {
+      item = list[i];
+      if (typeof item === "string") name = item;
+      else if (typeof item === "number" || item instanceof NumberBox ||
+               item instanceof StringBox) name = "" + item;
+      else continue;
+      if (seen[name] === true) continue;
+      put(seen, name, true);
+      put(names, count, name);
+      count += 1;
+    }
+    return function kept(key, value) {
+      if (typeof value !== "object" || value === null || isArray(value) ||
+          value instanceof NumberBox || value instanceof StringBox ||
+          value instanceof BooleanBox) return value;
+      var out = createObject(null);
+      for (var j = 0; j < count; j += 1) put(out, names[j], value[names[j]]);
+      return out;
+    };
+  }
+  defineProperty(JSON, "stringify", {
+    value: function stringify(value, replacer, space) {
+      var each = typeof replacer === "function" ? replacer
+        : isArray(replacer) ? keeping(replacer) : same;
+      return apply(nativeStringify, JSON, [value, each, space]);
+    },
+    writable: true, configurable: true, enumerable: false });
+
   // defines the bindings (a JSON object text) as globals; called once, by Python
   g.__stepway_bind = function bind(text) {
     var bindings = parse(text);
@@ -140,81 +189,32 @@ _PRELUDE = r"""
     return typeof held === "string" ? stringify(held) : held;
   };
 
-  // JSON text of a result without recursion: a plain copy is built with an explicit
-  // stack (JSON.stringify's rules: toJSON, boxed primitives, undefined/functions omitted
-  // in objects and null in arrays, non-finite numbers null), refusing containers nested
-  // deeper than maxDepth; only then is the copy, now shallow enough, stringified. Every
-  // built-in used is captured here, before the script can replace it, and every write
-  // defines an own property, so setters a script puts on prototypes are never called.
-  var isArray = Array.isArray, objectKeys = Object.keys, stringify = JSON.stringify;
-  var createObject = Object.create, defineProperty = Object.defineProperty;
-  var apply = Reflect.apply, isFiniteNumber = Number.isFinite;
-  var NumberBox = Number, StringBox = String, BooleanBox = Boolean;
-  var RangeErr = RangeError, TypeErr = TypeError;
-  function put(target, slot, value) {
-    defineProperty(target, slot,
-      { value: value, writable: true, enumerable: true, configurable: true });
-  }
+  // JSON text of a result: JSON.stringify itself (its rules exactly), given a replacer
+  // that refuses a container nested deeper than maxDepth before JSON.stringify descends
+  // into it, so that its recursion (in C) stays shallow. The replacer sees each value
+  // after toJSON, with its holder as `this`; JSON.stringify writes depth first, so the
+  // containers still open form a stack whose top is the holder. Every built-in used is
+  // captured here, before the script can replace it, and the stack is written by
+  // defining own properties, so setters a script puts on prototypes are never called.
+  var stringify = nativeStringify, RangeErr = RangeError, TypeErr = TypeError;
   function toJSONText(root, maxDepth) {
-    var box = createObject(null);
-    var stack = [], open = [], exit = {};
-    put(stack, 0, [root, box, "v", "", 0, false]);
-    var n = 1, opened = 0, i;
-    while (n > 0) {
-      n -= 1;
-      var item = stack[n];
-      if (item[0] === exit) {  // every child of an open container is done
-        opened -= 1;
-        continue;
-      }
-      var value = item[0], target = item[1], slot = item[2], depth = item[4];
-      if (value !== null && (typeof value === "object" || typeof value === "bigint")) {
-        var toJSON = value.toJSON;
-        if (typeof toJSON === "function") value = apply(toJSON, value, [item[3]]);
+    var open = [], opened = 0, first = true;
+    function replacer(key, value) {
+      if (first) {
+        first = false;  // the root: its holder is JSON.stringify's own wrapper
+      } else {
+        while (opened > 0 && open[opened - 1] !== this) opened -= 1;
+        if (opened === 0) throw new TypeErr("a value outside the result");
       }
       if (typeof value === "object" && value !== null) {
-        if (value instanceof NumberBox) value = +value;
-        else if (value instanceof StringBox) value = "" + value;
-        else if (value instanceof BooleanBox) value = value.valueOf() === true;
-      }
-      var kind = typeof value;
-      if (value === null || kind === "string" || kind === "boolean") {
-        put(target, slot, value);
-      } else if (kind === "number") {
-        put(target, slot, isFiniteNumber(value) ? value : null);
-      } else if (kind === "bigint") {
-        throw new TypeErr("a BigInt value cannot be converted to JSON");
-      } else if (kind !== "object") {
-        if (item[5]) put(target, slot, null);  // undefined, a function, a symbol
-      } else {
-        if (depth + 1 > maxDepth) throw new RangeErr("__stepway_depth_limit");
-        for (i = 0; i < opened; i += 1) {
-          if (open[i] === value) throw new TypeErr("circular reference");
-        }
-        put(open, opened, value);
+        if (opened + 1 > maxDepth) throw new RangeErr("__stepway_depth_limit");
+        defineProperty(open, opened,
+          { value: value, writable: true, enumerable: true, configurable: true });
         opened += 1;
-        put(stack, n, [exit]);
-        n += 1;
-        var out;
-        if (isArray(value)) {
-          out = [];
-          put(target, slot, out);
-          for (i = value.length - 1; i >= 0; i -= 1) {
-            put(stack, n, [value[i], out, i, "" + i, depth + 1, true]);
-            n += 1;
-          }
-        } else {
-          out = createObject(null);
-          put(target, slot, out);
-          var keys = objectKeys(value);
-          for (i = keys.length - 1; i >= 0; i -= 1) {
-            put(stack, n, [value[keys[i]], out, keys[i], keys[i], depth + 1, false]);
-            n += 1;
-          }
-        }
       }
+      return value;
     }
-    var text = stringify(box.v);
+    var text = stringify(root, replacer);
     return text === undefined ? "null" : text;
   }
   g.__stepway_to_json = toJSONText;

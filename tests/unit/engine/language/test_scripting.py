@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -438,3 +441,80 @@ def test_a_string_result_comes_back_whole() -> None:
     assert evaluate_to_json("'a' + String.fromCharCode(0)", "{}") == '"a\\u0000"'
     assert evaluate("String.fromCharCode(0xd800)", {}) == "\ud800"
     assert evaluate("var s = 'x'; s + s", {}) == "xx"  # statements: the completion value
+
+
+# ------------------------------------------------------------- the script's JSON.stringify
+
+_IN_A_PROCESS_OF_ITS_OWN = """
+import sys
+from engine.language.scripting import ScriptError, evaluate_condition
+try:
+    evaluate_condition(sys.argv[1], {})
+except ScriptError as exc:
+    print("refused:", exc)
+"""
+
+
+@pytest.mark.parametrize("replacer", ["", ", null", ", ['a']", ", function (k, v) { return v; }"])
+def test_a_script_stringifying_a_value_nested_100000_deep_gets_an_error_not_a_crash(
+    replacer: str,
+) -> None:
+    """QuickJS's own JSON.stringify recurses in C without a stack check: this condition
+    (SWITCH and DO_WHILE conditions run in the engine's process) crashed the process with
+    a segmentation fault. Run in a process of its own, so that a crash fails this test
+    rather than the test run."""
+    script = (
+        "var o = {}; for (var i = 0; i < 100000; i++) { o = {a: o}; } "
+        f"JSON.stringify(o{replacer}).length > 0"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", _IN_A_PROCESS_OF_ITS_OWN, script],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=Path(__file__).resolve().parents[4],
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "refused: InternalError: stack overflow" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("script", "text"),
+    [
+        # ECMAScript's SerializeJSONObject with a PropertyList: the listed names only, in
+        # the list's order, duplicates once, numbers and String objects as names, inherited
+        # properties read too; arrays keep every element (the texts Node 20 prints)
+        ("JSON.stringify({b: 1, a: 2, c: {a: 5, b: 6, z: 1}}, ['a', 'c'])", '{"a":2,"c":{"a":5}}'),
+        (
+            "JSON.stringify({b: 1, a: 2, c: [{a: 5, b: 6}]}, ['c', 'a', 'a', 1, new String('b')])",
+            '{"c":[{"a":5,"b":6}],"a":2,"b":1}',
+        ),
+        ("JSON.stringify({1: 'one', b: 2}, [1])", '{"1":"one"}'),
+        (
+            "JSON.stringify(Object.create({i: 1}, {o: {value: 2, enumerable: true}}), ['i', 'o'])",
+            '{"i":1,"o":2}',
+        ),
+        (
+            "JSON.stringify({a: new Number(1), b: {a: 1, b: 2}}, ['a', 'b'])",
+            '{"a":1,"b":{"a":1,"b":2}}',
+        ),
+        ("JSON.stringify({a: [{b: 1}]}, ['a'], 1)", '{\n "a": [\n  {}\n ]\n}'),
+        # a replacer function, none, or something else: as always
+        (
+            "JSON.stringify({a: 1, b: 2}, function (k, v) { return v === 2 ? undefined : v; })",
+            '{"a":1}',
+        ),
+        (
+            "JSON.stringify({a: [1, undefined, function () {}], b: undefined})",
+            '{"a":[1,null,null]}',
+        ),
+        ("JSON.stringify({a: 1}, 'not a replacer')", '{"a":1}'),
+        (
+            "JSON.stringify({d: new Date(0), x: {toJSON: function (k) { return 'k=' + k; }}})",
+            '{"d":"1970-01-01T00:00:00.000Z","x":"k=x"}',
+        ),
+        ("JSON.stringify.length + ':' + JSON.stringify.name", "3:stringify"),
+    ],
+)
+def test_the_scripts_json_stringify_keeps_the_languages_rules(script: str, text: str) -> None:
+    assert evaluate(script, {}) == text
