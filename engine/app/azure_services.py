@@ -178,7 +178,8 @@ def build_services(
         document_intelligence_credential=credential
         if config.document_intelligence_endpoint
         else None,
-        evaluators=EvaluatorPool(config.evaluators) if config.role != "orchestrator" else None,
+        # every role: INLINE and jq run in them, and SWITCH and DO_WHILE scripts too
+        evaluators=EvaluatorPool(config.evaluators),
     )
     backend = config.backend
     log.info(

@@ -52,7 +52,7 @@ import math
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import quickjs
@@ -65,13 +65,34 @@ __all__ = [
     "FreshContext",
     "ScriptError",
     "ScriptMemo",
+    "ScriptRunner",
+    "ScriptsUnavailable",
     "evaluate",
     "evaluate_condition",
     "evaluate_to_json",
+    "run_in_this_process",
 ]
 
 DEFAULT_TIME_LIMIT_S = 0.5
 DEFAULT_MEMORY_LIMIT_BYTES = 32 * 1024 * 1024
+
+
+class ScriptsUnavailable(Exception):
+    """The processes that run scripts cannot run one now (their engine stops): nothing
+    was decided, and the decision is to be made again later."""
+
+
+#: runs one evaluation somewhere: (expression, bindings JSON, time limit in seconds,
+#: memory limit in bytes) -> ("json", text) | ("value", primitive); raises ScriptError,
+#: or ScriptsUnavailable when it cannot run anything now
+ScriptRunner = Callable[[str, str, float, int], tuple[str, Any]]
+
+
+def run_in_this_process(
+    expression: str, bindings_json: str, time_limit_s: float, memory_limit_bytes: int
+) -> tuple[str, Any]:
+    """A :data:`ScriptRunner`: a fresh context in this process."""
+    return FreshContext().run(expression, bindings_json, time_limit_s, memory_limit_bytes)
 
 
 class ScriptError(Exception):
@@ -232,11 +253,18 @@ class ScriptMemo:
     """Results of evaluations by (expression, bindings JSON, limits), the most recently
     used ``size`` of them: key -> ("value", primitive) | ("json", text or None) |
     ("error", message). Results longer than ``max_text`` characters are not kept.
-    Thread-safe."""
+    ``runner`` runs what the memo does not hold (in this process unless the engine gives
+    it its evaluator processes: engine/runtime/evaluators/pool.py). Thread-safe."""
 
-    def __init__(self, size: int = _CACHE_SIZE, max_text: int = _CACHE_MAX_TEXT) -> None:
+    def __init__(
+        self,
+        size: int = _CACHE_SIZE,
+        max_text: int = _CACHE_MAX_TEXT,
+        runner: ScriptRunner = run_in_this_process,
+    ) -> None:
         self.size = size
         self.max_text = max_text
+        self.runner = runner
         self._entries: OrderedDict[bytes, tuple[str, Any]] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -343,12 +371,12 @@ def _run(
         raise ScriptError(f"script bindings are not JSON: {exc}", "bindings") from exc
 
     if memo is None:
-        return FreshContext().run(expression, bindings_json, time_limit_s, memory_limit_bytes)
+        return run_in_this_process(expression, bindings_json, time_limit_s, memory_limit_bytes)
     key = _cache_key(expression, bindings_json, time_limit_s, memory_limit_bytes)
     hit = memo.get(key)
     if hit is None:
         try:
-            hit = FreshContext().run(expression, bindings_json, time_limit_s, memory_limit_bytes)
+            hit = memo.runner(expression, bindings_json, time_limit_s, memory_limit_bytes)
         except ScriptError as exc:
             if exc.reason == "error":  # deterministic: the same script fails the same way
                 memo.remember(key, ("error", exc.message))

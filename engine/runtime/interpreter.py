@@ -66,6 +66,7 @@ from engine.decider import (
 )
 from engine.decider.state import Deadline, TaskChange, TimeoutKind
 from engine.language.definitions import RunStatus, TaskStatus, TaskType
+from engine.language.scripting import ScriptsUnavailable
 from engine.ports.payload_store import PayloadStoreUnavailable
 from engine.ports.queue import QueueUnavailable
 from engine.ports.run_store import RunStoreUnavailable
@@ -151,7 +152,11 @@ _POSTED = (TaskStatus.COMPLETED, TaskStatus.FAILED, TaskStatus.FAILED_WITH_TERMI
 
 #: the outages of a read the interpreter makes while deciding: a payload, or the
 #: registration of a definition (a run started without a snapshot)
-_UNDECIDABLE: tuple[type[Exception], ...] = (PayloadStoreUnavailable, RunStoreUnavailable)
+_UNDECIDABLE: tuple[type[Exception], ...] = (
+    PayloadStoreUnavailable,
+    RunStoreUnavailable,
+    ScriptsUnavailable,
+)
 
 
 class DecisionDeferred(AbandonOrchestrationError):

@@ -17,6 +17,7 @@ from typing import Any
 
 from opentelemetry.trace import NoOpTracerProvider, TracerProvider
 
+from engine.language.scripting import ScriptMemo
 from engine.ports.payload_store import PayloadLimits, PayloadStore
 from engine.ports.queue import TaskQueue
 from engine.ports.queue_provisioning import QueueProvisioner
@@ -24,6 +25,7 @@ from engine.ports.run_store import RunStore
 from engine.runtime.builtins import ActivityDeps
 from engine.runtime.deferred_sweep import DEFAULT_GRACE_MS, DeferredSweep, SweepThread
 from engine.runtime.definition_cache import DefinitionCache
+from engine.runtime.evaluators import ScriptsInProcesses
 from engine.runtime.payload_cache import PayloadCache
 from engine.runtime.run_limits import RunLimits
 
@@ -66,6 +68,11 @@ class EngineServices:
             max_value_bytes=self.payload_limits.task_input_threshold
             if self.payloads is not None
             else None,
+            # SWITCH and DO_WHILE scripts run in the evaluator processes when there are
+            # any: only a process can be ended from outside (engine/runtime/evaluators)
+            scripts=ScriptMemo(runner=ScriptsInProcesses(pool))
+            if (pool := self.activity_deps.evaluators) is not None
+            else ScriptMemo(),
         )
 
     def client(self) -> Any:

@@ -335,6 +335,65 @@ def test_an_endless_do_while_meets_the_iteration_limit(platform: tuple[DevProces
     assert f"reached the limit of {LOOP_LIMIT} iterations" in run["reasonForIncompletion"]
 
 
+def test_a_switch_whose_regular_expression_backtracks_forever_meets_the_cpu_limit(
+    platform: tuple[DevProcess, Health],
+) -> None:
+    """QuickJS cannot interrupt its regular expressions: in the engine's own process this
+    condition ran on past every time limit (2^40 backtracking steps), holding an engine
+    thread and a core for good. It runs in an evaluator process, which is ended."""
+    dev, _ = platform
+    dev.register_workflow(
+        one_task(
+            "redos",
+            {
+                "type": "SWITCH",
+                "evaluatorType": "javascript",
+                "expression": "/(a+)+b/.test($.text) ? 'match' : 'none'",
+                "inputParameters": {"text": "${workflow.input.text}"},
+                "decisionCases": {"match": [], "none": []},
+            },
+        )
+    )
+    run = hostile(platform, "redos", {"text": "a" * 40})
+    assert run["status"] == "FAILED"
+    reason = run["reasonForIncompletion"]
+    assert (
+        "the evaluation exceeded the CPU time limit of 2 s" in reason
+        or "the evaluation exceeded the wall-clock limit of 10 s" in reason
+    ), reason
+
+
+def test_a_do_while_condition_stringifying_a_value_nested_100000_deep_fails_the_loop(
+    platform: tuple[DevProcess, Health],
+) -> None:
+    """QuickJS's own JSON.stringify crashed the engine's process on this condition
+    (engine/language/scripting.py)."""
+    dev, _ = platform
+    condition = (
+        "var o = {}; for (var i = 0; i < 100000; i++) { o = {a: o}; } JSON.stringify(o).length < 0"
+    )
+    dev.register_workflow(
+        one_task(
+            "stringify_deep",
+            {
+                "type": "DO_WHILE",
+                "loopCondition": condition,
+                "loopOver": [
+                    {
+                        "name": "once",
+                        "taskReferenceName": "once",
+                        "type": "SET_VARIABLE",
+                        "inputParameters": {"x": 1},
+                    }
+                ],
+            },
+        )
+    )
+    run = hostile(platform, "stringify_deep")
+    assert run["status"] == "FAILED"
+    assert "loopCondition: InternalError: stack overflow" in run["reasonForIncompletion"]
+
+
 def test_terminate_takes_effect_on_a_run_whose_task_spins(
     platform: tuple[DevProcess, Health],
 ) -> None:

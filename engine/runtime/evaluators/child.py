@@ -130,7 +130,7 @@ def _run_js(
             context=context,
         )
     except ScriptError as exc:
-        limit = {"time_limit": "cpu", "memory_limit": "memory", "depth_limit": "depth"}
+        limit = _SCRIPT_LIMITS
         if exc.reason == "time_limit":
             message = f"the script exceeded the CPU time limit of {limits['cpuSeconds']:g} s"
         elif exc.reason == "memory_limit":
@@ -138,6 +138,48 @@ def _run_js(
         else:
             message = exc.message
         raise _Refused(message, limit.get(exc.reason)) from None
+
+
+def _run_script(
+    program: str, input_text: str, limits: dict[str, Any], context: FreshContext | None
+) -> str:
+    """A SWITCH or DO_WHILE script: ``[kind, value]`` as JSON text, as
+    :meth:`engine.language.scripting.FreshContext.run` gives them (``"json"`` with the
+    result's JSON, ``"value"`` with a primitive), so that the caller applies JavaScript's
+    truthiness (every object is true, a function too) as it would in its own process."""
+    from engine.language.scripting import FreshContext, ScriptError
+
+    fresh = context if context is not None else FreshContext()
+    try:
+        kind, value = fresh.run(
+            program,
+            input_text,
+            float(limits["cpuSeconds"]),
+            int(limits["memoryBytes"]),
+            int(limits["maxDepth"]),
+        )
+    except ScriptError as exc:
+        raise _Refused(exc.message, _SCRIPT_LIMITS.get(exc.reason)) from None
+    if kind == "json":
+        return '["json",' + str(value) + "]"
+    return json.dumps(["value", value], ensure_ascii=False, allow_nan=False)
+
+
+def _within(limits: dict[str, Any], bounds: Any) -> dict[str, Any]:
+    """``limits`` with a script's own lower ``cpuSeconds`` and ``memoryBytes``."""
+    if not isinstance(bounds, dict):
+        return limits
+    bounded = dict(limits)
+    for name in ("cpuSeconds", "memoryBytes"):
+        value = bounds.get(name)
+        if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
+            bounded[name] = min(limits[name], value)
+    bounded["memoryBytes"] = int(bounded["memoryBytes"])
+    return bounded
+
+
+#: the limit an evaluator reports for a script's ScriptError reason
+_SCRIPT_LIMITS = {"time_limit": "cpu", "memory_limit": "memory", "depth_limit": "depth"}
 
 
 def _answer(out: BinaryIO, header: dict[str, Any], body: bytes = b"") -> None:
@@ -176,6 +218,10 @@ def serve(limits: dict[str, Any], stdin: BinaryIO, stdout: BinaryIO) -> None:
             if request["kind"] == "js":
                 context, spare = spare, None
                 result = _run_js(program, text, limits, context).encode("utf-8")
+            elif request["kind"] == "script":
+                context, spare = spare, None
+                bounded = _within(limits, request.get("bounds"))
+                result = _run_script(program, text, bounded, context).encode("utf-8")
             else:
                 result = _run_jq(program, text, limits).encode("utf-8")
             maximum = int(limits["maxOutputBytes"])

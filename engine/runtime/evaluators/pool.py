@@ -31,11 +31,13 @@ from typing import Any, Literal
 from engine.runtime.evaluators.limits import EvaluationError, EvaluatorLimits
 from protocol.limits import JsonTooDeep, loads_limited
 
-__all__ = ["EvaluatorPool", "Kind"]
+__all__ = ["EvaluatorPool", "Kind", "PoolClosed", "ScriptsInProcesses"]
 
 log = logging.getLogger(__name__)
 
-Kind = Literal["js", "jq"]
+#: ``js``: an INLINE script, its result's JSON; ``script``: a SWITCH or DO_WHILE script,
+#: ``[kind, value]`` (engine/runtime/evaluators/child.py); ``jq``: a jq program
+Kind = Literal["js", "script", "jq"]
 
 _ROOT = str(Path(__file__).resolve().parents[3])
 _BOOTSTRAP = (
@@ -48,6 +50,10 @@ _STARTUP_SECONDS = 60.0
 _STDERR_TAIL = 4096
 _HEADER_MAX = 64 * 1024
 _MEMORY_MARKERS = ("cannot allocate memory", "MemoryError", "out of memory", "std::bad_alloc")
+
+
+class PoolClosed(EvaluationError):
+    """The pool is closed (its engine stops): nothing was evaluated."""
 
 
 def _mib(n: int) -> str:
@@ -156,13 +162,24 @@ class _Child:
         return data
 
     def request(
-        self, kind: Kind, program: str, data: bytes, deadline: float, max_bytes: int
+        self,
+        kind: Kind,
+        program: str,
+        data: bytes,
+        deadline: float,
+        max_bytes: int,
+        bounds: dict[str, float] | None = None,
     ) -> dict[str, Any] | bytes | None:
         """Send one request; the answer header when it failed, the result text when it
-        worked, ``None`` when the process died. Raises TimeoutError at the deadline."""
+        worked, ``None`` when the process died. Raises TimeoutError at the deadline.
+        ``bounds``: a script's own ``cpuSeconds`` and ``memoryBytes``, lower than the
+        process's (the child takes the lower of the two)."""
         stdin = self.proc.stdin
         assert stdin is not None
-        header = json.dumps({"kind": kind, "program": program, "bytes": len(data)})
+        fields: dict[str, Any] = {"kind": kind, "program": program, "bytes": len(data)}
+        if bounds:
+            fields["bounds"] = bounds
+        header = json.dumps(fields)
         try:
             stdin.write(header.encode() + b"\n" + data)
             stdin.flush()
@@ -251,7 +268,7 @@ class EvaluatorPool:
         with self._cond:
             while True:
                 if self._closed:
-                    raise EvaluationError("the evaluator pool is closed")
+                    raise PoolClosed("the evaluator pool is closed")
                 while self._idle:
                     # the one idle longest: it has had the most time to make its next
                     # script context (engine/runtime/evaluators/child.py)
@@ -301,14 +318,18 @@ class EvaluatorPool:
         text = json.dumps(data, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
         return self.evaluate_text(kind, program, text.encode("utf-8"))
 
-    def evaluate_text(self, kind: Kind, program: str, data: bytes) -> Any:
+    def evaluate_text(
+        self, kind: Kind, program: str, data: bytes, bounds: dict[str, float] | None = None
+    ) -> Any:
         limits = self.limits
         child = self._acquire()
         healthy = False
         try:
             deadline = time.monotonic() + limits.wall_seconds
             try:
-                answer = child.request(kind, program, data, deadline, limits.max_output_bytes)
+                answer = child.request(
+                    kind, program, data, deadline, limits.max_output_bytes, bounds
+                )
             except TimeoutError:
                 child.kill()
                 raise EvaluationError(
@@ -349,3 +370,56 @@ class EvaluatorPool:
         return EvaluationError(
             f"the evaluator process died during the evaluation ({child.describe_death()})"
         )
+
+
+#: the reason of a ScriptError for the limit an evaluation exceeded
+_SCRIPT_REASONS = {
+    "cpu": "time_limit",
+    "wall": "time_limit",
+    "memory": "memory_limit",
+    "depth": "depth_limit",
+}
+
+
+class ScriptsInProcesses:
+    """Runs the SWITCH and DO_WHILE scripts of the Deciders in ``pool``'s processes
+    (a :class:`engine.language.scripting.ScriptMemo`'s runner), not in the engine's own:
+    QuickJS cannot interrupt everything it runs in C (a regular expression that
+    backtracks exponentially runs on past its time limit), and only a process can be
+    ended from outside. A breach of a limit is a ScriptError naming it, as in process.
+    The script's time and memory limits apply inside QuickJS, as in process, within the
+    pool's: its process's CPU limit ends what QuickJS cannot interrupt."""
+
+    def __init__(self, pool: EvaluatorPool) -> None:
+        self.pool = pool
+
+    def __call__(
+        self, expression: str, bindings_json: str, time_limit_s: float, memory_limit_bytes: int
+    ) -> tuple[str, Any]:
+        from engine.language.scripting import ScriptError, ScriptsUnavailable
+
+        try:
+            kind, value = self.pool.evaluate_text(
+                "script",
+                expression,
+                _utf8(bindings_json),
+                {"cpuSeconds": time_limit_s, "memoryBytes": memory_limit_bytes},
+            )
+        except PoolClosed as exc:
+            raise ScriptsUnavailable(exc.message) from None
+        except OSError as exc:  # no process could be started
+            raise ScriptsUnavailable(f"no evaluator process: {exc}") from None
+        except EvaluationError as exc:
+            # a process that died (not of a limit) died of the script: an error like any
+            raise ScriptError(exc.message, _SCRIPT_REASONS.get(exc.limit or "", "error")) from None
+        if kind == "json":
+            return "json", json.dumps(value, ensure_ascii=False, allow_nan=False)
+        return "value", value
+
+
+def _utf8(text: str) -> bytes:
+    """JSON text as UTF-8; a lone surrogate (valid JSON text, not UTF-8) escaped."""
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(json.loads(text), ensure_ascii=True).encode("ascii")

@@ -8,7 +8,19 @@ from collections.abc import Iterator
 
 import pytest
 
-from engine.runtime.evaluators import EvaluationError, EvaluatorLimits, EvaluatorPool
+from engine.language.scripting import (
+    ScriptError,
+    ScriptMemo,
+    ScriptsUnavailable,
+    evaluate,
+    evaluate_condition,
+)
+from engine.runtime.evaluators import (
+    EvaluationError,
+    EvaluatorLimits,
+    EvaluatorPool,
+    ScriptsInProcesses,
+)
 
 DEEP_JS = (
     "(function () { var o = {}; for (var i = 0; i < 100000; i++) { o = {a: o}; } return o; })()"
@@ -169,3 +181,83 @@ def test_each_script_runs_in_a_context_of_its_own() -> None:
         assert one.evaluate("js", "typeof left", {"$": {}}) == "undefined"
         assert one.evaluate("jq", ".a", {"a": 5}) == [5]
         assert one.evaluate("js", "typeof leakedVar", {"$": {}}) == "undefined"
+
+
+# ------------------------------------------------- SWITCH and DO_WHILE scripts in processes
+
+CONDITIONS = [
+    ("$.i < 3", {"i": 1}),
+    ("$.i > 3", {"i": 1}),
+    ("0", {}),
+    ("''", {}),
+    ("'0'", {}),
+    ("null", {}),
+    ("undefined", {}),
+    ("NaN", {}),
+    ("[]", {}),
+    ("({})", {}),
+    ("(function () {})", {}),
+    ("if ($.i < 3) { 'yes'; } else { 'no'; }", {"i": 1}),
+    ("$.items.map(function (x) { return {v: x * 2}; })", {"items": [1, 2]}),
+    ("'a' + String.fromCharCode(0) + 'b'", {}),
+    ("1.5", {}),
+    ("Math.pow(2, 53)", {}),
+]
+
+
+@pytest.mark.parametrize(("script", "data"), CONDITIONS)
+def test_a_script_in_a_process_gives_what_it_gives_in_this_one(
+    pool: EvaluatorPool, script: str, data: dict[str, object]
+) -> None:
+    """The Deciders' SWITCH and DO_WHILE scripts (a ScriptMemo's runner): the same
+    values, and the same JavaScript truthiness (every object, a function too, is true)."""
+    here, there = ScriptMemo(), ScriptMemo(runner=ScriptsInProcesses(pool))
+    bindings = {"$": data}
+    assert evaluate(script, bindings, memo=there) == evaluate(script, bindings, memo=here)
+    assert evaluate_condition(script, bindings, memo=there) == evaluate_condition(
+        script, bindings, memo=here
+    )
+
+
+def test_a_script_error_in_a_process_is_the_scripts_own_and_kept(pool: EvaluatorPool) -> None:
+    there = ScriptMemo(runner=ScriptsInProcesses(pool))
+    for _ in range(2):  # the second from the memo
+        with pytest.raises(ScriptError) as raised:
+            evaluate("$.a.b.c", {"$": {}}, memo=there)
+        assert str(raised.value) == "TypeError: cannot read property 'b' of undefined"
+        assert raised.value.reason == "error"
+    assert len(there) == 1
+
+
+def test_a_regular_expression_that_backtracks_forever_is_ended_and_the_pool_goes_on(
+    pool: EvaluatorPool,
+) -> None:
+    """QuickJS does not interrupt its regular expressions: in this process the condition
+    would run on past its time limit for good (2^40 backtracking steps). In an evaluator
+    process it meets the process's CPU limit; a time limit is not kept in the memo."""
+    there = ScriptMemo(runner=ScriptsInProcesses(pool))
+    with pytest.raises(ScriptError) as raised:
+        evaluate_condition("/(a+)+b/.test($.s)", {"$": {"s": "a" * 40}}, memo=there)
+    assert raised.value.reason == "time_limit"
+    assert "exceeded the CPU time limit of 1 s" in str(raised.value)
+    assert len(there) == 0
+    assert evaluate_condition("/(a+)+b/.test($.s)", {"$": {"s": "aab"}}, memo=there) is True
+
+
+def test_a_script_lower_limits_apply_in_its_process(pool: EvaluatorPool) -> None:
+    there = ScriptMemo(runner=ScriptsInProcesses(pool))
+    with pytest.raises(ScriptError) as raised:
+        evaluate("'x'.repeat(1 << 25).length", {}, memory_limit_bytes=16 << 20, memo=there)
+    assert raised.value.reason == "memory_limit"
+    assert "16 MiB" in str(raised.value)
+
+
+def test_scripts_in_a_closed_pool_are_unavailable_not_failed() -> None:
+    """An engine that stops closes its pool: a decision that needs a script is then
+    made again later (the interpreter's DecisionDeferred), never failed."""
+    closed = EvaluatorPool(EvaluatorLimits(processes=1))
+    closed.close()
+    there = ScriptMemo(runner=ScriptsInProcesses(closed))
+    with pytest.raises(ScriptsUnavailable):
+        evaluate_condition("true", {}, memo=there)
+    assert len(there) == 0
