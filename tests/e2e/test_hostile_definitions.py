@@ -147,6 +147,16 @@ def hostile(
     return run
 
 
+def assert_met_a_time_limit(run: dict[str, Any]) -> None:
+    """The run FAILED naming the evaluators' CPU limit, or their wall-clock limit."""
+    assert run["status"] == "FAILED"
+    reason = run["reasonForIncompletion"]
+    assert (
+        "the evaluation exceeded the CPU time limit of 2 s" in reason
+        or "the evaluation exceeded the wall-clock limit of 10 s" in reason
+    ), reason
+
+
 def test_spinning_jq_meets_the_cpu_limit(platform: tuple[DevProcess, Health]) -> None:
     dev, _ = platform
     dev.register_workflow(
@@ -159,12 +169,7 @@ def test_spinning_jq_meets_the_cpu_limit(platform: tuple[DevProcess, Health]) ->
         )
     )
     run = hostile(platform, "spin", {"q": "last(range(1e10))"})
-    assert run["status"] == "FAILED"
-    reason = run["reasonForIncompletion"]
-    assert (
-        "the evaluation exceeded the CPU time limit of 2 s" in reason
-        or "the evaluation exceeded the wall-clock limit of 10 s" in reason
-    ), reason
+    assert_met_a_time_limit(run)
     assert run["tasks"][0]["status"] == "FAILED_WITH_TERMINAL_ERROR"
 
 
@@ -355,12 +360,7 @@ def test_a_switch_whose_regular_expression_backtracks_forever_meets_the_cpu_limi
         )
     )
     run = hostile(platform, "redos", {"text": "a" * 40})
-    assert run["status"] == "FAILED"
-    reason = run["reasonForIncompletion"]
-    assert (
-        "the evaluation exceeded the CPU time limit of 2 s" in reason
-        or "the evaluation exceeded the wall-clock limit of 10 s" in reason
-    ), reason
+    assert_met_a_time_limit(run)
 
 
 def test_a_do_while_condition_stringifying_a_value_nested_100000_deep_fails_the_loop(
