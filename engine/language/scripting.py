@@ -120,6 +120,32 @@ _DEPTH_MARKER = "__stepway_depth_limit"
 # Runs in every fresh context before the script: removes the clock and randomness and
 # leaves two functions (the binder and the converter) that Python takes out of the global
 # object before the script runs.
+# The body of the replacer for an array of property names (ECMAScript's PropertyList),
+# compiled in a context only when a script first passes one to JSON.stringify: the
+# parameters are the prelude's captured built-ins and the list.
+_KEEPING = r"""
+    var names = [], count = 0, seen = createObject(null), i, item, name;
+    for (i = 0; i < list.length; i += 1) {
+      item = list[i];
+      if (typeof item === "string") name = item;
+      else if (typeof item === "number" || item instanceof NumberBox ||
+               item instanceof StringBox) name = "" + item;
+      else continue;
+      if (seen[name] === true) continue;
+      put(seen, name, true);
+      put(names, count, name);
+      count += 1;
+    }
+    return function kept(key, value) {
+      if (typeof value !== "object" || value === null || isArray(value) ||
+          value instanceof NumberBox || value instanceof StringBox ||
+          value instanceof BooleanBox) return value;
+      var out = createObject(null);
+      for (var j = 0; j < count; j += 1) put(out, names[j], value[names[j]]);
+      return out;
+    };
+"""
+
 _PRELUDE = r"""
 (function (g) {
   "use strict";
@@ -162,27 +188,16 @@ _PRELUDE = r"""
       { value: value, writable: true, enumerable: true, configurable: true });
   }
   function same(key, value) { return value; }
+  // the replacer for a list of property names, compiled on first use (few scripts pass
+  // one, and compiling JS is most of what a fresh context costs): by the Function
+  // constructor captured here, from a text that reads only its parameters
+  var FunctionCtor = Function, keepingMaker = null;
   function keeping(list) {
-    var names = [], count = 0, seen = createObject(null), i, item, name;
-    for (i = 0; i < list.length; i += 1) {
-      item = list[i];
-      if (typeof item === "string") name = item;
-      else if (typeof item === "number" || item instanceof NumberBox ||
-               item instanceof StringBox) name = "" + item;
-      else continue;
-      if (seen[name] === true) continue;
-      put(seen, name, true);
-      put(names, count, name);
-      count += 1;
+    if (keepingMaker === null) {
+      keepingMaker = FunctionCtor("put", "createObject", "isArray", "NumberBox",
+        "StringBox", "BooleanBox", "list", KEEPING);
     }
-    return function kept(key, value) {
-      if (typeof value !== "object" || value === null || isArray(value) ||
-          value instanceof NumberBox || value instanceof StringBox ||
-          value instanceof BooleanBox) return value;
-      var out = createObject(null);
-      for (var j = 0; j < count; j += 1) put(out, names[j], value[names[j]]);
-      return out;
-    };
+    return keepingMaker(put, createObject, isArray, NumberBox, StringBox, BooleanBox, list);
   }
   defineProperty(JSON, "stringify", {
     value: function stringify(value, replacer, space) {
@@ -221,8 +236,9 @@ _PRELUDE = r"""
   function toJSONText(root, maxDepth) {
     var open = [], opened = 0, first = true;
     function replacer(key, value) {
+      // the root's holder is JSON.stringify's own wrapper
       if (first) {
-        first = false;  // the root: its holder is JSON.stringify's own wrapper
+        first = false;
       } else {
         while (opened > 0 && open[opened - 1] !== this) opened -= 1;
         if (opened === 0) throw new TypeErr("a value outside the result");
@@ -241,6 +257,17 @@ _PRELUDE = r"""
   g.__stepway_to_json = toJSONText;
 })(globalThis);
 """
+
+
+def _compact(js: str) -> str:
+    """``js`` without its comment lines and indentation: a fresh context compiles the
+    prelude, and its cost grows with the text (about 40 us a KiB here)."""
+    lines = (line.strip() for line in js.splitlines())
+    return "\n".join(line for line in lines if line and not line.startswith("//"))
+
+
+#: what a fresh context runs before the script
+_PRELUDE_TEXT = _compact(_PRELUDE).replace("KEEPING", json.dumps(_compact(_KEEPING)))
 
 _TIME_LIMIT_MARKER = "InternalError: interrupted"
 _MEMORY_MARKERS = ("out of memory", "Failed obtaining QuickJS error string")
@@ -410,7 +437,7 @@ class FreshContext:
         self._used = False
         self._context = quickjs.Context()
         try:
-            self._context.eval(_PRELUDE)
+            self._context.eval(_PRELUDE_TEXT)
             helpers = (_BIND_GLOBAL, _RUN_GLOBAL, _HELD_GLOBAL, _TO_JSON_GLOBAL)
             self._bind, self._run, self._held, self._to_json = (
                 self._context.get(name) for name in helpers
