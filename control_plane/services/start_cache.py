@@ -21,6 +21,7 @@ from collections import OrderedDict
 import jsonschema
 
 from control_plane.deps import Deps, Settings
+from control_plane.services.stamp_reads import Stamp
 from control_plane.services.task_support import TaskDefCache
 from engine.language.definitions import WorkflowDef, schema_document
 from engine.ports.run_store import DefinitionRecord
@@ -30,6 +31,13 @@ from engine.runtime.snapshots import publish_snapshot
 _ENTRIES = 256
 
 _Key = tuple[str, int, int]
+
+
+class Unread:
+    """The stamp of a registration not read yet (None means: no registration)."""
+
+
+UNREAD = Unread()
 
 
 def input_validator(wf: WorkflowDef) -> jsonschema.Draft202012Validator | None:
@@ -53,11 +61,16 @@ class StartCache:
     def _key(record: DefinitionRecord) -> _Key:
         return record.name, record.version, record.update_time
 
-    def record(self, name: str, version: int | None) -> DefinitionRecord | None:
+    def record(
+        self, name: str, version: int | None, stamp: Stamp | Unread = UNREAD
+    ) -> DefinitionRecord | None:
         """The current registration of ``name`` (its latest version when ``version`` is
-        None): read whole only when its ``update_time`` is not the one remembered."""
+        None): read whole only when its ``update_time`` is not the one remembered.
+        ``stamp``: which one is current, when the caller has read that already
+        (:mod:`control_plane.services.stamp_reads`)."""
         store = self.deps.run_store
-        stamp = store.definition_stamp(name, version)
+        if isinstance(stamp, Unread):
+            stamp = store.definition_stamp(name, version)
         if stamp is None:
             return None
         key = (name, *stamp)

@@ -43,7 +43,8 @@ from control_plane.services.replays import RerunWorkflowRequest, RunReplays, Ski
 from control_plane.services.run_starts import RunStarts
 from control_plane.services.settling import Reached, RunSettling
 from control_plane.services.signals import ReturnStrategy, RunWaits
-from control_plane.services.start_cache import StartCache, input_validator
+from control_plane.services.stamp_reads import Stamp, StampReads
+from control_plane.services.start_cache import UNREAD, StartCache, Unread, input_validator
 from control_plane.services.tasks import TaskService
 from control_plane.services.wire import read_offloaded, run_summary, task_def_name, workflow_json
 from control_plane.services.wire_types import Text
@@ -132,6 +133,7 @@ class WorkflowService:
         self.deps = deps
         self.tasks = tasks
         self.start_cache = StartCache(settings, deps, tasks.taskdefs)
+        self.stamps = StampReads(deps.run_store.definition_stamp)
         self.tracer = tracer(deps.tracer_provider, "stepway.control_plane")
         self.settling = RunSettling(settings, deps)
         self.replays = RunReplays(settings, deps, self.settle)
@@ -139,10 +141,12 @@ class WorkflowService:
         self.starts = RunStarts(settings, deps)
         self.reconciling = RunReconciling(settings, deps, self.starts.pending)
 
-    def _definition(self, name: str, version: int | None) -> tuple[DefinitionRecord, WorkflowDef]:
+    def _definition(
+        self, name: str, version: int | None, stamp: Stamp | Unread = UNREAD
+    ) -> tuple[DefinitionRecord, WorkflowDef]:
         """The registered definition, read once (parsed once per registration; the
         snapshot a run starts with is built from it)."""
-        record = self.start_cache.record(name, version)
+        record = self.start_cache.record(name, version, stamp)
         if record is None:
             raise not_found(
                 f"No such workflow found by name: {name}, version: "
@@ -198,7 +202,10 @@ class WorkflowService:
         """Start a run, answered once the run is stored (with local adapters: the event
         loop's start, :mod:`control_plane.services.run_starts`); its id."""
         with self._start_span(caller_trace) as current:
-            run, orchestration_input = self._prepare(request, traceparent_of(current), None)
+            stamp: Stamp | Unread = UNREAD
+            if not request.workflow_def:  # which registration is current: one read a turn
+                stamp = await self.stamps.current(request.name, request.version)
+            run, orchestration_input = self._prepare(request, traceparent_of(current), None, stamp)
             workflow_id = await self.starts.start(run, orchestration_input)
             current.set_attribute(WORKFLOW_ID, workflow_id)
             return workflow_id
@@ -246,10 +253,12 @@ class WorkflowService:
         request: StartWorkflowRequest,
         traceparent: str | None,
         task_mocks: dict[str, list[TaskMock]] | None,
+        stamp: Stamp | Unread = UNREAD,
     ) -> tuple[NewRun, dict[str, Any]]:
         """The run row of a start and its orchestration's input (the definition found,
         the input validated and offloaded when large): nothing is written but an
-        offloaded input and, for a start with a definition of its own, its snapshot."""
+        offloaded input and, for a start with a definition of its own, its snapshot.
+        ``stamp``: which registration is current, when read already."""
         if request.workflow_def:
             # validated as a registration would be, but not registered
             (wf,) = MetadataService(self.settings, self.deps).parse_workflows(
@@ -259,7 +268,7 @@ class WorkflowService:
             ensure_worker_queues(self.settings, self.deps, wf, request.task_to_domain)
             validator = input_validator(wf)
         else:
-            record, wf = self._definition(request.name, request.version)
+            record, wf = self._definition(request.name, request.version, stamp)
             definition_json = record.definition
             validator = self.start_cache.validator(record, wf)
         if validator is not None:

@@ -10,6 +10,7 @@ all fails its run instead of leaving it RUNNING."""
 from __future__ import annotations
 
 import itertools
+import socket
 import sqlite3
 import threading
 import time
@@ -396,3 +397,67 @@ def test_a_left_start_the_backend_holds_nothing_of_fails_its_run(
     )
     assert signals.refused == [workflow_id] * 3
     assert not srv.deps.run_store.has_pending_start(workflow_id)
+
+
+def test_the_starts_of_one_turn_of_the_loop_read_the_current_registration_once(
+    srv: Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """control_plane/services/stamp_reads.py: while the event loop is held in one start's
+    read of which registration is current, ten more starts arrive on connections it
+    had accepted; they are read in one turn of the loop and share one read. Each is
+    answered with a run of its own."""
+    service = srv.app.state.workflow_service
+    read = service.stamps._read
+    reads: list[str] = []
+    holding, release = threading.Event(), threading.Event()
+
+    def counted(name: str, version: int | None) -> Any:
+        reads.append(name)
+        if len(reads) == 1:
+            holding.set()
+            release.wait(10)  # holds the event loop: the others arrive meanwhile
+        return read(name, version)
+
+    monkeypatch.setattr(service.stamps, "_read", counted)
+    host, port = srv.url.removeprefix("http://").split(":")
+    conns = [socket.create_connection((host, int(port)), timeout=10) for _ in range(10)]
+    time.sleep(0.3)  # accepted by the loop before it is held
+    try:
+        with ThreadPoolExecutor(1) as pool:
+            first = pool.submit(srv.client.post, "/api/workflow/wf", json={"i": -1})
+            assert holding.wait(10)
+            body = b'{"i": 1}'
+            request = (
+                f"POST /api/workflow/wf HTTP/1.1\r\nHost: {host}:{port}\r\n"
+                f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+            ).encode() + body
+            for conn in conns:
+                conn.sendall(request)
+            time.sleep(0.3)
+            release.set()
+            assert first.result(timeout=10).status_code == 200
+        ids = [_answer_of(conn) for conn in conns]
+    finally:
+        release.set()
+        for conn in conns:
+            conn.close()
+    assert len(set(ids)) == 10 and all(ids)
+    assert len(reads) == 2, reads
+    eventually(lambda: set(ids) <= set(started(srv)), "not every run was scheduled")
+
+
+def _answer_of(conn: socket.socket) -> str:
+    """The body of the one HTTP/1.1 answer ``conn`` gets (status 200)."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        data += conn.recv(65536)
+    head, _, body = data.partition(b"\r\n\r\n")
+    assert head.split(b" ", 2)[1] == b"200", head
+    length = next(
+        int(line.split(b":", 1)[1])
+        for line in head.split(b"\r\n")[1:]
+        if line.lower().startswith(b"content-length:")
+    )
+    while len(body) < length:
+        body += conn.recv(65536)
+    return body.decode()
