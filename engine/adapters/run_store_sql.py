@@ -301,6 +301,9 @@ def _b(name: str) -> Any:
 
 
 _LEASE_LABELS = [c.label(f"lease_{c.name}") for c in leases.c]
+#: the column names of a task row and of a lease (with its label in a join), in order
+_TASK_NAMES = tuple(c.name for c in tasks.c)
+_LEASE_NAMES = tuple((c.name, f"lease_{c.name}") for c in leases.c)
 
 #: the JSON columns of every table, by name (a result column of that name is JSON)
 _JSON_COLUMNS = frozenset(
@@ -339,9 +342,12 @@ class _Prepared:
     in order: no per-call compilation, cache key or parameter processing by
     SQLAlchemy."""
 
-    __slots__ = ("constants", "order", "processors", "sql")
+    __slots__ = ("columns", "constants", "order", "processors", "sql")
 
     def __init__(self, stmt: Any, dialect: Any, keys: list[str]) -> None:
+        #: the result's column names and its JSON columns (index, name), known once the
+        #: statement has run (its SQL text fixes them)
+        self.columns: tuple[list[str], list[tuple[int, str]]] | None = None
         compiled = stmt.compile(dialect=dialect, column_keys=keys)
         if compiled.literal_execute_params or compiled.post_compile_params:
             raise ValueError("a statement with expanding parameters cannot be prepared")
@@ -601,8 +607,14 @@ class SqlRunStore:
             description = cursor.description
             if description is None:
                 return _Rows([], cursor.rowcount)
-            keys = [d[0] for d in description]
-            json_at = [(i, k) for i, k in enumerate(keys) if k in _JSON_COLUMNS]
+            columns = prepared.columns
+            if columns is None:
+                names = [d[0] for d in description]
+                columns = prepared.columns = (
+                    names,
+                    [(i, k) for i, k in enumerate(names) if k in _JSON_COLUMNS],
+                )
+            keys, json_at = columns
             out: list[dict[str, Any]] = []
             for values in cursor.fetchall():
                 row = dict(zip(keys, values, strict=True))
@@ -1101,10 +1113,10 @@ class SqlRunStore:
             data = self._exec(conn, "get_task_with_lease", build, {"b_task_id": task_id}).first()
         if data is None:
             return None, None
-        task = self._task({c.name: data[c.name] for c in tasks.c})
+        task = self._task({name: data[name] for name in _TASK_NAMES})
         if data["lease_task_id"] is None:
             return task, None
-        lease = self._lease({c.name: data[f"lease_{c.name}"] for c in leases.c})
+        lease = self._lease({name: data[label] for name, label in _LEASE_NAMES})
         return task, lease
 
     def list_tasks(self, workflow_id: str) -> list[TaskRecord]:
