@@ -10,7 +10,7 @@ every replay:
 * There is no host access: no ``std``/``os`` modules, no ``require``, no module loader;
   QuickJS's clock hook ``__date_clock`` is removed.
 * Each evaluation runs in a fresh QuickJS context, so nothing a script does (globals,
-  changed built-ins) is visible to the next one. A context costs about 0.25 ms to create;
+  changed built-ins) is visible to the next one. A context costs about 0.3 ms to create;
   to keep replays cheap, a caller may pass a :class:`ScriptMemo`: results of successful
   evaluations and of deterministic script errors are then memoised by (expression,
   bindings JSON, limits), so a replay that re-evaluates the same scripts on the same
@@ -117,9 +117,6 @@ _HELD_GLOBAL = "__stepway_held"
 _TO_JSON_GLOBAL = "__stepway_to_json"
 _DEPTH_MARKER = "__stepway_depth_limit"
 
-# Runs in every fresh context before the script: removes the clock and randomness and
-# leaves two functions (the binder and the converter) that Python takes out of the global
-# object before the script runs.
 # The body of the replacer for an array of property names (ECMAScript's PropertyList),
 # compiled in a context only when a script first passes one to JSON.stringify: the
 # parameters are the prelude's captured built-ins and the list.
@@ -146,6 +143,10 @@ _KEEPING = r"""
     };
 """
 
+# Runs in every fresh context before the script: removes the clock and randomness, wraps
+# JSON.stringify, and leaves four helpers (binder, runner, result reader, converter) that
+# Python takes out of the global object before the script runs. Kept commented here; a
+# context runs it compacted (_PRELUDE_TEXT).
 _PRELUDE = r"""
 (function (g) {
   "use strict";
@@ -195,7 +196,7 @@ _PRELUDE = r"""
   function keeping(list) {
     if (keepingMaker === null) {
       keepingMaker = FunctionCtor("put", "createObject", "isArray", "NumberBox",
-        "StringBox", "BooleanBox", "list", KEEPING);
+        "StringBox", "BooleanBox", "list", __STEPWAY_KEEPING_SOURCE__);
     }
     return keepingMaker(put, createObject, isArray, NumberBox, StringBox, BooleanBox, list);
   }
@@ -245,8 +246,7 @@ _PRELUDE = r"""
       }
       if (typeof value === "object" && value !== null) {
         if (opened + 1 > maxDepth) throw new RangeErr("__stepway_depth_limit");
-        defineProperty(open, opened,
-          { value: value, writable: true, enumerable: true, configurable: true });
+        put(open, opened, value);
         opened += 1;
       }
       return value;
@@ -267,7 +267,9 @@ def _compact(js: str) -> str:
 
 
 #: what a fresh context runs before the script
-_PRELUDE_TEXT = _compact(_PRELUDE).replace("KEEPING", json.dumps(_compact(_KEEPING)))
+_PRELUDE_TEXT = _compact(_PRELUDE).replace(
+    "__STEPWAY_KEEPING_SOURCE__", json.dumps(_compact(_KEEPING))
+)
 
 _TIME_LIMIT_MARKER = "InternalError: interrupted"
 _MEMORY_MARKERS = ("out of memory", "Failed obtaining QuickJS error string")

@@ -115,6 +115,10 @@ def _run_jq(program: str, input_text: str, limits: dict[str, Any]) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
+#: the limit an evaluator reports for a script's ScriptError reason
+_SCRIPT_LIMITS = {"time_limit": "cpu", "memory_limit": "memory", "depth_limit": "depth"}
+
+
 def _run_js(
     program: str, input_text: str, limits: dict[str, Any], context: FreshContext | None
 ) -> str:
@@ -130,14 +134,13 @@ def _run_js(
             context=context,
         )
     except ScriptError as exc:
-        limit = _SCRIPT_LIMITS
         if exc.reason == "time_limit":
             message = f"the script exceeded the CPU time limit of {limits['cpuSeconds']:g} s"
         elif exc.reason == "memory_limit":
             message = f"the script exceeded the memory limit of {_mib(limits['memoryBytes'])}"
         else:
             message = exc.message
-        raise _Refused(message, limit.get(exc.reason)) from None
+        raise _Refused(message, _SCRIPT_LIMITS.get(exc.reason)) from None
 
 
 def _run_script(
@@ -176,10 +179,6 @@ def _within(limits: dict[str, Any], bounds: Any) -> dict[str, Any]:
             bounded[name] = min(limits[name], value)
     bounded["memoryBytes"] = int(bounded["memoryBytes"])
     return bounded
-
-
-#: the limit an evaluator reports for a script's ScriptError reason
-_SCRIPT_LIMITS = {"time_limit": "cpu", "memory_limit": "memory", "depth_limit": "depth"}
 
 
 def _answer(out: BinaryIO, header: dict[str, Any], body: bytes = b"") -> None:
