@@ -33,13 +33,6 @@ _ENTRIES = 256
 _Key = tuple[str, int, int]
 
 
-class Unread:
-    """The stamp of a registration not read yet (None means: no registration)."""
-
-
-UNREAD = Unread()
-
-
 def input_validator(wf: WorkflowDef) -> jsonschema.Draft202012Validator | None:
     """The validator of a run's input, None when the workflow has no input schema."""
     schema = schema_document(wf.input_schema)
@@ -61,16 +54,12 @@ class StartCache:
     def _key(record: DefinitionRecord) -> _Key:
         return record.name, record.version, record.update_time
 
-    def record(
-        self, name: str, version: int | None, stamp: Stamp | Unread = UNREAD
-    ) -> DefinitionRecord | None:
+    def record(self, name: str, version: int | None, stamp: Stamp) -> DefinitionRecord | None:
         """The current registration of ``name`` (its latest version when ``version`` is
-        None): read whole only when its ``update_time`` is not the one remembered.
-        ``stamp``: which one is current, when the caller has read that already
-        (:mod:`control_plane.services.stamp_reads`)."""
+        None), of which ``stamp`` is what the run store said is current
+        (``definition_stamp``; None: there is none): read whole only when its
+        ``update_time`` is not the one remembered."""
         store = self.deps.run_store
-        if isinstance(stamp, Unread):
-            stamp = store.definition_stamp(name, version)
         if stamp is None:
             return None
         key = (name, *stamp)

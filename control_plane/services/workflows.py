@@ -44,7 +44,7 @@ from control_plane.services.run_starts import RunStarts
 from control_plane.services.settling import Reached, RunSettling
 from control_plane.services.signals import ReturnStrategy, RunWaits
 from control_plane.services.stamp_reads import Stamp, StampReads
-from control_plane.services.start_cache import UNREAD, StartCache, Unread, input_validator
+from control_plane.services.start_cache import StartCache, input_validator
 from control_plane.services.tasks import TaskService
 from control_plane.services.wire import read_offloaded, run_summary, task_def_name, workflow_json
 from control_plane.services.wire_types import Text
@@ -142,7 +142,7 @@ class WorkflowService:
         self.reconciling = RunReconciling(settings, deps, self.starts.pending)
 
     def _definition(
-        self, name: str, version: int | None, stamp: Stamp | Unread = UNREAD
+        self, name: str, version: int | None, stamp: Stamp
     ) -> tuple[DefinitionRecord, WorkflowDef]:
         """The registered definition, read once (parsed once per registration; the
         snapshot a run starts with is built from it)."""
@@ -202,13 +202,23 @@ class WorkflowService:
         """Start a run, answered once the run is stored (with local adapters: the event
         loop's start, :mod:`control_plane.services.run_starts`); its id."""
         with self._start_span(caller_trace) as current:
-            stamp: Stamp | Unread = UNREAD
-            if not request.workflow_def:  # which registration is current: one read a turn
-                stamp = await self.stamps.current(request.name, request.version)
+            # which registration is current: one read for the starts of a turn of the loop
+            stamp = (
+                None
+                if request.workflow_def
+                else await self.stamps.current(request.name, request.version)
+            )
             run, orchestration_input = self._prepare(request, traceparent_of(current), None, stamp)
             workflow_id = await self.starts.start(run, orchestration_input)
             current.set_attribute(WORKFLOW_ID, workflow_id)
             return workflow_id
+
+    def current_stamp(self, request: StartWorkflowRequest) -> Stamp:
+        """Which registration the start of ``request`` runs (None for a start with a
+        definition of its own, or a workflow not registered), read now."""
+        if request.workflow_def:
+            return None
+        return self.deps.run_store.definition_stamp(request.name, request.version)
 
     def _start_span(self, caller_trace: str | None) -> AbstractContextManager[Span]:
         """The start's span: the root of the run's trace, the caller's linked."""
@@ -226,7 +236,9 @@ class WorkflowService:
         traceparent: str | None,
         task_mocks: dict[str, list[TaskMock]] | None,
     ) -> str:
-        run, orchestration_input = self._prepare(request, traceparent, task_mocks)
+        run, orchestration_input = self._prepare(
+            request, traceparent, task_mocks, self.current_stamp(request)
+        )
         created = self.deps.run_store.create_run(run)
         if not created.created:
             return created.workflow_id
@@ -253,12 +265,13 @@ class WorkflowService:
         request: StartWorkflowRequest,
         traceparent: str | None,
         task_mocks: dict[str, list[TaskMock]] | None,
-        stamp: Stamp | Unread = UNREAD,
+        stamp: Stamp,
     ) -> tuple[NewRun, dict[str, Any]]:
         """The run row of a start and its orchestration's input (the definition found,
         the input validated and offloaded when large): nothing is written but an
         offloaded input and, for a start with a definition of its own, its snapshot.
-        ``stamp``: which registration is current, when read already."""
+        ``stamp``: which registration of the workflow named is current
+        (:meth:`current_stamp`; not read for a start with a definition of its own)."""
         if request.workflow_def:
             # validated as a registration would be, but not registered
             (wf,) = MetadataService(self.settings, self.deps).parse_workflows(

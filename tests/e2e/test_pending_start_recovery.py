@@ -45,9 +45,8 @@ def test_a_pending_start_left_by_a_stopped_control_plane_runs_to_its_end(
     # then stops before scheduling it (made without local adapters, so that it looks for
     # no pending start itself)
     first = create_app(settings, replace(deps, local_adapters=False)).state.workflow_service
-    run, orchestration_input = first._prepare(
-        StartWorkflowRequest(name="left_behind", input={"n": 7}), None, None
-    )
+    request = StartWorkflowRequest(name="left_behind", input={"n": 7})
+    run, orchestration_input = first._prepare(request, None, None, first.current_stamp(request))
     assert platform.services.run_store.create_run(run, start=orchestration_input).created
     assert platform.services.run_store.has_pending_start(run.workflow_id)
 
