@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import shutil
 import subprocess
 import sys
 import threading
@@ -478,43 +480,63 @@ def test_a_script_stringifying_a_value_nested_100000_deep_gets_an_error_not_a_cr
     assert "refused: InternalError: stack overflow" in done.stdout
 
 
-@pytest.mark.parametrize(
-    ("script", "text"),
-    [
-        # ECMAScript's SerializeJSONObject with a PropertyList: the listed names only, in
-        # the list's order, duplicates once, numbers and String objects as names, inherited
-        # properties read too; arrays keep every element (the texts Node 20 prints)
-        ("JSON.stringify({b: 1, a: 2, c: {a: 5, b: 6, z: 1}}, ['a', 'c'])", '{"a":2,"c":{"a":5}}'),
-        (
-            "JSON.stringify({b: 1, a: 2, c: [{a: 5, b: 6}]}, ['c', 'a', 'a', 1, new String('b')])",
-            '{"c":[{"a":5,"b":6}],"a":2,"b":1}',
-        ),
-        ("JSON.stringify({1: 'one', b: 2}, [1])", '{"1":"one"}'),
-        (
-            "JSON.stringify(Object.create({i: 1}, {o: {value: 2, enumerable: true}}), ['i', 'o'])",
-            '{"i":1,"o":2}',
-        ),
-        (
-            "JSON.stringify({a: new Number(1), b: {a: 1, b: 2}}, ['a', 'b'])",
-            '{"a":1,"b":{"a":1,"b":2}}',
-        ),
-        ("JSON.stringify({a: [{b: 1}]}, ['a'], 1)", '{\n "a": [\n  {}\n ]\n}'),
-        # a replacer function, none, or something else: as always
-        (
-            "JSON.stringify({a: 1, b: 2}, function (k, v) { return v === 2 ? undefined : v; })",
-            '{"a":1}',
-        ),
-        (
-            "JSON.stringify({a: [1, undefined, function () {}], b: undefined})",
-            '{"a":[1,null,null]}',
-        ),
-        ("JSON.stringify({a: 1}, 'not a replacer')", '{"a":1}'),
-        (
-            "JSON.stringify({d: new Date(0), x: {toJSON: function (k) { return 'k=' + k; }}})",
-            '{"d":"1970-01-01T00:00:00.000Z","x":"k=x"}',
-        ),
-        ("JSON.stringify.length + ':' + JSON.stringify.name", "3:stringify"),
-    ],
-)
+#: scripts and the text each gives: Node 20's (checked against the Node on the machine,
+#: when there is one, by the test after the next)
+STRINGIFY_CASES = [
+    # ECMAScript's SerializeJSONObject with a PropertyList: the listed names only, in
+    # the list's order, duplicates once, numbers and String objects as names, inherited
+    # properties read too; arrays keep every element (the texts Node 20 prints)
+    ("JSON.stringify({b: 1, a: 2, c: {a: 5, b: 6, z: 1}}, ['a', 'c'])", '{"a":2,"c":{"a":5}}'),
+    (
+        "JSON.stringify({b: 1, a: 2, c: [{a: 5, b: 6}]}, ['c', 'a', 'a', 1, new String('b')])",
+        '{"c":[{"a":5,"b":6}],"a":2,"b":1}',
+    ),
+    ("JSON.stringify({1: 'one', b: 2}, [1])", '{"1":"one"}'),
+    (
+        "JSON.stringify(Object.create({i: 1}, {o: {value: 2, enumerable: true}}), ['i', 'o'])",
+        '{"i":1,"o":2}',
+    ),
+    (
+        "JSON.stringify({a: new Number(1), b: {a: 1, b: 2}}, ['a', 'b'])",
+        '{"a":1,"b":{"a":1,"b":2}}',
+    ),
+    ("JSON.stringify({a: [{b: 1}]}, ['a'], 1)", '{\n "a": [\n  {}\n ]\n}'),
+    # a replacer function, none, or something else: as always
+    (
+        "JSON.stringify({a: 1, b: 2}, function (k, v) { return v === 2 ? undefined : v; })",
+        '{"a":1}',
+    ),
+    (
+        "JSON.stringify({a: [1, undefined, function () {}], b: undefined})",
+        '{"a":[1,null,null]}',
+    ),
+    ("JSON.stringify({a: 1}, 'not a replacer')", '{"a":1}'),
+    (
+        "JSON.stringify({d: new Date(0), x: {toJSON: function (k) { return 'k=' + k; }}})",
+        '{"d":"1970-01-01T00:00:00.000Z","x":"k=x"}',
+    ),
+    ("JSON.stringify.length + ':' + JSON.stringify.name", "3:stringify"),
+]
+
+
+@pytest.mark.parametrize(("script", "text"), STRINGIFY_CASES)
 def test_the_scripts_json_stringify_keeps_the_languages_rules(script: str, text: str) -> None:
     assert evaluate(script, {}) == text
+
+
+def test_the_texts_of_the_stringify_table_are_what_node_gives() -> None:
+    """The outside reference for the table above: the same scripts in Node (CI installs
+    it for Azurite), one process for all of them."""
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("no node on this machine")
+    program = (
+        "const scripts = JSON.parse(require('fs').readFileSync(0, 'utf8'));"
+        "process.stdout.write(JSON.stringify(scripts.map((s) => (0, eval)(s))));"
+    )
+    scripts = [script for script, _ in STRINGIFY_CASES]
+    done = subprocess.run(
+        [node, "-e", program], input=json.dumps(scripts), capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == [text for _, text in STRINGIFY_CASES]
