@@ -403,12 +403,21 @@ _MIGRATION_LOCK = threading.Lock()
 
 
 def upgrade_to_head(engine: Engine) -> None:
-    """Apply the Alembic migrations (``upgrade head``) in one transaction."""
+    """Apply the Alembic migrations (``upgrade head``): on SQLite in one transaction, on
+    PostgreSQL each in a transaction of its own under a session-level lock, so that a
+    migration may build an index without stopping the table's writers (env.py in
+    engine/adapters/run_store_migrations)."""
     cfg = Config()
     cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
-    with _MIGRATION_LOCK, engine.begin() as conn:
-        cfg.attributes["connection"] = conn
-        command.upgrade(cfg, "head")
+    with _MIGRATION_LOCK:
+        if engine.dialect.name == "postgresql":
+            with engine.connect() as conn:
+                cfg.attributes["connection"] = conn
+                command.upgrade(cfg, "head")
+            return
+        with engine.begin() as conn:
+            cfg.attributes["connection"] = conn
+            command.upgrade(cfg, "head")
 
 
 class SqlRunStore:

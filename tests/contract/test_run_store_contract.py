@@ -357,6 +357,133 @@ def test_upgrade_adds_the_settled_time_of_leases_and_downgrade_removes_it(
         again.close()
 
 
+def _at_0006_with_a_lease(store_url: str) -> tuple[sa.Engine, Config]:
+    """A PostgreSQL store at revision 0006 holding one released lease (``t1``)."""
+    if make_url(store_url).get_backend_name() != "postgresql":
+        pytest.skip("PostgreSQL's DDL locks: SQLite serialises every write anyway")
+    engine = sa.create_engine(store_url)
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
+    with engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, "0006")
+        conn.execute(sa.text(_LEASE_INSERT), {"task_id": "t1", "t": T0})
+    return engine, cfg
+
+
+_LEASE_INSERT = (
+    "INSERT INTO leases (task_id, attempt, worker_id, expires_at, acquired_at, "
+    "sequence_number, queue_name, released) VALUES (:task_id, 1, 'wk', :t, :t, 7, "
+    "'parse_pdf', true)"
+)
+
+
+def _leases_and_index(engine: sa.Engine) -> tuple[list[str], bool | None]:
+    """The task ids of the leases, and whether ``ix_leases_unsettled`` is valid (None:
+    there is none)."""
+    with engine.connect() as conn:
+        tasks = conn.execute(sa.text("SELECT task_id FROM leases ORDER BY task_id")).scalars()
+        valid = conn.execute(
+            sa.text(
+                "SELECT indisvalid FROM pg_index "
+                "WHERE indexrelid = to_regclass('ix_leases_unsettled')"
+            )
+        ).scalar()
+        return list(tasks), valid
+
+
+def _waiting_ddl(engine: sa.Engine, prefix: str, timeout: float = 20.0) -> None:
+    """Returns once another session's statement starting with ``prefix`` waits for a
+    lock (a migration has reached it)."""
+    deadline = time.monotonic() + timeout
+    with engine.connect() as conn:
+        while time.monotonic() < deadline:
+            waiting = conn.execute(
+                sa.text(
+                    "SELECT count(*) FROM pg_stat_activity WHERE pid <> pg_backend_pid() "
+                    "AND wait_event_type = 'Lock' AND query LIKE :q"
+                ),
+                {"q": prefix + "%"},
+            ).scalar()
+            conn.rollback()
+            if waiting:
+                return
+            time.sleep(0.02)
+    raise AssertionError(f"no statement starting {prefix!r} waited for a lock")
+
+
+def test_upgrade_to_0007_keeps_writers_of_leases_waiting_a_moment_at_most(
+    store_url: str,
+) -> None:
+    """A replica of the previous version holds a transaction that wrote a lease while a
+    new replica applies 0007. Its ``ALTER TABLE leases`` waits for that transaction, but
+    only in attempts of a fifth of a second: another writer of leases (a hand-out) goes
+    through meanwhile instead of queueing behind the ALTER until the transaction ends.
+    Once it ends the upgrade completes, and every lease is kept."""
+    engine, _ = _at_0006_with_a_lease(store_url)
+    upgraded: list[SqlRunStore] = []
+    failed: list[BaseException] = []
+    try:
+        with engine.connect() as old_replica:
+            old_replica.execute(sa.text(_LEASE_INSERT), {"task_id": "t2", "t": T0})
+
+            def upgrade() -> None:
+                try:
+                    upgraded.append(SqlRunStore(store_url))
+                except BaseException as exc:
+                    failed.append(exc)
+
+            migrating = threading.Thread(target=upgrade)
+            migrating.start()
+            _waiting_ddl(engine, "ALTER TABLE")
+            started = time.monotonic()
+            with engine.begin() as hand_out:
+                hand_out.execute(sa.text("SET LOCAL lock_timeout = '3s'"))
+                hand_out.execute(sa.text(_LEASE_INSERT), {"task_id": "t3", "t": T0})
+            waited = time.monotonic() - started
+            assert migrating.is_alive()  # still waiting for the old replica's transaction
+            old_replica.commit()
+        migrating.join(30)
+        assert not failed, failed
+        assert upgraded and not migrating.is_alive()
+        assert waited < 2.0, waited
+        assert _leases_and_index(engine) == (["t1", "t2", "t3"], True)
+    finally:
+        for store in upgraded:
+            store.close()
+        engine.dispose()
+
+
+def test_upgrade_to_0007_after_an_interrupted_attempt_rebuilds_its_index(
+    store_url: str,
+) -> None:
+    """An earlier attempt at 0007 added the column and died while building the index
+    (``CREATE INDEX CONCURRENTLY`` leaves an INVALID index behind): the revision was not
+    recorded, so it runs again, keeps the column and replaces the invalid index."""
+    engine, _ = _at_0006_with_a_lease(store_url)
+    try:
+        with engine.connect() as conn:
+            conn.execute(sa.text(_LEASE_INSERT), {"task_id": "t2", "t": T0})
+            conn.execute(sa.text("ALTER TABLE leases ADD COLUMN settled_at BIGINT"))
+            conn.commit()
+        # a unique index over duplicates fails half-way, as an interrupted build does
+        interrupted = "CREATE UNIQUE INDEX CONCURRENTLY ix_leases_unsettled ON leases (queue_name)"
+        with (
+            engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn,
+            pytest.raises(sa.exc.IntegrityError),
+        ):
+            conn.execute(sa.text(interrupted))
+        SqlRunStore(store_url).close()
+        assert _leases_and_index(engine) == (["t1", "t2"], True)
+        with engine.connect() as conn:
+            definition = conn.execute(
+                sa.text("SELECT pg_get_indexdef(to_regclass('ix_leases_unsettled'))")
+            ).scalar()
+        assert "UNIQUE" not in definition and "settled_at IS NULL" in definition, definition
+    finally:
+        engine.dispose()
+
+
 def test_adapter_satisfies_port(store: SqlRunStore) -> None:
     assert isinstance(store, RunStore)
 

@@ -16,12 +16,18 @@ partial index, in both databases), in the order the sweep reads them, so its que
 reads those and no others however many leases the store keeps. Leases written before
 this revision are NULL: the sweep asks the queue about each of them once, and settles
 the messages that an outage left deferred before it.
+
+On PostgreSQL the column is added with a lock timeout and the index built
+``CONCURRENTLY`` (``pg_ddl.py``): replicas of the previous version go on handing out
+tasks while a new one applies this revision.
 """
 
 from __future__ import annotations
 
 import sqlalchemy as sa
 from alembic import op
+
+from engine.adapters.run_store_migrations import pg_ddl
 
 revision = "0007"
 down_revision = "0006"
@@ -32,14 +38,9 @@ _UNSETTLED = "settled_at IS NULL AND sequence_number IS NOT NULL"
 
 
 def upgrade() -> None:
-    with op.batch_alter_table("leases") as batch:
-        batch.add_column(sa.Column("settled_at", sa.BigInteger))
-    op.create_index(
-        "ix_leases_unsettled",
-        "leases",
-        ["acquired_at", "task_id", "attempt"],
-        sqlite_where=sa.text(_UNSETTLED),
-        postgresql_where=sa.text(_UNSETTLED),
+    pg_ddl.add_column("leases", sa.Column("settled_at", sa.BigInteger))
+    pg_ddl.create_index(
+        "ix_leases_unsettled", "leases", ["acquired_at", "task_id", "attempt"], where=_UNSETTLED
     )
 
 
