@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -88,6 +89,14 @@ def _input(value: str, option: str = "--input") -> Any:
 
 def _now() -> int:
     return int(time.time() * 1000)
+
+
+def _epoch_ms(text: str | None, default: int = 0) -> int:
+    """A search result's time (WorkflowSummary's UTC text) as epoch ms; ``default``
+    when there is none (``endTime`` of a run still going)."""
+    if not text:
+        return default
+    return round(datetime.fromisoformat(text).timestamp() * 1000)
 
 
 def failed_tasks(wf: dict[str, Any]) -> list[dict[str, Any]]:
@@ -391,8 +400,8 @@ def runs(
             r["workflowId"],
             f"{r['workflowType']} v{r['version']}",
             r["status"],
-            human_time(r["startTime"], now),
-            human_duration((r["endTime"] or now) - r["startTime"]),
+            human_time(_epoch_ms(r["startTime"]), now),
+            human_duration(_epoch_ms(r["endTime"] or None, now) - _epoch_ms(r["startTime"])),
             short(r.get("reasonForIncompletion"), 50),
         ]
         for r in found["results"]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import RedirectResponse, Response
@@ -23,6 +23,7 @@ from control_plane.console.routing import ConsoleRoute
 from control_plane.console.services import Console
 from control_plane.console.session import CurrentViewer
 from engine.language.definitions import RunStatus
+from engine.ports.run_store import SearchResult
 
 router = APIRouter(route_class=ConsoleRoute)
 
@@ -67,25 +68,25 @@ def _select(name: str, label: str, options: list[tuple[str, str]], chosen: str |
     )
 
 
-def _table(found: dict[str, Any], now: int) -> Markup:
-    if not found["results"]:
+def _table(found: SearchResult, now: int) -> Markup:
+    if not found.results:
         return Markup('<p class="empty">No run matches.</p>')
     rows = join(
         html(
             '<tr data-run="{id}"><td><a href="/runs/{id}"><code>{short}</code></a></td>'
             "<td>{name} <span class=muted>v{version}</span></td><td>{status}</td>"
             "<td>{corr}</td><td>{started}</td><td>{took}</td><td class=reason>{reason}</td></tr>",
-            id=r["workflowId"],
-            short=r["workflowId"],
-            name=r["workflowType"],
-            version=r["version"],
-            status=status_badge(r["status"]),
-            corr=r["correlationId"] or "",
-            started=when(r["startTime"], now),
-            took=duration((r["endTime"] or now) - r["startTime"]),
-            reason=(r["reasonForIncompletion"] or "")[:160],
+            id=r.workflow_id,
+            short=r.workflow_id,
+            name=r.name,
+            version=r.version,
+            status=status_badge(r.status.value),
+            corr=r.correlation_id or "",
+            started=when(r.create_time, now),
+            took=duration((r.end_time or now) - r.create_time),
+            reason=(r.reason_for_incompletion or "")[:160],
         )
-        for r in found["results"]
+        for r in found.results
     )
     return html(
         '<table class="runs"><caption class="sr-only">Runs, newest first</caption><thead><tr>'
@@ -121,7 +122,7 @@ def runs(
     if within in WITHIN:
         time_from = max(time_from or 0, now - WITHIN[within][1])
     statuses = [status] if status else []
-    found = console.workflows.search(
+    found = console.workflows.find(
         query=None,
         free_text=None,
         workflow_type=name or None,
@@ -141,7 +142,7 @@ def runs(
         "to": start_to,
         "size": size if size != 25 else None,
     }
-    total = int(found["totalHits"])
+    total = found.total_hits
     shown_to = min(start + size, total)
     pager = html(
         '<nav class="pager" aria-label="Pages of runs"><span>{}</span> {} {}</nav>',
@@ -153,7 +154,7 @@ def runs(
         if start + size < total
         else "",
     )
-    live = any(r["status"] in ("RUNNING", "PAUSED") for r in found["results"])
+    live = any(r.status in (RunStatus.RUNNING, RunStatus.PAUSED) for r in found.results)
     table = html(
         '<div id="runs-table"{}>{}{}</div>',
         html(' data-poll="{}"', url("/", **query, start=start or None, fragment="table"))

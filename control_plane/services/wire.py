@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import time
+from datetime import UTC, datetime
 from typing import Any
 
 from engine.language.definitions import TaskDef
@@ -198,8 +200,8 @@ def workflow_json(
         "externalInputPayloadStoragePath": run.input_ref,
         "externalOutputPayloadStoragePath": run.output_ref,
     }
-    if tasks is not None:
-        body["tasks"] = tasks
+    # Conductor's Workflow always has its task list (empty when not asked for)
+    body["tasks"] = tasks if tasks is not None else []
     return body
 
 
@@ -215,6 +217,9 @@ def read_offloaded(payloads: PayloadStore | None, ref: str | None, inline: Any) 
 
 
 def run_summary(run: RunRecord) -> dict[str, Any]:
+    """A run as Conductor's WorkflowSummary: times as UTC text (``endTime`` only once the
+    run ended), input and output as JSON text (None when offloaded: their storage paths
+    say where), the failed reference names joined by commas."""
     return {
         "workflowId": run.workflow_id,
         "workflowType": run.name,
@@ -222,10 +227,21 @@ def run_summary(run: RunRecord) -> dict[str, Any]:
         "correlationId": run.correlation_id,
         "status": run.status.value,
         "priority": run.priority,
-        "startTime": run.create_time,
-        "updateTime": run.update_time,
-        "endTime": run.end_time or 0,
+        "startTime": summary_time(run.create_time),
+        "updateTime": summary_time(run.update_time),
+        "endTime": summary_time(run.end_time) if run.end_time else None,
         "executionTime": (run.end_time - run.create_time) if run.end_time else 0,
+        "input": None if run.input_ref else json.dumps(run.input or {}),
+        "output": None if run.output_ref else json.dumps(run.output or {}),
         "reasonForIncompletion": run.reason_for_incompletion,
+        "event": None,
         "failedReferenceTaskNames": ",".join(run.failed_reference_task_names),
+        "externalInputPayloadStoragePath": run.input_ref,
+        "externalOutputPayloadStoragePath": run.output_ref,
     }
+
+
+def summary_time(epoch_ms: int) -> str:
+    """Epoch ms as WorkflowSummary's text (``yyyy-MM-dd'T'HH:mm:ss.SSS'Z'``, UTC)."""
+    moment = datetime.fromtimestamp(epoch_ms // 1000, UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{epoch_ms % 1000:03d}Z"

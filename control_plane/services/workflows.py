@@ -63,6 +63,7 @@ from engine.ports.run_store import (
     RunRecord,
     RunStatus,
     RunUpdate,
+    SearchResult,
 )
 from engine.runtime.snapshots import publish_snapshot_of
 from engine.runtime.tracing import WORKFLOW_ID, link_to, span, traceparent_of, tracer
@@ -72,6 +73,9 @@ from protocol.payload_keys import INPUT_REF, workflow_input_key
 from protocol.runs import RunInput, TaskMock
 
 log = logging.getLogger(__name__)
+
+#: values of one field a search may allow (``IN (...)``; the run store's limit)
+_SEARCH_VALUES = 1000
 
 
 class StartWorkflowRequest(BaseModel):
@@ -576,56 +580,101 @@ class WorkflowService:
         start: int,
         size: int,
     ) -> dict[str, Any]:
-        statuses = list(status)
-        if query:
-            for clause in re.split(r"\s+AND\s+", query.strip(), flags=re.IGNORECASE):
-                m = self._CLAUSE.match(clause)
-                if not m:
-                    raise bad_request(f"cannot parse query clause {clause!r}", "query")
-                key, op, listed = m.group(1), m.group(2).upper(), m.group(3)
-                value = m.group(4) or m.group(5) or m.group(6) or ""
-                values = (
-                    [v.strip().strip("'\"") for v in listed.split(",") if v.strip()]
-                    if op == "IN" and listed is not None
-                    else [value]
-                )
-                if key == "workflowType":
-                    workflow_type = values[0]
-                elif key == "status":
-                    statuses += values
-                elif key == "correlationId":
-                    correlation_id = values[0]
-                else:
-                    raise bad_request(
-                        f"unsupported query field {key!r} (workflowType, status, correlationId)",
-                        "query",
-                    )
-        if free_text and free_text != "*":
-            # freeText matches a workflow id, a correlation id or a definition name
-            run = self.deps.run_store.get_run(free_text)
-            if run is not None:
-                return {"totalHits": 1, "results": [run_summary(run)]}
-            if correlation_id is None and workflow_type is None:
-                correlation_id = free_text
+        """Conductor's SearchResult of WorkflowSummary (:meth:`find`)."""
+        result = self.find(
+            query=query,
+            free_text=free_text,
+            workflow_type=workflow_type,
+            status=status,
+            correlation_id=correlation_id,
+            start_time=start_time,
+            end_time=end_time,
+            start=start,
+            size=size,
+        )
+        return {
+            "totalHits": result.total_hits,
+            "results": [run_summary(r) for r in result.results],
+        }
+
+    def find(
+        self,
+        *,
+        query: str | None,
+        free_text: str | None,
+        workflow_type: str | None,
+        status: list[str],
+        correlation_id: str | None,
+        start_time: int | None,
+        end_time: int | None,
+        start: int,
+        size: int,
+    ) -> SearchResult:
+        """The runs that every clause of ``query`` and every other argument allows
+        (Conductor ANDs them: ``workflowType IN (a, b)`` is a or b, ``workflowType = a
+        AND workflowType = b`` is nothing), newest first. ``freeText`` is a run's
+        workflow id, correlation id or definition name (``*``: anything)."""
+        names: set[str] | None = {workflow_type} if workflow_type else None
+        statuses: set[str] | None = {s.upper() for s in status} if status else None
+        correlation_ids: set[str] | None = {correlation_id} if correlation_id else None
+        for key, values in self._clauses(query):
+            if key == "workflowType":
+                names = set(values) if names is None else names & set(values)
+            elif key == "status":
+                upper = {v.upper() for v in values}
+                statuses = upper if statuses is None else statuses & upper
+            else:
+                ids = set(values)
+                correlation_ids = ids if correlation_ids is None else correlation_ids & ids
         try:
-            parsed = [RunStatus(s.upper()) for s in statuses]
+            parsed = sorted(RunStatus(s) for s in statuses or ())
         except ValueError:
             raise bad_request(
-                f"unknown status in {statuses}; use {', '.join(s.value for s in RunStatus)}",
+                f"unknown status in {sorted(statuses or ())}; use "
+                f"{', '.join(s.value for s in RunStatus)}",
                 "status",
             ) from None
-        result = self.deps.run_store.search_runs(
+        if names == set() or statuses == set() or correlation_ids == set():
+            return SearchResult(total_hits=0, results=[])
+        for field, chosen in (("workflowType", names), ("correlationId", correlation_ids)):
+            if chosen is not None and len(chosen) > _SEARCH_VALUES:
+                raise bad_request(
+                    f"at most {_SEARCH_VALUES} values of {field} in one search, not {len(chosen)}",
+                    "query",
+                )
+        return self.deps.run_store.search_runs(
             RunQuery(
-                name=workflow_type,
+                names=sorted(names) if names is not None else None,
                 statuses=parsed or None,
-                correlation_id=correlation_id,
+                correlation_ids=sorted(correlation_ids) if correlation_ids is not None else None,
+                free_text=free_text if free_text and free_text != "*" else None,
                 create_time_from=start_time,
                 create_time_to=end_time,
                 start=start,
                 size=size,
             )
         )
-        return {
-            "totalHits": result.total_hits,
-            "results": [run_summary(r) for r in result.results],
-        }
+
+    def _clauses(self, query: str | None) -> list[tuple[str, list[str]]]:
+        """The (field, allowed values) of each clause of a search query."""
+        clauses: list[tuple[str, list[str]]] = []
+        for clause in re.split(r"\s+AND\s+", (query or "").strip(), flags=re.IGNORECASE):
+            if not clause:
+                continue
+            m = self._CLAUSE.match(clause)
+            if not m:
+                raise bad_request(f"cannot parse query clause {clause!r}", "query")
+            key, op, listed = m.group(1), m.group(2).upper(), m.group(3)
+            value = m.group(4) or m.group(5) or m.group(6) or ""
+            values = (
+                [v.strip().strip("'\"") for v in listed.split(",") if v.strip()]
+                if op == "IN" and listed is not None
+                else [value]
+            )
+            if key not in ("workflowType", "status", "correlationId"):
+                raise bad_request(
+                    f"unsupported query field {key!r} (workflowType, status, correlationId)",
+                    "query",
+                )
+            clauses.append((key, values))
+        return clauses

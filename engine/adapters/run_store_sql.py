@@ -858,6 +858,16 @@ class SqlRunStore:
         conds: list[sa.ColumnElement[bool]] = []
         if query.name is not None:
             conds.append(runs.c.name == query.name)
+        if query.names is not None:
+            conds.append(runs.c.name.in_(query.names))
+        if query.free_text is not None:
+            conds.append(
+                sa.or_(
+                    runs.c.workflow_id == query.free_text,
+                    runs.c.correlation_id == query.free_text,
+                    runs.c.name == query.free_text,
+                )
+            )
         if query.statuses:
             conds.append(runs.c.status.in_([s.value for s in query.statuses]))
         if query.correlation_id is not None:

@@ -164,10 +164,14 @@ class CreateRunResult(_Record):
 
 class RunQuery(_Record):
     name: str | None = None
+    names: list[str] | None = Field(default=None, max_length=1000)
+    """Any of these definition names (with ``name``: both must hold)."""
     statuses: list[RunStatus] | None = None
     correlation_id: str | None = None
     correlation_ids: list[str] | None = Field(default=None, max_length=1000)
     """Any of these correlation ids (with ``correlation_id``: both must hold)."""
+    free_text: str | None = None
+    """The run's workflow id, correlation id or definition name is this text."""
     create_time_from: int | None = None
     """Inclusive lower bound on createTime (epoch ms)."""
     create_time_to: int | None = None

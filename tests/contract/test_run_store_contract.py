@@ -839,6 +839,18 @@ def test_search_filters_and_paging(store: SqlRunStore) -> None:
     assert [r.workflow_id for r in combined.results] == ["w20", "w10"]
     assert combined.total_hits == 2
 
+    names = store.search_runs(RunQuery(names=["a", "b", "nope"], size=0))
+    assert names.total_hits == 25
+    assert store.search_runs(RunQuery(names=["nope"])).total_hits == 0
+    assert store.search_runs(RunQuery(names=[])).total_hits == 0
+    # free text: the run's id, its correlation id or its definition's name, with the rest
+    assert [r.workflow_id for r in store.search_runs(RunQuery(free_text="w07")).results] == ["w07"]
+    assert store.search_runs(RunQuery(free_text="c2")).total_hits == 8
+    assert store.search_runs(RunQuery(free_text="b")).total_hits == 12
+    assert (
+        store.search_runs(RunQuery(free_text="w07", statuses=[RunStatus.COMPLETED])).results == []
+    )
+
 
 # --- tasks ----------------------------------------------------------------------
 

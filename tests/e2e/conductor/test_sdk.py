@@ -10,9 +10,11 @@ Importing the SDK's task handler sets the multiprocessing start method to ``spaw
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
@@ -269,6 +271,54 @@ def test_runs_by_correlation_id(sdk: Sdk) -> None:
     found = sdk.workflows.get_by_correlation_ids(name, [key], include_completed=True)
     assert [w.workflow_id for w in found[key]] == [first]
     assert sdk.workflows.get_by_correlation_ids(name, [key]) == {key: []}
+
+
+def test_search_and_its_summaries_as_conductor_answers_them(sdk: Sdk) -> None:
+    """``WorkflowClient.search``: an ``IN`` list allows any of its values, clauses are
+    ANDed (two names: nothing), ``freeText`` is a run's id, correlation id or definition
+    name and still meets the query; each WorkflowSummary has Conductor's text times
+    (``endTime`` only once the run ended) and input as JSON text. A run read without
+    its tasks has an empty task list, as Conductor's Workflow always has one."""
+    first, second = _greet_flow(sdk), _greet_flow(sdk)
+    waiting = ConductorWorkflow(executor=sdk.executor, name=unique("sdk_search_wait"), version=1)
+    waiting >> WaitTask("hold")
+    sdk.register(waiting)
+    key = unique("search")
+    a = sdk.start(first, {"name": "A"}, correlation_id=key)
+    b = sdk.start(second, {"name": "B"})
+    held = sdk.start(waiting.name, {})
+    assert sdk.finished(a).status == "COMPLETED" and sdk.finished(b).status == "COMPLETED"
+
+    def found(query: str | None = None, free_text: str = "*") -> dict[str, Any]:
+        result = sdk.workflows.search(start=0, size=100, free_text=free_text, query=query)
+        return {summary.workflow_id: summary for summary in result.results}
+
+    assert set(found(f"workflowType IN ({first},{second})")) == {a, b}
+    assert found(f"workflowType = {first} AND workflowType = {second}") == {}
+    names = f"workflowType IN ({first}, {second}, {waiting.name})"
+    assert set(found(f"{names} AND status IN (RUNNING)")) == {held}
+    assert set(found(f"{names} AND status IN (COMPLETED, RUNNING)")) == {a, b, held}
+    assert set(found(free_text=second)) == {b}
+    assert set(found(free_text=key)) == {a}
+    assert set(found(free_text=a)) == {a}
+    assert found("status IN (RUNNING)", free_text=a) == {}
+
+    summaries = found(names)
+    now = datetime.now(UTC)
+    done, going = summaries[a], summaries[held]
+    started = datetime.fromisoformat(done.start_time)
+    assert timedelta(0) <= now - started < timedelta(minutes=5)
+    assert done.start_time.endswith("Z") and len(done.start_time) == len("2026-01-01T00:00:00.000Z")
+    ended = datetime.fromisoformat(done.end_time)
+    assert done.execution_time == round((ended - started).total_seconds() * 1000)
+    assert going.end_time is None and going.execution_time == 0
+    assert json.loads(done.input) == {"name": "A"} and done.correlation_id == key
+    assert json.loads(done.output) == {"greeting": "Hello, A"}
+
+    # read by correlation id, a run comes without its tasks by default
+    [read] = sdk.workflows.get_by_correlation_ids(first, [key], include_completed=True)[key]
+    assert read.workflow_id == a and read.tasks == []
+    sdk.workflows.terminate_workflow(held, reason="search test done")
 
 
 def test_execute_waits_for_the_result(sdk: Sdk) -> None:
