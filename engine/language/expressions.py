@@ -216,8 +216,10 @@ class _Query:
         query = body if body.startswith("$") else ("$" + body if body[0] == "[" else "$." + body)
         try:
             compiled = jsonpath.compile(query)
+            self.error = _unbounded(query)
         except jsonpath.JSONPathError as exc:
             self.error = str(exc).splitlines()[0]
+        if self.error is not None:
             return
         self._path = compiled
         self._definite = isinstance(compiled, jsonpath.JSONPath) and compiled.singular_query()
@@ -245,6 +247,35 @@ class _Query:
         if self._definite:
             return values[0] if values else None
         return values
+
+
+#: JSONPath filter functions that match a regular expression
+_REGEX_FUNCTIONS = frozenset({"match", "search"})
+
+
+def _unbounded(query: str) -> str | None:
+    """Why ``query`` could take unbounded time on some data, or None. Refused: regular
+    expressions (``=~``, ``match()``, ``search()``: Python's ``re`` backtracks, holding
+    the process's GIL while it does, so ``/(a|a)*b/`` on thirty characters freezes the
+    whole engine for minutes; a pattern may even come from the data), and more than one
+    deep scan (``..``), each of which multiplies the work by the size of the data."""
+    descents = 0
+    for token in jsonpath.DEFAULT_ENV.lexer.tokenize(query):
+        if token.kind == jsonpath.token.TOKEN_RE:
+            return "regular expressions (=~) are not supported: their matching time has no bound"
+        if token.kind == jsonpath.token.TOKEN_FUNCTION and token.value in _REGEX_FUNCTIONS:
+            return (
+                f"{token.value}() is not supported: it matches a regular expression, "
+                "whose matching time has no bound"
+            )
+        if token.kind == jsonpath.token.TOKEN_DDOT:
+            descents += 1
+    if descents > 1:
+        return (
+            f"{descents} deep scans (..); at most one is allowed: each multiplies the work "
+            "by the size of the data"
+        )
+    return None
 
 
 def _simple_steps(body: str) -> tuple[str | int, ...]:

@@ -363,6 +363,46 @@ def test_a_switch_whose_regular_expression_backtracks_forever_meets_the_cpu_limi
     assert_met_a_time_limit(run)
 
 
+def test_a_backtracking_regular_expression_in_a_reference_is_refused_and_never_run(
+    platform: tuple[DevProcess, Health],
+) -> None:
+    """A JSONPath filter's regular expression runs in Python's ``re``, which holds the
+    GIL while it backtracks: ``/(a|a)*b/`` on 30 characters froze the whole process (the
+    control plane with it) for a minute, and each character more doubles that. Refused
+    at registration, naming the field; one built from the run's input (a nested
+    reference) resolves to null at once."""
+    dev, _ = platform
+    refused = dev.http.post(
+        "/api/metadata/workflow",
+        json=one_task(
+            "regex_ref",
+            {
+                "type": "SET_VARIABLE",
+                "inputParameters": {"m": "${workflow.input.s[?(@ =~ /(a|a)*b/)]}"},
+            },
+        ),
+    )
+    assert refused.status_code == 400, refused.text
+    assert "tasks[0].inputParameters.m" in refused.text
+    assert "regular expressions (=~) are not supported" in refused.text
+    dev.register_workflow(
+        one_task(
+            "regex_from_input",
+            {
+                "type": "SET_VARIABLE",
+                "inputParameters": {"m": "${${workflow.input.query}}"},
+            },
+            outputParameters={"m": "${workflow.variables.m}"},
+        )
+    )
+    run = hostile(
+        platform,
+        "regex_from_input",
+        {"query": "workflow.input.s[?(@ =~ /(a|a)*b/)]", "s": ["a" * 30]},
+    )
+    assert run["status"] == "COMPLETED" and run["output"] == {"m": None}, run
+
+
 def test_a_do_while_condition_stringifying_a_value_nested_100000_deep_fails_the_loop(
     platform: tuple[DevProcess, Health],
 ) -> None:

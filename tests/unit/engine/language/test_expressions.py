@@ -214,6 +214,41 @@ def test_indefinite_paths_always_give_a_list(template: str, expected: Any) -> No
     assert resolve(template, CTX) == expected
 
 
+# ------------------------------------------------------------ queries with no time bound
+
+
+BACKTRACKING = "a" * 24  # (a|a)*b takes 2^24 steps on it: seconds in Python's re
+
+
+@pytest.mark.parametrize(
+    ("template", "problem"),
+    [
+        ("${workflow.input.s[?(@ =~ /(a|a)*b/)]}", "regular expressions (=~) are not supported"),
+        ("${workflow.input.items[?(@.id =~ @.pattern)]}", "regular expressions (=~)"),
+        ('${workflow.input.items[?match(@.id, "(a|a)*b")]}', "match() is not supported"),
+        ("${workflow.input.items[?search(@.id, @.p)]}", "search() is not supported"),
+        ("${workflow.input..*..*.zz}", "2 deep scans (..); at most one is allowed"),
+        ("${$..items[?(@..id)]}", "2 deep scans (..)"),
+    ],
+)
+def test_a_query_whose_cost_has_no_bound_is_refused(template: str, problem: str) -> None:
+    """Python's ``re`` backtracks with the GIL held (the whole engine stalls), and each
+    deep scan multiplies the work by the size of the data: refused at registration, and
+    resolved to None if one is met at run time (built from data by a nested reference)."""
+    [error] = expression_errors({"x": template})
+    assert error.path == "$.x" and problem in str(error), str(error)
+    ctx = {"workflow": {"input": {"s": [BACKTRACKING], "items": [{"id": BACKTRACKING}]}}}
+    assert resolve(template, ctx) is None
+    nested = {"workflow": {"input": {"q": template[2:-1], "s": [BACKTRACKING]}}}
+    assert resolve("${${workflow.input.q}}", nested) is None
+
+
+def test_one_deep_scan_and_other_filters_still_work() -> None:
+    assert resolve("${workflow.input..amount}", CTX) == [5, 20, 30]
+    assert resolve("${workflow.input.items[?(@.id == 'i2')].amount}", CTX) == [20]
+    assert expression_errors({"x": "${workflow.input..amount}"}) == []
+
+
 def test_deep_scan_over_whole_context() -> None:
     ctx = {"t": {"output": {"id": 1, "n": {"id": 2}}}, "u": {"output": [{"id": 3}]}}
     assert resolve("${$..id}", ctx) == [1, 2, 3]
