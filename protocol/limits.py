@@ -12,8 +12,9 @@ Pure functions, no I/O. The limits are documented in ``docs/configuration.md``
   ``"\\ud800"``), which Python reads into a string that no UTF-8 text, database or
   response can hold. :func:`surrogate_problem` finds one in a value (iteratively), and
   :func:`may_spell_surrogates` tells cheaply whether a JSON document may spell one.
-  ``NaN`` and ``Infinity``, which Python's ``json`` reads but JSON has no number for,
-  are found by :func:`non_number_problem`; :func:`needs_checking` tells cheaply whether
+  ``NaN``, ``Infinity`` and literals beyond a double's range (``1e999``), which
+  Python's ``json`` reads but JSON has no number for, are found by
+  :func:`non_number_problem`; :func:`needs_checking` tells cheaply whether
   a document needs any of these looks.
 * **Names.** A definition name (workflow or task definition) travels in URL paths
   (``/api/workflow/{name}``), in queue names and in database keys: :func:`name_problem`
@@ -23,6 +24,7 @@ Pure functions, no I/O. The limits are documented in ``docs/configuration.md``
 from __future__ import annotations
 
 import json
+import math
 import re
 import unicodedata
 from collections.abc import Callable
@@ -31,15 +33,18 @@ from typing import Any
 __all__ = [
     "MAX_INT32",
     "MAX_INT64",
+    "MAX_INTEGER_DIGITS",
     "MAX_JSON_DEPTH",
     "MAX_NAME_LENGTH",
     "MIN_INT64",
     "NAME_FORBIDDEN",
     "JsonTooDeep",
+    "NotFiniteNumber",
     "check_json_depth",
     "json_depth",
     "json_depth_problem",
     "loads_limited",
+    "may_hold_non_numbers",
     "may_spell_non_numbers",
     "may_spell_nul",
     "may_spell_surrogates",
@@ -133,17 +138,45 @@ def check_json_depth(value: Any, limit: int = MAX_JSON_DEPTH, what: str = "value
         raise JsonTooDeep(problem, _path_deeper_than(value, limit))
 
 
+class NotFiniteNumber(ValueError):
+    """A document holds a number no JSON number stands for (:func:`non_number_problem`);
+    ``path`` is where."""
+
+    def __init__(self, message: str, path: str) -> None:
+        super().__init__(message)
+        self.path = path
+
+
 def loads_limited(data: str | bytes, limit: int = MAX_JSON_DEPTH, what: str = "value") -> Any:
     """``json.loads`` that refuses a document nested deeper than ``limit`` with
-    :class:`JsonTooDeep` (also when the parser itself gives up on the depth) and lets
-    malformed JSON raise ``json.JSONDecodeError`` as usual."""
+    :class:`JsonTooDeep` (also when the parser itself gives up on the depth), one
+    holding ``NaN``, ``Infinity`` or a number beyond a double's range with
+    :class:`NotFiniteNumber` (a ``ValueError``: Python would read it, and it would be
+    stored as ``null``), and lets malformed JSON raise ``json.JSONDecodeError``."""
+    too_deep = JsonTooDeep(
+        f"{what} is nested more than {limit} levels deep; the limit is {limit}", "$"
+    )
     try:
         value = json.loads(data)
     except RecursionError:
-        raise JsonTooDeep(
-            f"{what} is nested more than {limit} levels deep; the limit is {limit}", "$"
-        ) from None
-    check_json_depth(value, limit, what)
+        raise too_deep from None
+    except json.JSONDecodeError:
+        raise
+    except ValueError:
+        # Python reads no integer this long: the marked parse below names where it is
+        value = None
+        numbers_read = False
+    else:
+        check_json_depth(value, limit, what)
+        numbers_read = True
+    may = may_spell_non_numbers(data) if isinstance(data, bytes) else may_hold_non_numbers(data)
+    if may or not numbers_read:
+        try:
+            problem = non_number_problem(data, what)
+        except RecursionError:
+            raise too_deep from None
+        if problem is not None:
+            raise NotFiniteNumber(*problem)
     return value
 
 
@@ -255,34 +288,75 @@ def unstorable_text_problem(
     return nul_problem(value, what) or surrogate_problem(value, what)
 
 
-#: how Python's ``json`` reads the constants JSON does not have (RFC 8259: numbers are
-#: finite): ``NaN``, ``Infinity`` and ``-Infinity``
-_NON_NUMBER = re.compile(rb"NaN|Infinity")
+#: what may spell a number Python's ``json`` reads but no JSON number stands for
+#: (RFC 8259: numbers are finite): the constants ``NaN``, ``Infinity`` and
+#: ``-Infinity``, and a literal beyond a double's range (``1e999``, 309 digits or more
+#: before any point) that reads as an infinity. Matches what may be one, in strings too.
+_NON_NUMBER = re.compile(rb"NaN|Infinity|[eE]\+?0*[1-9][0-9]{2}|[0-9]{309}")
+_NON_NUMBER_TEXT = re.compile(_NON_NUMBER.pattern.decode())
+
+#: Python reads no integer of more digits from text (``sys.get_int_max_str_digits``)
+MAX_INTEGER_DIGITS = 4300
 
 
 class _NonNumber:
-    """What a ``NaN`` or ``Infinity`` token of a document parses to while it is looked
-    for (:func:`non_number_problem`)."""
+    """What a number of a document that is not a finite JSON number parses to while it
+    is looked for (:func:`non_number_problem`)."""
 
-    __slots__ = ("token",)
+    __slots__ = ("problem", "token")
 
-    def __init__(self, token: str) -> None:
+    def __init__(self, token: str, problem: str = "JSON numbers must be finite") -> None:
         self.token = token
+        self.problem = problem
+
+
+def _float_or_marker(text: str) -> float | _NonNumber:
+    value = float(text)
+    if math.isinf(value):
+        return _NonNumber(
+            _shown(text), "the number is beyond the range of a double (about 1.8e308)"
+        )
+    return value
+
+
+def _int_or_marker(text: str) -> int | _NonNumber:
+    if len(text.lstrip("-")) > MAX_INTEGER_DIGITS:
+        return _NonNumber(
+            f"an integer of {len(text.lstrip('-'))} digits",
+            f"integers have at most {MAX_INTEGER_DIGITS} digits",
+        )
+    return int(text)
+
+
+def _with_markers(document: str | bytes) -> Any:
+    return json.loads(
+        document,
+        parse_constant=_NonNumber,
+        parse_float=_float_or_marker,
+        parse_int=_int_or_marker,
+    )
 
 
 def non_number_problem(document: str | bytes, what: str = "value") -> tuple[str, str] | None:
     """``(message, path)`` when the JSON ``document`` (well-formed, within the depth
-    limit) uses ``NaN``, ``Infinity`` or ``-Infinity``, which JSON has no numbers for
-    (Python's ``json`` reads them; Jackson, and so Conductor, refuses them): stored,
-    such a value would come back as ``null``. None when it uses none."""
-    value = json.loads(document, parse_constant=_NonNumber)
+    limit) holds a number no JSON number stands for: ``NaN``, ``Infinity`` or
+    ``-Infinity``, or a literal beyond a double's range (``1e999``), which Python's
+    ``json`` reads as an infinity (Jackson, and so Conductor, refuses the constants);
+    stored, such a value would come back as ``null``. Also an integer longer than
+    Python reads (:data:`MAX_INTEGER_DIGITS`). None when it holds none."""
+    value = _with_markers(document)
     found = _first(value, lambda node: isinstance(node, _NonNumber))
     if found is None:
         return None
-    token, path = found
+    marker, path = found
     shown = _shown(path)
-    message = f"{what} holds {token.token} at {shown}: JSON numbers must be finite"
+    message = f"{what} holds {marker.token} at {shown}: {marker.problem}"
     return message, shown
+
+
+def may_hold_non_numbers(text: str) -> bool:
+    """:func:`may_spell_non_numbers` for a document already decoded to text."""
+    return _NON_NUMBER_TEXT.search(text) is not None
 
 
 def needs_checking(document: bytes, limit: int = MAX_JSON_DEPTH) -> bool:
@@ -300,8 +374,8 @@ def needs_checking(document: bytes, limit: int = MAX_JSON_DEPTH) -> bool:
 
 
 def may_spell_non_numbers(document: bytes) -> bool:
-    """Whether the JSON ``document`` may use ``NaN`` or ``Infinity`` (no: it does not;
-    yes: look with :func:`non_number_problem`)."""
+    """Whether the JSON ``document`` may hold a number that is not a finite JSON number
+    (no: it does not; yes: look with :func:`non_number_problem`)."""
     return _NON_NUMBER.search(document) is not None
 
 

@@ -16,8 +16,9 @@
   one holding a string that is not Unicode text (a lone UTF-16 surrogate such as
   ``"\\ud800"``, which no UTF-8 text, database column or response can hold) with 400
   naming where, one holding the NUL character (which PostgreSQL cannot store) with 400
-  naming where, and one using ``NaN`` or ``Infinity`` (JSON has no such numbers; stored,
-  they would read back as ``null``) with 400 naming where.
+  naming where, and one using ``NaN``, ``Infinity`` or a number beyond a double's range
+  such as ``1e999`` (JSON has no such numbers; stored, they would read back as ``null``)
+  with 400 naming where.
 """
 
 from __future__ import annotations
@@ -37,12 +38,11 @@ from control_plane.api.errors import ApiError
 from protocol.limits import (
     MAX_JSON_DEPTH,
     JsonTooDeep,
+    NotFiniteNumber,
     loads_limited,
-    may_spell_non_numbers,
     may_spell_nul,
     may_spell_surrogates,
     needs_checking,
-    non_number_problem,
     nul_problem,
     surrogate_problem,
 )
@@ -90,17 +90,15 @@ def _is_json(request: Request) -> bool:
 async def read_json_body(request: Request, what: str = "the request body") -> Any:
     """The request body parsed as JSON within the depth limit; 400 naming the limit
     when it is nested deeper, 400 naming where when a string in it is not Unicode text
-    or holds NUL, or it uses ``NaN`` or ``Infinity``.
+    or holds NUL, or it holds ``NaN``, ``Infinity`` or a number beyond a double's range.
     Raises ``json.JSONDecodeError`` for malformed JSON."""
     body = await request.body()
     try:
         value = loads_limited(body, MAX_JSON_DEPTH, what)
-    except JsonTooDeep as exc:
+    except (JsonTooDeep, NotFiniteNumber) as exc:
         raise ApiError(400, str(exc), validation_errors=[(exc.path, str(exc))]) from None
     problem = None
-    if may_spell_non_numbers(body):
-        problem = non_number_problem(body, what)
-    if problem is None and may_spell_surrogates(body):
+    if may_spell_surrogates(body):
         problem = surrogate_problem(value, what)
     if problem is None and may_spell_nul(body):
         problem = nul_problem(value, what)

@@ -10,6 +10,7 @@ import pytest
 from protocol.limits import (
     MAX_JSON_DEPTH,
     JsonTooDeep,
+    NotFiniteNumber,
     check_json_depth,
     json_depth,
     json_depth_problem,
@@ -157,6 +158,25 @@ def test_nan_and_infinity_are_found_where_they_are() -> None:
     )
     # as text they are text; large and small finite numbers are numbers
     assert non_number_problem(b'{"a": "NaN", "b": "Infinity", "c": 1e308, "d": -1e-308}') is None
+
+
+def test_numbers_beyond_a_double_are_found_and_refused_by_loads_limited() -> None:
+    """``1e999`` reads as an infinity in Python (and would be stored as null); an
+    integer longer than Python reads raised a bare ValueError."""
+    document = b'{"ok": [1e308, -1e-999, "1e999"], "bad": {"x": -1E+309}}'
+    assert needs_checking(document)
+    assert non_number_problem(document) == (
+        "value holds -1E+309 at $.bad.x: the number is beyond the range of a double "
+        "(about 1.8e308)",
+        "$.bad.x",
+    )
+    with pytest.raises(NotFiniteNumber) as refused:
+        loads_limited(document.decode(), what="the answer")
+    assert refused.value.path == "$.bad.x" and str(refused.value).startswith("the answer holds")
+    with pytest.raises(NotFiniteNumber, match=r"an integer of 4301 digits at \$\.n"):
+        loads_limited(b'{"n": ' + b"1" * 4301 + b"}")
+    assert loads_limited(b'{"n": ' + b"1" * 4300 + b"}") == {"n": int("1" * 4300)}
+    assert loads_limited('{"a": "1e999", "b": 1.5}') == {"a": "1e999", "b": 1.5}
 
 
 def test_most_documents_need_no_check() -> None:

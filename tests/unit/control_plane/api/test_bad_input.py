@@ -142,6 +142,17 @@ def test_an_escaped_surrogate_pair_is_one_character(srv: Server) -> None:
             "$.outputData.score",
             "NaN",
         ),
+        # beyond a double's range, Python reads an infinity: stored as null before
+        ("/api/workflow/flow", b'{"a": 1e999}', "$.a", "1e999"),
+        ("/api/workflow/flow", b'{"a": [0, -2.5E+400]}', "$.a[1]", "-2.5E+400"),
+        (
+            "/api/tasks/update-v2",
+            b'{"taskId": "t", "status": "COMPLETED", "outputData": {"n": 1e999}}',
+            "$.outputData.n",
+            "1e999",
+        ),
+        # longer than Python reads an integer: a 400 naming nothing before
+        ("/api/workflow/flow", b'{"a": ' + b"9" * 5000 + b"}", "$.a", "an integer of 5000 digits"),
     ],
 )
 def test_a_body_using_nan_or_infinity_is_400_naming_where(

@@ -82,6 +82,20 @@ def test_flat_form_and_text_body() -> None:
     assert result.output["response"]["body"] == "plain text"
 
 
+@pytest.mark.parametrize(
+    "body", [b'{"a": NaN}', b'{"b": Infinity}', b'{"c": 1e999}', b'{"d": [1, -2E+400]}']
+)
+def test_a_json_body_holding_a_number_json_has_not_is_kept_as_text(body: bytes) -> None:
+    """Python reads NaN, Infinity and 1e999, which no JSON number stands for: stored,
+    each came back as null (the task COMPLETED with {"a": null}). The body is kept as
+    the text it was, as Conductor's HTTP task keeps a body Jackson cannot read."""
+    reply = Reply(200, body, {"Content-Type": "application/json"})
+    with LocalServer(lambda req: reply) as server:
+        result = roundtrip(http_activity(deps(), {"uri": server.url}))
+    assert result.status == "COMPLETED", result.reason
+    assert result.output["response"]["body"] == body.decode()
+
+
 def test_binary_body_is_base64() -> None:
     payload = bytes(range(256))
     reply = Reply(200, payload, {"Content-Type": "application/octet-stream"})
