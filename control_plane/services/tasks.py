@@ -12,6 +12,7 @@ from control_plane.auth import Principal
 from control_plane.services.run_definitions import RunDefinition, RunDefinitions
 from control_plane.services.task_support import WORKER, TaskSupport
 from control_plane.services.wire import render_task, task_type_name
+from engine.language.definitions import TaskDef
 from engine.ports.payload_store import (
     validate_reference,
 )
@@ -38,13 +39,27 @@ class TaskService(TaskSupport):
         self, row: TaskRecord, run: RunRecord | None, definition: RunDefinition | None = None
     ) -> dict[str, Any]:
         task_type = task_type_name(row)
-        td = self.taskdefs.get(task_type) if row.task_type == WORKER else None
         if definition is None and run is not None:
             definition = self.definitions.of(run)
         workflow_task = (
             definition.workflow_task(row.reference_task_name) if definition is not None else None
         )
+        td = self._worker_task_def(task_type, workflow_task) if row.task_type == WORKER else None
         return render_task(row, run, self.deps.payloads, td, workflow_task)
+
+    def _worker_task_def(self, task_type: str, workflow_task: dict[str, Any] | None) -> TaskDef:
+        """The task definition a worker task runs with, as the engine picks it when it
+        schedules the task and the poll answers it: the workflow task's own
+        ``taskDefinition``, else the registered one, else Conductor's default (``new
+        TaskDef()``: responseTimeoutSeconds 3600; SimpleTaskMapper copies its
+        ``responseTimeoutSeconds`` and rate limits onto the task)."""
+        inline = workflow_task.get("taskDefinition") if workflow_task else None
+        if isinstance(inline, dict):
+            try:
+                return TaskDef.model_validate({"name": task_type, **inline})
+            except ValueError:
+                pass
+        return self.taskdefs.get(task_type) or TaskDef(name=task_type)
 
     def check_worker(self, task_id: str, caller: Principal) -> TaskRecord:
         row = self.deps.run_store.get_task(task_id)

@@ -131,7 +131,8 @@ def render_task(
     workflow_task: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """A task row as Conductor Task JSON, with its input read back when offloaded (None
-    when it cannot be read) and the response timeout of its task definition."""
+    when it cannot be read) and the response timeout and rate limits of ``td``, the task
+    definition it runs with (None for a system task: 0)."""
     input_data: Any = row.input_data
     if row.input_ref is not None and payloads is not None:
         try:
