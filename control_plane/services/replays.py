@@ -35,7 +35,13 @@ from control_plane.api.errors import bad_request, conflict, failure_of, not_foun
 from control_plane.deps import Deps, Settings
 from control_plane.services.wire import read_offloaded
 from engine.language.definitions import TaskStatus, WorkflowDef
-from engine.ports.run_store import RunRecord, RunStatus, RunUpdate, TaskRecord
+from engine.ports.run_store import (
+    DefinitionRecord,
+    RunRecord,
+    RunStatus,
+    RunUpdate,
+    TaskRecord,
+)
 from engine.runtime.snapshots import SnapshotError, publish_snapshot, read_definition
 from engine.runtime.tracing import attributes, span, traceparent_of, tracer
 from protocol.events import SKIP_EVENT, SkipEvent
@@ -90,13 +96,28 @@ class RunReplays:
     # --- the operations ---------------------------------------------------------------
 
     def restart(self, workflow_id: str, use_latest_definitions: bool = False) -> None:
+        """Conductor's WorkflowExecutorOps.restart: with ``use_latest_definitions`` the
+        run executes the latest registered version, and is of that version from now on
+        (its ``workflowVersion`` is its definition's); ``restartable`` is read from the
+        definition it would execute."""
         run = self._finished(workflow_id, "restart")
-        definition_ref = self._definition_ref(run, use_latest_definitions)
-        if run.status == RunStatus.COMPLETED and not self._definition(run).restartable:
+        latest = self._registered(run, None) if use_latest_definitions else None
+        definition = (
+            WorkflowDef.model_validate(latest.definition)
+            if latest is not None
+            else self._definition(run)
+        )
+        if run.status == RunStatus.COMPLETED and not definition.restartable:
             raise conflict(
                 f"workflow {workflow_id} is COMPLETED and its definition is not restartable"
             )
-        self._run_again(run, definition_ref, reset=True)
+        definition_ref = (
+            publish_snapshot(self.deps.run_store, self.deps.payloads, latest, definition)
+            if latest is not None
+            else self._definition_ref(run, False)
+        )
+        update = RunUpdate(version=definition.version)
+        self._run_again(run, definition_ref, reset=True, update=update)
 
     def retry(self, workflow_id: str) -> None:
         run = self._finished(workflow_id, "retry")
@@ -202,22 +223,22 @@ class RunReplays:
         given inline), or one of the (latest) registration."""
         if run.definition_ref and not latest:
             return run.definition_ref
+        record = self._registered(run, None if latest else run.version)
+        return publish_snapshot(self.deps.run_store, self.deps.payloads, record)
+
+    def _registered(self, run: RunRecord, version: int | None) -> DefinitionRecord:
+        """A registered version of the run's definition (None: the latest); 404 if none."""
         try:
-            record = read_definition(self.deps.run_store, run.name, None if latest else run.version)
+            return read_definition(self.deps.run_store, run.name, version)
         except SnapshotError as exc:
             raise not_found(str(exc)) from None
-        return publish_snapshot(self.deps.run_store, self.deps.payloads, record)
 
     def _definition(self, run: RunRecord) -> WorkflowDef:
         """The definition the run executes."""
         snapshot = read_offloaded(self.deps.payloads, run.definition_ref, None)
         if isinstance(snapshot, dict) and isinstance(snapshot.get("definition"), dict):
             return WorkflowDef.model_validate(snapshot["definition"])
-        try:
-            record = read_definition(self.deps.run_store, run.name, run.version)
-        except SnapshotError as exc:
-            raise not_found(str(exc)) from None
-        return WorkflowDef.model_validate(record.definition)
+        return WorkflowDef.model_validate(self._registered(run, run.version).definition)
 
     def _replay(self, row: TaskRecord) -> ReplayTask:
         return ReplayTask(

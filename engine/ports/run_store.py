@@ -147,6 +147,8 @@ class RunUpdate(_Record):
     failed_reference_task_names: list[str] | None = None
     end_time: int | None = None
     # what a retry, restart or rerun changes
+    #: the definition version the run executes (a restart with the latest definitions)
+    version: int | None = Field(default=None, ge=1)
     input: Any = None
     input_ref: str | None = None
     correlation_id: str | None = None

@@ -101,3 +101,66 @@ def test_a_worker_task_reports_the_response_timeout_it_is_handed_out_with(sdk: C
     assert polled is not None and polled.response_timeout_seconds == 120
     assert sdk.tasks.get_task(polled.task_id).response_timeout_seconds == 120
     sdk.workflows.terminate_workflow(workflow_id, "done")
+
+
+def test_a_restart_with_the_latest_definitions_runs_and_reports_the_latest_version(
+    sdk: Clients,
+) -> None:
+    """Conductor's WorkflowExecutorOps.restart(useLatestDefinitions=true) sets the latest
+    definition on the run, and WorkflowModel.getWorkflowVersion() is its definition's
+    version: the run is of version 2 everywhere it is read."""
+    name, first, second = unique("fid_restart"), unique("fid_v1"), unique("fid_v2")
+    sdk.register(workflow(name, [simple(first, "a")]))
+    workflow_id = sdk.start(name, {"x": 1}, version=1)
+    sdk.workflows.terminate_workflow(workflow_id, "stop")
+    sdk.register({**workflow(name, [simple(second, "b")]), "version": 2})
+
+    sdk.workflows.restart_workflow(workflow_id, use_latest_def=True)
+    run = sdk.wait(workflow_id, lambda r: len(r.tasks) == 1)
+    assert [t.task_def_name for t in run.tasks] == [second]
+    assert run.workflow_version == 2
+    raw = sdk.http.get(f"/api/workflow/{workflow_id}").json()
+    assert (raw["version"], raw["workflowVersion"], raw["workflowDefinition"]["version"]) == (
+        2,
+        2,
+        2,
+    )
+    running = f"/api/workflow/running/{name}"
+    assert workflow_id in sdk.http.get(running, params={"version": 2}).json()
+    assert workflow_id not in sdk.http.get(running, params={"version": 1}).json()
+    found = sdk.workflows.search(query=f"workflowType = {name}").results
+    assert [(s.workflow_id, s.version) for s in found] == [(workflow_id, 2)]
+
+    # restarted again without the latest definitions: it stays of version 2
+    sdk.workflows.terminate_workflow(workflow_id, "stop")
+    sdk.workflows.restart_workflow(workflow_id)
+    run = sdk.wait(workflow_id, lambda r: len(r.tasks) == 1)
+    assert ([t.task_def_name for t in run.tasks], run.workflow_version) == ([second], 2)
+    sdk.workflows.terminate_workflow(workflow_id, "cleanup")
+
+
+@pytest.mark.parametrize(
+    ("first", "latest", "refused"), [(True, False, True), (False, True, False)]
+)
+def test_a_restart_with_the_latest_definitions_reads_restartable_from_the_latest(
+    sdk: Clients, first: bool, latest: bool, refused: bool
+) -> None:
+    """Conductor's restart checks ``restartable`` on the definition it restarts with:
+    with useLatestDefinitions the latest one, not the one the run completed with."""
+    name = unique("fid_restartable")
+    noop = {"name": "noop", "taskReferenceName": "n", "type": "NOOP"}
+    sdk.register({**workflow(name, [noop]), "restartable": first})
+    workflow_id = sdk.start(name, {"x": 1}, version=1)
+    assert sdk.wait(workflow_id, lambda r: r.status != "RUNNING").status == "COMPLETED"
+    sdk.register({**workflow(name, [noop]), "version": 2, "restartable": latest})
+
+    answer = sdk.http.post(
+        f"/api/workflow/{workflow_id}/restart", params={"useLatestDefinitions": "true"}
+    )
+    if refused:
+        assert answer.status_code == 409, answer.text
+        assert sdk.workflows.get_workflow(workflow_id).workflow_version == 1
+    else:
+        assert answer.status_code == 204, answer.text
+        run = sdk.wait(workflow_id, lambda r: r.status != "RUNNING")
+        assert (run.status, run.workflow_version) == ("COMPLETED", 2)
