@@ -116,7 +116,8 @@ class RunReplays:
             if latest is not None
             else self._definition_ref(run, False)
         )
-        update = RunUpdate(version=definition.version)
+        # the engine starts the run again with the definition's variables
+        update = RunUpdate(version=definition.version, variables=definition.run_variables())
         self._run_again(run, definition_ref, reset=True, update=update)
 
     def retry(self, workflow_id: str) -> None:

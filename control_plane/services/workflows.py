@@ -319,13 +319,16 @@ class WorkflowService:
             raise failure_of("could not store the definition", exc) from exc
         workflow_id = str(uuid.uuid4())
         now = self.deps.clock()
-        inline, input_ref = self._offload_input(workflow_id, request.input)
+        # the run's input and variables as the engine starts it with them
+        given = wf.run_input(request.input)
+        inline, input_ref = self._offload_input(workflow_id, given)
         run = NewRun(
             workflow_id=workflow_id,
             name=wf.name,
             version=wf.version,
             input=inline,
             input_ref=input_ref,
+            variables=wf.run_variables(),
             correlation_id=request.correlation_id,
             priority=request.priority,
             task_to_domain=request.task_to_domain,
@@ -333,7 +336,7 @@ class WorkflowService:
             create_time=now,
             definition_ref=snapshot,
         )
-        return run, run_input(run, request.input, snapshot, traceparent, task_mocks)
+        return run, run_input(run, given, snapshot, traceparent, task_mocks)
 
     def settle(self, workflow_id: str, reached: Reached) -> None:
         """Wait until the run store shows what a call just caused (``reached``), at most

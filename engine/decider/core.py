@@ -410,10 +410,8 @@ class Decider:
             workflow_type=self.definition.name,
             version=self.definition.version,
             correlation_id=correlation_id,
-            input=input
-            if offloaded(input, INPUT_REF)
-            else {**self.definition.input_template, **input},
-            variables={**self.definition.variables, **(variables or {})},
+            input=input if offloaded(input, INPUT_REF) else self.definition.run_input(input),
+            variables={**self.definition.run_variables(), **(variables or {})},
             start_time=now_ms,
         )
         state.frames[ROOT] = Frame(key=ROOT, list_id=0)
@@ -1205,8 +1203,7 @@ class Decider:
                 return value if isinstance(value, dict) else {}
             return state.input
         value = self.payloads(ref)
-        loaded = value if isinstance(value, dict) else {}
-        return {**self.definition.input_template, **loaded}
+        return self.definition.run_input(value if isinstance(value, dict) else {})
 
     def workflow_entry(self, state: RunState) -> dict[str, Any]:
         return {

@@ -287,6 +287,22 @@ class WorkflowDef(_Model):
     input_schema: dict[str, Any] | None = None
     output_schema: dict[str, Any] | None = None
 
+    def run_input(self, given: dict[str, Any]) -> dict[str, Any]:
+        """The input a run of this definition starts with, given ``given``: the
+        ``inputTemplate`` fills the keys a non-empty input leaves out; an empty input
+        stays empty (Conductor's StartWorkflowOperation applies
+        ParametersUtils.getWorkflowInput only to a non-empty input). The one place of
+        this rule: the run's record and the engine both take the input from here."""
+        if not given or not self.input_template:
+            return given
+        return {**self.input_template, **given}
+
+    def run_variables(self) -> dict[str, Any]:
+        """The variables a run of this definition starts with: the definition's
+        ``variables`` (Conductor's StartWorkflowOperation: ``workflow.setVariables(
+        workflowDefinition.getVariables())``)."""
+        return dict(self.variables)
+
     def walk(self) -> Iterator[TaskLocation]:
         """Every task of the definition, depth first, in definition order."""
         yield from walk_tasks(self.tasks, "$.tasks", ())

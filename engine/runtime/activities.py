@@ -84,6 +84,7 @@ from protocol.limits import unstorable_text_problem
 from protocol.messages import TaskMessage, message_id
 from protocol.payload_keys import (
     ACTIVITY_PREFIX_KEY,
+    INPUT_REF,
     OUTPUT_REF,
     activity_prefix,
     offloaded,
@@ -505,7 +506,8 @@ class RunActivities:
             workflow_id=workflow_id,
             name=definition.name,
             version=definition.version,
-            input=request.get("input") or {},
+            input=definition.run_input(request.get("input") or {}),
+            variables=definition.run_variables(),
             correlation_id=request.get("correlationId")
             or (starter.correlation_id if starter else None),
             priority=int(request.get("priority") or 0),
@@ -566,8 +568,9 @@ class RunActivities:
                 record = read_definition(
                     self.store, name, (child.version if child else None) or None
                 )
+                parsed = WorkflowDef.model_validate(record.definition)
                 version = record.version
-                definition_ref = publish_snapshot(self.store, svc.payloads, record)
+                definition_ref = publish_snapshot(self.store, svc.payloads, record, parsed)
         except (SnapshotError, ValueError) as exc:
             return ChildResolution(error=str(exc))
         parent = data.run
@@ -579,7 +582,11 @@ class RunActivities:
                     name=name,
                     version=version,
                     definition_ref=definition_ref,
-                    input=task.input,
+                    # as the child's engine starts it (WorkflowDef.run_input)
+                    input=task.input
+                    if offloaded(task.input, INPUT_REF) or not isinstance(task.input, dict)
+                    else parsed.run_input(task.input),
+                    variables=parsed.run_variables(),
                     correlation_id=parent.correlation_id,
                     priority=parent.priority,
                     task_to_domain=task_to_domain or parent.task_to_domain,
@@ -722,12 +729,15 @@ class RunActivities:
             "failureStatus": status.value,
             "workflowInput": run.input,
         }
+        definition = WorkflowDef.model_validate(record.definition)
+        failure_input = definition.run_input(failure_input)
         created = self.store.create_run(
             NewRun(
                 workflow_id=failure_id,
                 name=name,
                 version=record.version,
                 input=failure_input,
+                variables=definition.run_variables(),
                 correlation_id=run.correlation_id,
                 create_time=now,
             )
@@ -742,7 +752,9 @@ class RunActivities:
                     version=record.version,
                     input=failure_input,
                     correlation_id=run.correlation_id,
-                    definition_ref=publish_snapshot(self.store, self.services.payloads, record),
+                    definition_ref=publish_snapshot(
+                        self.store, self.services.payloads, record, definition
+                    ),
                     # the failure workflow is in the trace of the run that failed
                     traceparent=traceparent,
                 ).wire(),

@@ -164,3 +164,82 @@ def test_a_restart_with_the_latest_definitions_reads_restartable_from_the_latest
         assert answer.status_code == 204, answer.text
         run = sdk.wait(workflow_id, lambda r: r.status != "RUNNING")
         assert (run.status, run.workflow_version) == ("COMPLETED", 2)
+
+
+def _defaults_flow(name: str, task_type: str) -> dict[str, Any]:
+    given = {"v": "${workflow.variables.counter}", "b": "${workflow.input.b}"}
+    return workflow(
+        name,
+        [simple(task_type, "a", **given)],
+        variables={"counter": 7},
+        inputTemplate={"b": "default-b"},
+    )
+
+
+def test_a_run_starts_with_its_definitions_variables_and_input_template(sdk: Clients) -> None:
+    """Conductor's StartWorkflowOperation sets the definition's ``variables`` on the run
+    and fills the keys a non-empty input leaves out from its ``inputTemplate``
+    (ParametersUtils.getWorkflowInput); the run shows what its tasks resolve."""
+    name, task_type = unique("fid_defaults"), unique("fid_defaults_t")
+    sdk.register(_defaults_flow(name, task_type))
+
+    workflow_id = sdk.start(name, {"a": 1, "b": "mine"})
+    run = sdk.wait(workflow_id, lambda r: len(r.tasks) == 1)
+    assert run.tasks[0].input_data == {"v": 7, "b": "mine"}
+    assert (run.input, run.variables) == ({"a": 1, "b": "mine"}, {"counter": 7})
+    sdk.workflows.terminate_workflow(workflow_id, "done")
+
+    workflow_id = sdk.start(name, {"a": 1})
+    run = sdk.wait(workflow_id, lambda r: len(r.tasks) == 1)
+    assert run.tasks[0].input_data == {"v": 7, "b": "default-b"}
+    assert (run.input, run.variables) == ({"a": 1, "b": "default-b"}, {"counter": 7})
+    status = sdk.workflows.get_workflow_status(
+        workflow_id, include_output=True, include_variables=True
+    )
+    assert status.variables == {"counter": 7}
+    raw = sdk.http.get(f"/api/workflow/{workflow_id}").json()
+    assert (raw["input"], raw["variables"]) == ({"a": 1, "b": "default-b"}, {"counter": 7})
+
+    # restarted, the run starts again with the definition's variables
+    sdk.workflows.terminate_workflow(workflow_id, "stop")
+    sdk.workflows.restart_workflow(workflow_id)
+    run = sdk.wait(workflow_id, lambda r: len(r.tasks) == 1)
+    assert (run.input, run.variables) == ({"a": 1, "b": "default-b"}, {"counter": 7})
+    sdk.workflows.terminate_workflow(workflow_id, "done")
+
+
+def test_an_empty_input_gets_no_input_template(sdk: Clients) -> None:
+    """StartWorkflowOperation applies the inputTemplate only to a non-empty input: a run
+    started with ``{}`` has the input ``{}``, and its tasks do not see the defaults."""
+    name, task_type = unique("fid_empty"), unique("fid_empty_t")
+    sdk.register(_defaults_flow(name, task_type))
+    workflow_id = sdk.start(name, {})
+    run = sdk.wait(workflow_id, lambda r: len(r.tasks) == 1)
+    assert (run.input, run.variables) == ({}, {"counter": 7})
+    assert run.tasks[0].input_data.get("b") is None
+    assert run.tasks[0].input_data["v"] == 7
+    sdk.workflows.terminate_workflow(workflow_id, "done")
+
+
+def test_a_sub_workflow_run_starts_with_its_definitions_variables_and_input_template(
+    sdk: Clients,
+) -> None:
+    """A SUB_WORKFLOW's child run is started as any run (Conductor's SubWorkflow.start
+    goes through StartWorkflowOperation): its definition's variables and template."""
+    child, task_type, parent = unique("fid_child"), unique("fid_child_t"), unique("fid_parent")
+    sdk.register(_defaults_flow(child, task_type))
+    sub = {
+        "name": child,
+        "taskReferenceName": "sub",
+        "type": "SUB_WORKFLOW",
+        "subWorkflowParam": {"name": child, "version": 1},
+        "inputParameters": {"a": "${workflow.input.a}"},
+    }
+    sdk.register(workflow(parent, [sub]))
+    workflow_id = sdk.start(parent, {"a": 1})
+    run = sdk.wait(workflow_id, lambda r: bool(r.tasks and r.tasks[0].sub_workflow_id))
+    child_id = run.tasks[0].sub_workflow_id
+    child_run = sdk.wait(child_id, lambda r: len(r.tasks) == 1)
+    assert child_run.tasks[0].input_data == {"v": 7, "b": "default-b"}
+    assert (child_run.input, child_run.variables) == ({"a": 1, "b": "default-b"}, {"counter": 7})
+    sdk.workflows.terminate_workflow(workflow_id, "done")
