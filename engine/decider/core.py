@@ -171,6 +171,22 @@ def _json_size(value: Any, limit: int) -> int:
     return len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8"))
 
 
+#: the DO_WHILE iteration suffixes of an instance ref (``__2``, ``__2__1``)
+_ITERATION_SUFFIXES = re.compile(r"(?:__\d+)+$")
+
+
+def _iteration_base(ref: str) -> str:
+    """``ref`` without DO_WHILE iteration suffixes (``x__2__1`` -> ``x``)."""
+    return _ITERATION_SUFFIXES.sub("", ref) or ref
+
+
+def _same_instances(a: str, b: str) -> bool:
+    """Whether task refs ``a`` and ``b`` (of one :func:`_iteration_base`) can name the
+    same instance: equal, or one is the other with iteration suffixes (``x`` inside a
+    DO_WHILE runs as ``x__1``, as a task named ``x__1`` outside it does)."""
+    return a == b or a.startswith(b + "__") or b.startswith(a + "__")
+
+
 def _iteration_of(ts: TaskState) -> int:
     suffix = ts.ref[len(ts.def_ref) :]
     if not suffix:
@@ -234,8 +250,60 @@ class Decider:
     def extend_fork(self, fork_ref: str, fork_def_ref: str, tasks: list[WorkflowTask]) -> list[int]:
         """Index the branches (one per task) a FORK_JOIN_DYNAMIC instance made; their
         list ids. A WORKER task among them without a task definition of its own or in the
-        snapshot gets Conductor's default one."""
-        return [self._index([task], fork_def_ref, dynamic=True) for task in tasks]
+        snapshot gets Conductor's default one. :meth:`fork_ref_problem` first: a ref
+        indexed again replaces the node it names."""
+        return [self._index([task], fork_def_ref, made_by=fork_def_ref) for task in tasks]
+
+    def fork_ref_problem(self, fork_def_ref: str, tasks: list[WorkflowTask]) -> str | None:
+        """Why the tasks FORK_JOIN_DYNAMIC ``fork_def_ref`` would make cannot be indexed,
+        or None: a ``taskReferenceName`` (nesting included) given twice, or naming a task
+        of the definition or one another dynamic fork made, or one of their DO_WHILE
+        instances (``ref__N``). The tasks an earlier instance of the same fork made (a
+        DO_WHILE iteration, a rerun) are its own to replace."""
+        taken: dict[str, list[str]] = {}
+        for ref, node in self.nodes.items():
+            if not self._made_by(node, fork_def_ref):
+                taken.setdefault(_iteration_base(ref), []).append(ref)
+        given: dict[str, list[str]] = {}
+        for ref in self._descendants(tasks):
+            base = _iteration_base(ref)
+            for other in given.get(base, []):
+                if _same_instances(ref, other):
+                    return (
+                        f"taskReferenceName {ref!r} is given twice"
+                        if ref == other
+                        else f"taskReferenceName {ref!r} names an iteration of {other!r}, "
+                        "also given"
+                    )
+            for other in taken.get(base, []):
+                if _same_instances(ref, other):
+                    node = self.nodes[other]
+                    whose = (
+                        f"a task the dynamic fork {node.made_by!r} made"
+                        if node.made_by is not None
+                        else "a task of the workflow definition"
+                    )
+                    what = (
+                        f"is {whose}"
+                        if ref == other
+                        else f"would share the DO_WHILE iteration names of {other!r}, {whose}"
+                    )
+                    return f"taskReferenceName {ref!r} {what}"
+            given.setdefault(base, []).append(ref)
+        return None
+
+    def _made_by(self, node: Node, fork_def_ref: str) -> bool:
+        """Whether FORK_JOIN_DYNAMIC ``fork_def_ref`` made ``node``, itself or through a
+        dynamic fork it made."""
+        seen: set[str] = set()
+        made_by = node.made_by
+        while made_by is not None and made_by not in seen:
+            if made_by == fork_def_ref:
+                return True
+            seen.add(made_by)
+            maker = self.nodes.get(made_by)
+            made_by = maker.made_by if maker is not None else None
+        return False
 
     def resolve_dynamic(self, def_ref: str, name: str) -> None:
         """A DYNAMIC task resolved to worker type ``name``: its node takes that type's
@@ -244,24 +312,27 @@ class Decider:
         td = node.task.task_definition or self.task_defs.get(name) or TaskDef(name=name)
         self.nodes[def_ref] = dataclasses.replace(node, task_def=td)
 
-    def _index(self, tasks: list[WorkflowTask], parent: str | None, dynamic: bool = False) -> int:
+    def _index(
+        self, tasks: list[WorkflowTask], parent: str | None, made_by: str | None = None
+    ) -> int:
+        """Index a task list; ``made_by``: the FORK_JOIN_DYNAMIC that made it."""
         list_id = len(self.lists)
         self.lists.append(tasks)
         for pos, task in enumerate(tasks):
             ref = task.task_reference_name
             task_def = task.task_definition or self.task_defs.get(task.name)
-            if task_def is None and dynamic and task.type == TaskType.WORKER:
+            if task_def is None and made_by is not None and task.type == TaskType.WORKER:
                 task_def = TaskDef(name=task.name)
-            node = Node(task, list_id, pos, parent, task_def)
+            node = Node(task, list_id, pos, parent, task_def, made_by=made_by)
             self.nodes[ref] = node
             for key, case in task.decision_cases.items():
-                node.branches[f"case:{key}"] = self._index(case, ref, dynamic)
+                node.branches[f"case:{key}"] = self._index(case, ref, made_by)
             if task.default_case:
-                node.branches["default"] = self._index(task.default_case, ref, dynamic)
+                node.branches["default"] = self._index(task.default_case, ref, made_by)
             for i, branch in enumerate(task.fork_tasks):
-                node.branches[f"fork:{i}"] = self._index(branch, ref, dynamic)
+                node.branches[f"fork:{i}"] = self._index(branch, ref, made_by)
             if task.loop_over:
-                node.branches["body"] = self._index(task.loop_over, ref, dynamic)
+                node.branches["body"] = self._index(task.loop_over, ref, made_by)
         forks = (TaskType.FORK_JOIN, TaskType.FORK_JOIN_DYNAMIC)
         for pos, task in enumerate(tasks):
             if task.type == TaskType.JOIN and pos > 0 and tasks[pos - 1].type in forks:

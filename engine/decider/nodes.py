@@ -28,3 +28,5 @@ class Node:
     join_ref: str | None = None
     #: DO_WHILE: every ref inside the body, in definition order
     body_refs: list[str] = field(default_factory=list)
+    #: a task a FORK_JOIN_DYNAMIC made while the run ran: that fork's ``taskReferenceName``
+    made_by: str | None = None

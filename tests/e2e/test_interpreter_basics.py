@@ -205,3 +205,56 @@ def test_a_transient_run_store_error_in_dispatch_is_retried(platform: Any) -> No
     assert failures, "the dispatch never hit the injected error"
     assert run.status == RunStatus.COMPLETED
     assert platform.tasks(workflow_id)["steady"].attempt == 1
+
+
+def test_a_dynamic_fork_cannot_stand_in_for_a_later_human_approval(platform: Any) -> None:
+    """A forked task named like the HUMAN step after the fork fails the fork and the run;
+    it does not replace the approval (which the run would then never wait for)."""
+    platform.register(
+        {
+            "name": "approve_flow",
+            "tasks": [
+                {
+                    "name": "fork",
+                    "taskReferenceName": "fork",
+                    "type": "FORK_JOIN_DYNAMIC",
+                    "inputParameters": {
+                        "tasks": "${workflow.input.tasks}",
+                        "inputs": "${workflow.input.inputs}",
+                    },
+                    "dynamicForkTasksParam": "tasks",
+                    "dynamicForkTasksInputParamName": "inputs",
+                },
+                {"name": "join", "taskReferenceName": "join", "type": "JOIN"},
+                {"name": "approval", "taskReferenceName": "approve", "type": "HUMAN"},
+                {
+                    "name": "lodge",
+                    "taskReferenceName": "lodge",
+                    "type": "INLINE",
+                    "inputParameters": {
+                        "evaluatorType": "javascript",
+                        "ok": "${approve.output.approved}",
+                        "expression": "'lodged, approved=' + $.ok",
+                    },
+                },
+            ],
+            "outputParameters": {"result": "${lodge.output.result}"},
+        }
+    )
+    smuggled = {"name": "n", "taskReferenceName": "approve", "type": "SET_VARIABLE"}
+    hostile = platform.start("approve_flow", {"tasks": [smuggled], "inputs": {}})
+    run = platform.wait(hostile)
+    assert run.status == RunStatus.FAILED
+    assert "'approve'" in (run.reason_for_incompletion or ""), run.reason_for_incompletion
+    rows = platform.tasks(hostile)
+    assert rows["fork"].status == TaskStatus.FAILED
+    assert "approve" not in rows and "lodge" not in rows
+
+    # the same definition with a harmless forked task waits for the approval
+    benign = {"name": "n", "taskReferenceName": "check", "type": "NOOP"}
+    workflow_id = platform.start("approve_flow", {"tasks": [benign], "inputs": {}})
+    platform.complete_ref(workflow_id, "approve", {"approved": True})
+    run = platform.wait(workflow_id)
+    assert run.status == RunStatus.COMPLETED
+    assert run.output == {"result": "lodged, approved=true"}
+    assert platform.tasks(workflow_id)["approve"].task_type == "HUMAN"

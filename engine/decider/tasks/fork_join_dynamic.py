@@ -13,7 +13,11 @@ ForkJoinDynamicTaskMapper), one per task:
 The fork completes at once as a ``FORK`` row whose input lists ``forkedTasks`` and
 ``forkedTaskDefs``; the first task of every branch starts before the JOIN that must
 follow, which waits for the last task of each branch. A list that cannot be read fails
-the task (no retry)."""
+the task (no retry), as does a ``taskReferenceName`` given twice or already naming a task
+of the run (:meth:`~engine.decider.core.Decider.fork_ref_problem`): Conductor refuses a
+forked ref a task of the run already has ("attempted to create a duplicate task reference
+name"); here a ref of a later task of the definition is refused as well, so no forked
+task can stand in for it (a HUMAN approval, the JOIN)."""
 
 from __future__ import annotations
 
@@ -142,6 +146,9 @@ class ForkJoinDynamicTask(TaskHandler):
             raise TaskFailed(
                 f"Tasks could not be dynamically forked due to invalid input: {exc}"
             ) from None
+        problem = decider.fork_ref_problem(wt.task_reference_name, parsed)
+        if problem is not None:
+            raise TaskFailed(f"Tasks could not be dynamically forked: {problem}")
         refs = [task.task_reference_name for task in parsed]
         state.dynamic_forks[ts.ref] = {"defRef": wt.task_reference_name, "tasks": specs}
         branches = decider.extend_fork(ts.ref, wt.task_reference_name, parsed)
