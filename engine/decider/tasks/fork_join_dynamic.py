@@ -17,14 +17,17 @@ the task (no retry), as does a ``taskReferenceName`` given twice or already nami
 of the run (:meth:`~engine.decider.core.Decider.fork_ref_problem`): Conductor refuses a
 forked ref a task of the run already has ("attempted to create a duplicate task reference
 name"); here a ref of a later task of the definition is refused as well, so no forked
-task can stand in for it (a HUMAN approval, the JOIN)."""
+task can stand in for it (a HUMAN approval, the JOIN). A WORKER task whose name is no
+task type name (the rule registration applies) fails it too: no poll would reach it."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
 from engine.decider.tasks.base import TaskFailed, TaskHandler, TaskStart
+from engine.decider.tasks.dynamic import shown_name
 from engine.language.definitions import TaskType, WorkflowTask
+from engine.language.validation import queue_name_problem
 
 if TYPE_CHECKING:
     from engine.decider.core import Decider
@@ -121,6 +124,24 @@ def _legacy_form(wt: WorkflowTask, inputs: dict[str, Any]) -> list[dict[str, Any
     ]
 
 
+def _worker_problem(tasks: list[WorkflowTask]) -> str | None:
+    """Why a WORKER (SIMPLE) task among ``tasks`` (nesting included) cannot be queued: its
+    name is not one registration lets a task type have, or None."""
+    for task in tasks:
+        if task.type == TaskType.WORKER:
+            problem = queue_name_problem(task.name)
+            if problem is not None:
+                return (
+                    f"task {task.task_reference_name!r} has name {shown_name(task.name)}, "
+                    f"not a task type name ({problem})"
+                )
+        for _, nested in task.children():
+            problem = _worker_problem(nested)
+            if problem is not None:
+                return problem
+    return None
+
+
 class ForkJoinDynamicTask(TaskHandler):
     def start(self, decider: Decider, start: TaskStart) -> None:
         state, frame, ts, wt = start.state, start.frame, start.task, start.definition
@@ -146,7 +167,9 @@ class ForkJoinDynamicTask(TaskHandler):
             raise TaskFailed(
                 f"Tasks could not be dynamically forked due to invalid input: {exc}"
             ) from None
-        problem = decider.fork_ref_problem(wt.task_reference_name, parsed)
+        problem = decider.fork_ref_problem(wt.task_reference_name, parsed) or _worker_problem(
+            parsed
+        )
         if problem is not None:
             raise TaskFailed(f"Tasks could not be dynamically forked: {problem}")
         refs = [task.task_reference_name for task in parsed]

@@ -1,6 +1,7 @@
 """Unit tests of the Decider for the tasks a run makes while it runs: what a
-FORK_JOIN_DYNAMIC may fork: its reference names must not collide with the definition's,
-another dynamic fork's or each other's."""
+FORK_JOIN_DYNAMIC may fork (its reference names must not collide with the definition's,
+another dynamic fork's or each other's; WORKER names must be task type names) and the
+worker type a DYNAMIC task may resolve to."""
 
 from __future__ import annotations
 
@@ -188,3 +189,54 @@ def test_two_dynamic_forks_cannot_make_the_same_reference() -> None:
     assert sim.status("fan") == C
     assert sim.status("fan2") == TaskStatus.FAILED
     assert "'a' is a task the dynamic fork 'fan' made" in (sim.task("fan2").reason or "")
+
+
+# --------------------------------------------------------------- task type names
+
+
+BAD_NAMES = ["probe_w-high", "a/b", "a b", "-bad-", "a:b", "é", "x" * 1000]
+
+
+@pytest.mark.parametrize("name", BAD_NAMES, ids=lambda n: n[:12])
+def test_a_dynamic_task_name_must_be_a_task_type_name(name: str) -> None:
+    d = decider(t("dyn", "DYNAMIC", dynamicTaskNameParam="tn", inputParameters={"tn": name}))
+    sim = Sim(d)
+    assert sim.status("dyn") == TaskStatus.FAILED
+    reason = sim.task("dyn").reason or ""
+    assert "tn = " in reason and repr(name[:80]) in reason, reason
+    assert "queue name" in reason or "-high" in reason or "characters" in reason, reason
+    assert len(reason) < 800
+    assert sim.actions == {} and sim.all_actions == []
+    assert sim.finished is not None and sim.finished.status == RunStatus.FAILED
+
+
+@pytest.mark.parametrize("name", BAD_NAMES, ids=lambda n: n[:12])
+def test_a_forked_worker_task_name_must_be_a_task_type_name(name: str) -> None:
+    d = decider(fork(), t("fan_join", "JOIN"))
+    sim = Sim(d, {"tasks": [t("ok", name="work"), t("w", "SIMPLE", name=name)]})
+    assert sim.status("fan") == TaskStatus.FAILED
+    reason = sim.task("fan").reason or ""
+    assert "'w'" in reason and repr(name[:80]) in reason, reason
+    assert sim.all_actions == []
+
+
+def test_a_worker_task_nested_in_a_forked_task_must_have_a_task_type_name() -> None:
+    d = decider(fork(), t("fan_join", "JOIN"))
+    nested = t("lp", "DO_WHILE", name="n", loopCondition="false", loopOver=[t("w", name="a/b")])
+    sim = Sim(d, {"tasks": [nested]})
+    assert sim.status("fan") == TaskStatus.FAILED
+    assert "'a/b'" in (sim.task("fan").reason or "")
+
+
+def test_the_simple_fork_form_with_a_bad_task_name_fails() -> None:
+    d = decider(
+        t(
+            "fan",
+            "FORK_JOIN_DYNAMIC",
+            inputParameters={"forkTaskName": "a b", "forkTaskInputs": [1]},
+        ),
+        t("fan_join", "JOIN"),
+    )
+    sim = Sim(d)
+    assert sim.status("fan") == TaskStatus.FAILED
+    assert "'a b'" in (sim.task("fan").reason or "")
