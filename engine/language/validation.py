@@ -39,9 +39,9 @@ from __future__ import annotations
 import difflib
 import json
 import re
+import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any, Protocol
 
 from jsonschema import validators as _jsonschema_validators
@@ -55,6 +55,7 @@ from engine.language.definitions import (
     WorkflowTask,
     schema_document,
 )
+from engine.language.durations import parse_duration, parse_until
 from engine.language.expressions import expression_errors, reference_paths
 from protocol.limits import name_problem
 from protocol.queues import (
@@ -74,7 +75,6 @@ __all__ = [
     "CodeArea",
     "ValidationIssue",
     "check_coverage",
-    "parse_duration",
     "pydantic_issues",
     "queue_name_problem",
     "validate_task_def",
@@ -198,51 +198,12 @@ def _strings(value: Any, path: str) -> Iterator[tuple[str, str]]:
             yield from _strings(item, f"{path}[{i}]")
 
 
-# --- durations and dates (WAIT) ----------------------------------------------------------
-
-_DURATION = re.compile(
-    r"^\s*(?:(?P<d>\d+)\s*(?:days?|d))?"
-    r"\s*(?:(?P<h>\d+)\s*(?:hours?|hrs?|h))?"
-    r"\s*(?:(?P<m>\d+)\s*(?:minutes?|mins?|m))?"
-    r"\s*(?:(?P<s>\d+)\s*(?:seconds?|secs?|s))?\s*$",
-    re.IGNORECASE,
-)
-
-
-def parse_duration(text: str) -> int | None:
-    """Seconds of a Conductor WAIT duration (``"30s"``, ``"1h 5m"``, ``"2 days"``), or None.
-
-    Units in the order days, hours, minutes, seconds; each at most once.
-    """
-    match = _DURATION.match(text)
-    if not match or not any(match.groupdict().values()):
-        return None
-    parts = {k: int(v) if v else 0 for k, v in match.groupdict().items()}
-    return parts["d"] * 86400 + parts["h"] * 3600 + parts["m"] * 60 + parts["s"]
-
-
-_UNTIL_WITH_ZONE = re.compile(r"^(\d{4}-\d{2}-\d{2} \d{2}:\d{2}) (\S+)$")
+# --- WAIT ----------------------------------------------------------------------------
 
 
 def _literal(value: Any) -> bool:
     """Set, and not a ``${…}`` expression (which is only known at run time)."""
     return value is not None and not (isinstance(value, str) and "${" in value)
-
-
-def _valid_until(text: str) -> bool:
-    try:
-        datetime.fromisoformat(text)
-        return True
-    except ValueError:
-        pass
-    match = _UNTIL_WITH_ZONE.match(text)
-    if match:
-        try:
-            datetime.fromisoformat(match.group(1))
-            return True
-        except ValueError:
-            return False
-    return False
 
 
 # --- JSON Schema -------------------------------------------------------------------------
@@ -614,24 +575,22 @@ class _WorkflowChecker:
                 )
 
     def _check_wait(self, params: Mapping[str, Any], ip: str) -> None:
+        """Literal ``duration`` / ``until`` read by the run's own parser
+        (engine/language/durations.py), bound included, so that what registers runs."""
         duration = params.get("duration")
         until = params.get("until")
         if duration is not None and until is not None:
             self.add(ip, "WAIT takes either duration or until, not both")
-        if _literal(duration) and (
-            not isinstance(duration, str) or parse_duration(duration) is None
-        ):
-            self.add(
-                ip + ".duration",
-                f"invalid duration {_short(duration)}: use e.g. '30s', '10m', '1h 30m', "
-                "'2d' (units d, h, m, s in that order)",
-            )
-        if _literal(until) and (not isinstance(until, str) or not _valid_until(until)):
-            self.add(
-                ip + ".until",
-                f"invalid until {_short(until)}: use ISO 8601 or 'yyyy-MM-dd HH:mm' "
-                "(UTC unless a zone follows)",
-            )
+        if _literal(duration):
+            try:
+                parse_duration(duration)
+            except ValueError as exc:
+                self.add(ip + ".duration", str(exc))
+        if _literal(until):
+            try:
+                parse_until(until, int(time.time() * 1000))
+            except ValueError as exc:
+                self.add(ip + ".until", str(exc))
 
     # -- references
 

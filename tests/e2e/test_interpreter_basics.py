@@ -258,3 +258,65 @@ def test_a_dynamic_fork_cannot_stand_in_for_a_later_human_approval(platform: Any
     assert run.status == RunStatus.COMPLETED
     assert run.output == {"result": "lodged, approved=true"}
     assert platform.tasks(workflow_id)["approve"].task_type == "HUMAN"
+
+
+def test_a_wait_past_100_years_fails_its_task_and_the_run_keeps_its_rows(platform: Any) -> None:
+    """An expression giving a WAIT duration past the engine's bound (100 years) fails the
+    WAIT task, with the value and the limit as its reason. It used to be scheduled, then
+    crashed the run arming its timer ("interpreter error: ValueError: year 273792727 is
+    out of range"): the run ended FAILED without its task rows, the rows of a fork stayed
+    IN_PROGRESS, and the child run of a parallel branch was left running."""
+    platform.register(
+        {"name": "child_waits", "tasks": [{"name": "h", "taskReferenceName": "h", "type": "HUMAN"}]}
+    )
+    platform.register(
+        {
+            "name": "wait_too_long",
+            "tasks": [
+                {
+                    "name": "f",
+                    "taskReferenceName": "f",
+                    "type": "FORK_JOIN",
+                    "forkTasks": [
+                        [
+                            {
+                                "name": "s",
+                                "taskReferenceName": "s",
+                                "type": "SUB_WORKFLOW",
+                                "subWorkflowParam": {"name": "child_waits", "version": 1},
+                            }
+                        ],
+                        [
+                            {"name": "p", "taskReferenceName": "p", "type": "NOOP"},
+                            {
+                                "name": "w",
+                                "taskReferenceName": "w",
+                                "type": "WAIT",
+                                "inputParameters": {"duration": "${workflow.input.d}"},
+                            },
+                        ],
+                    ],
+                },
+                {"name": "j", "taskReferenceName": "j", "type": "JOIN", "joinOn": ["s", "w"]},
+            ],
+        }
+    )
+    workflow_id = platform.start("wait_too_long", {"d": "99999999999d"})
+    run = platform.wait(workflow_id)
+    assert run.status == RunStatus.FAILED, run.reason_for_incompletion
+    assert "interpreter error" not in (run.reason_for_incompletion or "")
+    rows = platform.tasks(workflow_id)
+    assert set(rows) >= {"f", "s", "p", "w", "j"}, sorted(rows)
+    wait = rows["w"]
+    assert wait.status == TaskStatus.FAILED
+    reason = wait.reason_for_incompletion or ""
+    assert "'99999999999d'" in reason and "at most 36500 days (100 years)" in reason, reason
+    # the run ended: nothing of it is left waiting
+    assert not [r for r in rows.values() if not r.status.is_terminal], {
+        ref: r.status for ref, r in rows.items()
+    }
+    # a child run the fork started (the engine names it <taskId>-<attempt>) is ended with it
+    child = platform.services.run_store.get_run(f"{rows['s'].task_id}-1")
+    assert rows["s"].status == TaskStatus.CANCELED
+    if child is not None:  # not started when the WAIT fails in the fork's first step
+        assert platform.wait(child.workflow_id).status == RunStatus.TERMINATED

@@ -1,5 +1,7 @@
 """WAIT: a durable timer until ``duration`` after the attempt is scheduled or until the
-time ``until``; with neither, a wait for completion through the API."""
+time ``until``; with neither, a wait for completion through the API. A value the parser
+refuses (engine/language/durations.py: unreadable, or past its 100-year bound, as an
+expression can give) fails the task with its reason; the run goes on."""
 
 from __future__ import annotations
 
@@ -23,9 +25,9 @@ class WaitTask(ScheduledTask):
         duration, until = task.input.get("duration"), task.input.get("until")
         try:
             if duration not in (None, ""):
-                return ActionFields(wait_until_ms=base_ms + parse_duration(str(duration)) * 1000)
+                return ActionFields(wait_until_ms=base_ms + parse_duration(duration) * 1000)
             if until not in (None, ""):
-                return ActionFields(wait_until_ms=parse_until(str(until)))
+                return ActionFields(wait_until_ms=parse_until(until, base_ms))
         except ValueError as exc:
             raise TaskFailed(str(exc)) from None
         return ActionFields()

@@ -290,3 +290,41 @@ def test_a_definition_that_can_start_itself_is_refused_with_the_chain(srv: Serve
         body = assert_error(response, 400, "$.tasks[0].subWorkflowParam.name")
         assert "can start itself (parent -> child -> parent)" in body["message"]
     assert_error(c.get("/api/metadata/workflow/parent"), 404)
+
+
+def test_a_wait_past_100_years_is_a_400_naming_the_field_and_the_limit(srv: Server) -> None:
+    """A WAIT literal past the engine's bound registered, then crashed its run arming the
+    timer (``year 273792727 is out of range``); now registration refuses it, with the
+    run's own parser, and what the run reads (a bare number of seconds) registers."""
+    c = srv.client
+
+    def wait(name: str, **params: Any) -> dict[str, Any]:
+        return {
+            "name": name,
+            "version": 1,
+            "tasks": [
+                {"name": "w", "taskReferenceName": "w", "type": "WAIT", "inputParameters": params}
+            ],
+        }
+
+    for name, params, field in (
+        ("w_days", {"duration": "99999999999d"}, "duration"),
+        ("w_3m", {"duration": "3000000d"}, "duration"),
+        ("w_iso", {"duration": "P99999999999D"}, "duration"),
+        ("w_num", {"duration": 10**30}, "duration"),
+        ("w_until", {"until": "9999-12-31T23:59:59-14:00"}, "until"),
+    ):
+        body = assert_error(
+            c.post("/api/metadata/workflow", json=wait(name, **params)),
+            400,
+            f"$.tasks[0].inputParameters.{field}",
+        )
+        messages = [e["message"] for e in body["validationErrors"]]
+        assert any("at most 36500 days (100 years)" in m for m in messages), messages
+    for name, params in (
+        ("w_ok", {"duration": "36500d"}),
+        ("w_bare", {"duration": "999"}),
+        ("w_expr", {"duration": "${workflow.input.d}"}),
+    ):
+        r = c.post("/api/metadata/workflow", json=wait(name, **params))
+        assert r.status_code == 200, r.text

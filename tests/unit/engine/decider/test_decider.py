@@ -964,6 +964,31 @@ def test_wait_with_bad_duration_fails() -> None:
     assert sim.status("w") == F and "duration" in (sim.task("w").reason or "")
 
 
+@pytest.mark.parametrize(
+    ("params", "value"),
+    [
+        ({"duration": "${workflow.input.d}"}, "99999999999d"),
+        ({"duration": "${workflow.input.d}"}, 10**30),
+        ({"until": "${workflow.input.d}"}, "9999-12-31T23:59:59-14:00"),
+        ({"until": "${workflow.input.d}"}, "2200-01-01T00:00:00Z"),
+    ],
+)
+def test_wait_past_the_bound_fails_the_task_not_the_run(params: dict[str, Any], value: Any) -> None:
+    """An expression giving a WAIT past 100 years fails the WAIT with the value and the
+    limit; it used to be scheduled, then crashed the run arming its timer (year out of
+    range). The task row is there, FAILED, and the run goes on to fail as a task fails."""
+    sim = Sim(decider(t("w", "WAIT", inputParameters=params)), input={"d": value})
+    reason = sim.task("w").reason or ""
+    assert sim.status("w") == F, reason
+    assert "w" not in sim.actions
+    assert "36500 days (100 years)" in reason and str(value)[:12] in reason
+
+
+def test_wait_at_the_bound_is_armed() -> None:
+    sim = Sim(decider(t("w", "WAIT", inputParameters={"duration": "36500d"})), now=1_000)
+    assert sim.actions["w"].wait_until_ms == 1_000 + 36_500 * 86_400_000
+
+
 def test_sub_workflow_and_activity_actions() -> None:
     d = decider(
         t(
@@ -1334,13 +1359,16 @@ def test_durations_and_retry_arithmetic() -> None:
     for bad in ("", "soon", "5 fortnights", "1h x"):
         with pytest.raises(ValueError):
             parse_duration(bad)
+    now = 1_700_000_000_000
     assert (
-        parse_until("2030-01-02T03:04:00Z") == parse_until("2030-01-02 03:04") == 1_893_553_440_000
+        parse_until("2030-01-02T03:04:00Z", now)
+        == parse_until("2030-01-02 03:04", now)
+        == 1_893_553_440_000
     )
-    assert parse_until("2030-01-02T05:04:00+02:00") == 1_893_553_440_000
-    assert parse_until("2030-01-02 03:04 UTC") == 1_893_553_440_000
+    assert parse_until("2030-01-02T05:04:00+02:00", now) == 1_893_553_440_000
+    assert parse_until("2030-01-02 03:04 UTC", now) == 1_893_553_440_000
     with pytest.raises(ValueError):
-        parse_until("tomorrow")
+        parse_until("tomorrow", now)
     assert retry_delay_seconds("EXPONENTIAL_BACKOFF", 10, 1, 0) == 10
     assert retry_delay_seconds("LINEAR_BACKOFF", 10, 3, 1) == 60
     assert retry_delay_seconds("FIXED", 10, 1, 5, retry_after=2.5) == 10

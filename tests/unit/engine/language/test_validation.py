@@ -9,12 +9,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.language.definitions import TaskDef, WorkflowDef
+from engine.language.durations import MAX_WAIT_SECONDS, parse_duration
 from engine.language.validation import (
     MAX_DOMAIN_LENGTH,
     MAX_TASK_TYPE_LENGTH,
     ValidationIssue,
     check_coverage,
-    parse_duration,
     queue_name_problem,
     validate_task_def,
     validate_workflow,
@@ -278,7 +278,7 @@ def test_wait_without_duration_or_until_is_allowed() -> None:
     assert issues(workflow(task("w", "WAIT"))) == []
 
 
-@pytest.mark.parametrize("duration", ["5 parsecs", "m5", "", "10m 1h", 30])
+@pytest.mark.parametrize("duration", ["5 parsecs", "m5", "", "-5s", 1.5, True, -5, {"a": 1}])
 def test_wait_invalid_duration(duration: Any) -> None:
     assert only(workflow(task("w", "WAIT", inputParameters={"duration": duration})))[0] == (
         "$.tasks[0].inputParameters.duration"
@@ -293,12 +293,54 @@ def test_parse_duration(text: str, seconds: int) -> None:
     assert parse_duration(text) == seconds
 
 
+@pytest.mark.parametrize("duration", ["45", 30, "PT1H30M", "P2D", "10m 1h", "1d2h, 3 minutes"])
+def test_wait_duration_the_run_reads_registers(duration: Any) -> None:
+    """Registration reads a duration with the run's parser: what runs registers (a bare
+    number of seconds, ISO 8601, units in any order were refused, yet ran)."""
+    parse_duration(duration)  # the run reads it
+    assert issues(workflow(task("w", "WAIT", inputParameters={"duration": duration}))) == []
+
+
+@pytest.mark.parametrize(
+    "duration",
+    ["99999999999d", "3000000d", "36501d", "P99999999999D", "999999999999999999999999", 10**30],
+)
+def test_wait_duration_past_the_bound_is_refused_naming_it(duration: Any) -> None:
+    """A duration past 100 years registered, then crashed the run arming its timer."""
+    path, message = only(workflow(task("w", "WAIT", inputParameters={"duration": duration})))
+    assert path == "$.tasks[0].inputParameters.duration"
+    assert "at most 36500 days (100 years)" in message
+
+
+def test_wait_duration_at_the_bound_registers() -> None:
+    for duration in ("36500d", MAX_WAIT_SECONDS, f"{MAX_WAIT_SECONDS}s"):
+        assert issues(workflow(task("w", "WAIT", inputParameters={"duration": duration}))) == []
+
+
+@pytest.mark.parametrize(
+    "until", ["9999-12-31T23:59:59-14:00", "9999-12-31 23:59 -1400", "2200-01-01T00:00:00Z"]
+)
+def test_wait_until_past_the_bound_is_refused_naming_it(until: str) -> None:
+    path, message = only(workflow(task("w", "WAIT", inputParameters={"until": until})))
+    assert path == "$.tasks[0].inputParameters.until"
+    assert "at most 36500 days (100 years) from now" in message
+
+
+@pytest.mark.parametrize("until", ["2030-01-01 10:00 Nowhere/Else", "2030-01-01 10:00 PST"])
+def test_wait_until_zone_the_run_cannot_read_is_refused(until: str) -> None:
+    """Any word after the time registered; the run knew only UTC/GMT/Z and failed."""
+    assert only(workflow(task("w", "WAIT", inputParameters={"until": until})))[0].endswith(".until")
+
+
 @pytest.mark.parametrize(
     "until",
     [
         "2030-01-01 10:00",
         "2030-01-01T10:00:00Z",
         "2030-01-01 10:00 Europe/Berlin",
+        "2030-01-01 10:00 +0200",
+        "2030-01-01",
+        "0001-01-01T00:00:00Z",
         "${workflow.input.at}",
     ],
 )
