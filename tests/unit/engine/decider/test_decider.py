@@ -989,6 +989,16 @@ def test_wait_at_the_bound_is_armed() -> None:
     assert sim.actions["w"].wait_until_ms == 1_000 + 36_500 * 86_400_000
 
 
+def test_human_timeout_past_the_bound_fails_the_task() -> None:
+    """A HUMAN ``timeoutSeconds`` past 100 years (a deadline past datetime's range) fails
+    the task instead of the run; an infinite one is no timeout (as any unreadable one)."""
+    sim = Sim(decider(t("h", "HUMAN", inputParameters={"timeoutSeconds": 10**15})))
+    assert sim.status("h") == F
+    assert "at most 3153600000 seconds" in (sim.task("h").reason or "")
+    sim = Sim(decider(t("h", "HUMAN", inputParameters={"timeoutSeconds": float("inf")})))
+    assert sim.actions["h"].timeout_seconds is None
+
+
 def test_sub_workflow_and_activity_actions() -> None:
     d = decider(
         t(
