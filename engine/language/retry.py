@@ -8,14 +8,19 @@
 * ``LINEAR_BACKOFF``: ``retryDelaySeconds * backoffScaleFactor * (retries_made + 1)``
 * ``EXPONENTIAL_BACKOFF``: ``retryDelaySeconds * 2 ** retries_made``
 
-A ``retry_after`` (e.g. from an HTTP ``Retry-After``) wins when it is larger.
+A ``retry_after`` (e.g. from an HTTP ``Retry-After``) wins when it is larger; an infinite,
+NaN or negative one is ignored. The result is at most :data:`MAX_RETRY_DELAY_SECONDS`
+whichever way it was reached.
 """
 
 from __future__ import annotations
 
+import math
+
 __all__ = ["MAX_RETRY_DELAY_SECONDS", "retry_delay_seconds"]
 
-#: Exponential backoff is capped so that a large retryCount cannot overflow timers.
+#: The longest delay before a retry (30 days): exponential backoff with a large
+#: retryCount, or a server's ``Retry-After``, cannot overflow a timer or park a run for years.
 MAX_RETRY_DELAY_SECONDS = 30 * 86400
 
 
@@ -34,7 +39,6 @@ def retry_delay_seconds(
         delay = delay_seconds * (2 ** min(n, 40))
     else:
         delay = delay_seconds
-    delay = min(float(delay), float(MAX_RETRY_DELAY_SECONDS))
-    if retry_after is not None and retry_after > delay:
-        delay = float(retry_after)
-    return max(delay, 0.0)
+    if retry_after is not None and math.isfinite(retry_after) and retry_after > delay:
+        delay = retry_after
+    return min(max(float(delay), 0.0), float(MAX_RETRY_DELAY_SECONDS))

@@ -34,9 +34,10 @@ configured, the raw bytes are stored and the output keeps the reference::
                   "bodySize": 123456, "bodyContentType": "application/json"}}
 
 Outcome: 2xx -> COMPLETED; 408, 429, 5xx -> FAILED (retryable, ``Retry-After`` ->
-``retry_after_seconds``); other statuses -> FAILED_WITH_TERMINAL_ERROR; the output holds
-the response in every case. Connection errors and timeouts -> FAILED; a blocked address
-or a response over the cap -> FAILED_WITH_TERMINAL_ERROR (see
+``retry_after_seconds``, at most 30 days, ignored when infinite or negative); other
+statuses -> FAILED_WITH_TERMINAL_ERROR; the output holds the response in every case.
+Connection errors and timeouts -> FAILED; a blocked address or a response over the cap
+-> FAILED_WITH_TERMINAL_ERROR (see
 :mod:`engine.runtime.builtins.outbound`).
 """
 

@@ -45,6 +45,7 @@ from __future__ import annotations
 import contextlib
 import email.utils
 import ipaddress
+import math
 import socket
 import ssl
 import threading
@@ -56,6 +57,7 @@ from typing import Any
 
 import httpx
 
+from engine.language.retry import MAX_RETRY_DELAY_SECONDS
 from engine.runtime.builtins.quickack import QUICKACK, quickack_transport
 from engine.runtime.builtins.results import (
     ActivityError,
@@ -138,8 +140,10 @@ def redact_url(url: str | httpx.URL) -> str:
 
 
 def parse_retry_after(value: str | None, *, now: datetime | None = None) -> float | None:
-    """``Retry-After`` as seconds: delta-seconds or an HTTP date; ``None`` if absent or
-    unreadable. Never negative."""
+    """``Retry-After`` as seconds: delay-seconds or an HTTP date (RFC 9110 10.2.3); ``None``
+    if absent or unreadable, negative, infinite or NaN. A date already past is 0; the
+    result is at most :data:`MAX_RETRY_DELAY_SECONDS` (the cap of every retry delay), so
+    that a server cannot park a run for years or overflow its timer."""
     if value is None:
         return None
     value = value.strip()
@@ -150,15 +154,17 @@ def parse_retry_after(value: str | None, *, now: datetime | None = None) -> floa
     except ValueError:
         pass
     else:
-        return max(0.0, seconds) if seconds == seconds else None  # NaN -> None
+        if not math.isfinite(seconds) or seconds < 0:
+            return None
+        return min(seconds, float(MAX_RETRY_DELAY_SECONDS))
     try:
         when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError, IndexError):
+    except (TypeError, ValueError, IndexError, OverflowError):
         return None
     if when.tzinfo is None:
         when = when.replace(tzinfo=UTC)
     current = now or datetime.now(UTC)
-    return max(0.0, (when - current).total_seconds())
+    return min(max(0.0, (when - current).total_seconds()), float(MAX_RETRY_DELAY_SECONDS))
 
 
 def classify_status(status_code: int) -> ResultStatus:

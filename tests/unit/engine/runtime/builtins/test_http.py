@@ -414,11 +414,51 @@ def test_form_body_and_explicit_content_type() -> None:
 def test_parse_retry_after() -> None:
     now = datetime(2025, 1, 1, tzinfo=UTC)
     assert outbound.parse_retry_after("120") == 120.0
-    assert outbound.parse_retry_after("-3") == 0.0
     assert outbound.parse_retry_after(None) is None
     assert outbound.parse_retry_after("soon") is None
     assert outbound.parse_retry_after("Wed, 01 Jan 2025 00:01:00 GMT", now=now) == 60.0
     assert outbound.parse_retry_after("Tue, 31 Dec 2024 00:00:00 GMT", now=now) == 0.0
+
+
+@pytest.mark.parametrize("value", ["inf", "-inf", "Infinity", "nan", "-3", "-0.5"])
+def test_retry_after_not_a_delay_is_ignored(value: str) -> None:
+    """RFC 9110: delay-seconds is a non-negative integer; an infinite one crashed the run
+    (OverflowError when its timer was armed), a negative one retried at once."""
+    assert outbound.parse_retry_after(value) is None
+
+
+@pytest.mark.parametrize(
+    "value", ["1e20", "99999999999", "2592001", "Fri, 31 Dec 9999 23:59:59 GMT"]
+)
+def test_retry_after_is_capped_as_every_retry_delay(value: str) -> None:
+    """A server cannot park a run for millennia (or overflow its timer, 1e20 seconds):
+    the header is capped at MAX_RETRY_DELAY_SECONDS (30 days), as every retry delay."""
+    from engine.language.retry import MAX_RETRY_DELAY_SECONDS, retry_delay_seconds
+
+    seconds = outbound.parse_retry_after(value)
+    assert seconds == MAX_RETRY_DELAY_SECONDS == 30 * 86400
+    assert retry_delay_seconds("FIXED", 1, 1, 0, retry_after=seconds) == MAX_RETRY_DELAY_SECONDS
+    # and should a caller hand the delay arithmetic a value of its own
+    assert retry_delay_seconds("FIXED", 1, 1, 0, retry_after=1e20) == MAX_RETRY_DELAY_SECONDS
+    assert retry_delay_seconds("FIXED", 5, 1, 0, retry_after=float("inf")) == 5
+    assert retry_delay_seconds("FIXED", 5, 1, 0, retry_after=float("nan")) == 5
+
+
+def test_http_task_retry_after_infinity_retries_on_the_task_delay() -> None:
+    """A 503 with ``Retry-After: inf`` is a FAILED attempt without a retry_after; the
+    task's own retry delay applies."""
+    result = outbound.result_for_response(
+        outbound.OutboundResponse(
+            status_code=503,
+            reason_phrase="Service Unavailable",
+            url="http://x/",
+            headers=(("Retry-After", "inf"),),
+            content=b"busy",
+        ),
+        "GET",
+        {},
+    )
+    assert (result.status, result.retry_after_seconds) == ("FAILED", None)
 
 
 def test_result_envelope_json_roundtrip_and_validation() -> None:
