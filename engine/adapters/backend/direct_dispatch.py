@@ -13,8 +13,8 @@ handing a work item out to the worker's loop submitting it, each way, of a 4-5 m
 
 :class:`DirectDispatchMixin` wraps the stream the worker reads (``_response_stream``, set
 by durabletask's run loop after each ``GetWorkItems`` call) so that the reader thread
-itself submits orchestrator and activity work items to a thread pool of the worker's
-size; every other item (health pings, entity batches) still goes the loop's way. The loop
+itself submits orchestrator and activity work items to thread pools; every other item
+(health pings, entity batches) still goes the loop's way. The loop
 keeps its part: connecting, reconnecting with back-off, and noticing a silent stream,
 for which the wrapper passes it a health ping when it has passed it nothing for
 ``keepalive_seconds`` (durabletask counts a stream that yields nothing for
@@ -22,6 +22,15 @@ for which the wrapper passes it a health ping when it has passed it nothing for
 work items in flight). A work item that raises is abandoned, and no more work items of
 a kind run at once than the worker's ``ConcurrencyOptions`` allow (the rest wait without
 holding a thread), as with durabletask.
+
+Each kind has its own pool, with as many threads as its limit allows work items
+(``maximum_concurrent_orchestration_work_items``,
+``maximum_concurrent_activity_work_items``; a pool starts its threads as work items
+come): an activity may hold its thread for minutes (an HTTP call waiting for its answer,
+an INLINE waiting for an evaluator process), and the orchestrations' work items (every
+step of every run, a terminate) must never wait behind them. One pool of durabletask's
+``maximum_thread_pool_workers`` (CPUs + 4) for both let six slow HTTP calls stall every
+run of the process.
 
 Completions need a stub on the channel the stream came from, and durabletask keeps the
 channel it creates to itself, so the mixin is used where Stepway passes the worker its
@@ -120,8 +129,8 @@ class _KindLimit:
 
 class DirectDispatchMixin:
     """Mixed into a ``TaskHubGrpcWorker`` (before it) that is given ``channel``:
-    orchestrator and activity work items run on the reader thread's hand-off to a thread
-    pool (see the module docstring)."""
+    orchestrator and activity work items run on the reader thread's hand-off to their
+    kind's thread pool (see the module docstring)."""
 
     def __init__(
         self,
@@ -139,23 +148,32 @@ class DirectDispatchMixin:
         self._direct_stream: Any = None
         worker: Any = self
         options = worker._concurrency_options
-        # threads start with the first work item
-        self._direct_pool = ThreadPoolExecutor(
-            max_workers=options.maximum_thread_pool_workers,
-            thread_name_prefix="DurableTaskDirect",
-        )
+        orchestrations = options.maximum_concurrent_orchestration_work_items
+        activities = options.maximum_concurrent_activity_work_items
+        # a pool per kind, a thread for each work item its limit lets run (threads start
+        # as work items come): activities never hold the orchestrations' threads
+        self._direct_pools = {
+            "orchestratorRequest": ThreadPoolExecutor(
+                max_workers=orchestrations, thread_name_prefix="DurableTaskDirect-orchestration"
+            ),
+            "activityRequest": ThreadPoolExecutor(
+                max_workers=activities, thread_name_prefix="DurableTaskDirect-activity"
+            ),
+        }
         #: the work items run directly: request field -> the worker's execute and abandon
-        #: methods (looked up per item) and the kind's limit
+        #: methods (looked up per item), the kind's limit and its pool
         self._direct_kinds = {
             "orchestratorRequest": (
                 "_execute_orchestrator",
                 "_cancel_orchestrator",
-                _KindLimit(options.maximum_concurrent_orchestration_work_items),
+                _KindLimit(orchestrations),
+                self._direct_pools["orchestratorRequest"],
             ),
             "activityRequest": (
                 "_execute_activity",
                 "_cancel_activity",
-                _KindLimit(options.maximum_concurrent_activity_work_items),
+                _KindLimit(activities),
+                self._direct_pools["activityRequest"],
             ),
         }
 
@@ -176,8 +194,8 @@ class DirectDispatchMixin:
         self._direct_stream = stream
 
     def _dispatch_directly(self, item: pb.WorkItem) -> bool:
-        """Submits an orchestrator or activity work item to the pool (or queues it
-        behind its kind's limit); False for any other item (the loop takes it). An item
+        """Submits an orchestrator or activity work item to its kind's pool (or queues
+        it behind its kind's limit); False for any other item (the loop takes it). An item
         that arrives once the worker is stopping is left: the backend hands a stream's
         unfinished items out again when the stream ends."""
         worker: Any = self
@@ -187,7 +205,7 @@ class DirectDispatchMixin:
         handling = self._direct_kinds.get(kind)
         if handling is None:
             return False
-        execute, abandon, limit = handling
+        execute, abandon, limit, pool = handling
         job: _Job = (
             getattr(self, execute),
             getattr(self, abandon),
@@ -195,7 +213,7 @@ class DirectDispatchMixin:
             item.completionToken,
         )
         if limit.enter(job):
-            self._direct_pool.submit(self._run, limit, job)
+            pool.submit(self._run, limit, job)
         return True
 
     def _run(self, limit: _KindLimit, job: _Job | None) -> None:
@@ -227,6 +245,7 @@ class DirectDispatchMixin:
     def stop(self) -> None:
         super().stop()  # type: ignore[misc]
         # an item the reader submits in the last moment is refused by the shut-down pool
-        self._direct_pool.shutdown(wait=True)
+        for pool in self._direct_pools.values():
+            pool.shutdown(wait=True)
         if self._direct_channel is not None:
             self._direct_channel.close()  # the worker was given it by make_worker

@@ -193,13 +193,14 @@ def test_work_items_run_on_the_direct_pool_not_through_durabletasks_loop(
     # guards the fast path against a durabletask upgrade that stops reading the stream
     # through the worker's _response_stream (the wrapper would then silently not apply)
     threads: list[str] = []
+    orchestration_threads: list[str] = []
 
     def where(_: task.ActivityContext, value: int) -> int:
         threads.append(threading.current_thread().name)
         return value
 
     def twice(ctx: task.OrchestrationContext, _: Any) -> Generator[task.Task[Any], Any, int]:
-        threads.append(threading.current_thread().name)
+        orchestration_threads.append(threading.current_thread().name)
         yield ctx.call_activity(where, input=1)
         return (yield ctx.call_activity(where, input=2))
 
@@ -212,7 +213,13 @@ def test_work_items_run_on_the_direct_pool_not_through_durabletasks_loop(
         assert state is not None and state.runtime_status == OrchestrationStatus.COMPLETED
     finally:
         stop_worker(worker)
-    assert threads and all(name.startswith("DurableTaskDirect") for name in threads), threads
+    # each kind on its own pool (activities never hold the orchestrations' threads)
+    assert threads and all(name.startswith("DurableTaskDirect-activity") for name in threads), (
+        threads
+    )
+    assert orchestration_threads and all(
+        name.startswith("DurableTaskDirect-orchestration") for name in orchestration_threads
+    ), orchestration_threads
 
 
 def test_stopping_the_worker_logs_no_stream_error(
@@ -231,3 +238,53 @@ def test_stopping_the_worker_logs_no_stream_error(
     with caplog.at_level(logging.WARNING):
         stop_worker(worker)
     assert not [r for r in caplog.records if "work item stream" in r.getMessage()]
+
+
+def test_orchestrations_run_while_every_activity_thread_waits(
+    backend: EmbeddedBackend, config: BackendConfig, client: TaskHubGrpcClient
+) -> None:
+    # activities that hold all their threads (slow HTTP calls, INLINEs waiting for an
+    # evaluator process) leave the orchestrations' work items their own threads: another
+    # orchestration runs to its end, and the blocked activities' queued fellows wait
+    # without a thread
+    release = threading.Event()
+    holding = threading.Semaphore(0)
+
+    def hold(_: task.ActivityContext, value: int) -> int:
+        holding.release()
+        release.wait(30)
+        return value
+
+    def fan_out(ctx: task.OrchestrationContext, n: int) -> Generator[task.Task[Any], Any, int]:
+        results = yield task.when_all([ctx.call_activity(hold, input=i) for i in range(n)])
+        return sum(results)
+
+    def alone(ctx: task.OrchestrationContext, _: Any) -> str:
+        return "done"
+
+    worker = make_worker(
+        config,
+        concurrency_options=ConcurrencyOptions(
+            maximum_concurrent_activity_work_items=2,
+            maximum_concurrent_orchestration_work_items=2,
+            # the pool the kinds shared before each had its own: the activities filled it
+            maximum_thread_pool_workers=2,
+        ),
+    )
+    register(worker, "all", {"fan_out": fan_out, "alone": alone}, {"hold": hold})
+    start_worker(worker)
+    try:
+        fan = client.schedule_new_orchestration(fan_out, input=4)
+        for _ in range(2):  # both activity threads hold
+            assert holding.acquire(timeout=10)
+        instance = client.schedule_new_orchestration(alone)
+        state = client.wait_for_orchestration_completion(instance, timeout=10)
+        assert state is not None and state.runtime_status == OrchestrationStatus.COMPLETED
+        assert not holding.acquire(timeout=0.2)  # the limit kept the others waiting
+        release.set()
+        state = client.wait_for_orchestration_completion(fan, timeout=30)
+        assert state is not None and state.runtime_status == OrchestrationStatus.COMPLETED
+        assert state.serialized_output == str(sum(range(4)))
+    finally:
+        release.set()
+        stop_worker(worker)
