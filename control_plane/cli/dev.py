@@ -54,6 +54,7 @@ from engine.app.config import ConfigError, EnvReader
 from engine.app.host import (
     LocalSettings,
     build_local_services,
+    engine_concurrency,
     make_engine_client,
     make_engine_worker,
 )
@@ -193,6 +194,9 @@ class DevPlatform:
     run_limits: RunLimits = field(default_factory=RunLimits)
     #: live orchestrations kept between their work items (engine/adapters/backend/sessions.py)
     orchestration_sessions: int = DEFAULT_SESSION_CAPACITY
+    #: activity work items run at once (``STEPWAY_MAX_CONCURRENT_ACTIVITIES``; None: the
+    #: engine's default, engine/app/host.py)
+    max_concurrent_activities: int | None = None
     #: seconds between sweeps of deferred messages (engine/runtime/deferred_sweep.py); 0: none
     deferred_sweep_seconds: float = DEFAULT_INTERVAL_SECONDS
 
@@ -217,7 +221,10 @@ class DevPlatform:
             self.services.activity_deps.evaluators.start()
         self.lost_runs = fail_lost_runs(self.services)
         self.engine = make_engine_worker(
-            config, self.services, sessions=self.orchestration_sessions
+            config,
+            self.services,
+            concurrency=engine_concurrency(self.max_concurrent_activities),
+            sessions=self.orchestration_sessions,
         )
         start_worker(self.engine)
         self.services.start_sweep(self.deferred_sweep_seconds)
@@ -354,6 +361,7 @@ def serve(data_dir: Path, host: str, port: int, with_workers: bool) -> None:
         read_deferred_sweep,
         read_engine_limits,
         read_gc_tuning,
+        read_max_concurrent_activities,
         read_orchestration_sessions,
         read_payload_limits,
     )
@@ -363,6 +371,7 @@ def serve(data_dir: Path, host: str, port: int, with_workers: bool) -> None:
     payload_limits = read_payload_limits(env)
     evaluator_limits, run_limits = read_engine_limits(env)
     sessions = read_orchestration_sessions(env)
+    max_activities = read_max_concurrent_activities(env)
     gc_tuning = read_gc_tuning(env)
     deferred_sweep = read_deferred_sweep(env)
     telemetry = TelemetryConfig.read(env, "stepway-dev")
@@ -379,6 +388,7 @@ def serve(data_dir: Path, host: str, port: int, with_workers: bool) -> None:
         evaluator_limits=evaluator_limits,
         run_limits=run_limits,
         orchestration_sessions=sessions,
+        max_concurrent_activities=max_activities,
         deferred_sweep_seconds=deferred_sweep,
         tracer_provider=tracer_provider,
     )

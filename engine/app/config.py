@@ -64,6 +64,7 @@ __all__ = [
     "read_blob_client",
     "read_deferred_sweep",
     "read_engine_limits",
+    "read_max_concurrent_activities",
     "read_payload_limits",
 ]
 
@@ -599,8 +600,12 @@ class EngineConfig(BaseModel):
     document_intelligence_endpoint: str | None = None
     outbound: OutboundSettings = Field(default_factory=OutboundSettings)
     no_worker_warning_ms: int = 10_000
-    #: per process: concurrent work items of each kind (None = durabletask's default)
+    #: per process: concurrent work items of each kind (None: engine/app/host.py's
+    #: engine_concurrency defaults)
     max_concurrent_work_items: int | None = None
+    #: per process: concurrent activity work items, each on a thread of its own (None:
+    #: ``max_concurrent_work_items``, else engine/app/host.py's default)
+    max_concurrent_activities: int | None = None
     #: live orchestrations kept between their work items (0: every work item replays)
     orchestration_sessions: int = DEFAULT_SESSION_CAPACITY
     #: freeze what start-up made and raise the collector's thresholds
@@ -640,6 +645,7 @@ class EngineConfig(BaseModel):
         outbound = _read_outbound(env)
         warning_ms = env.integer("STEPWAY_NO_WORKER_WARNING_MS", 10_000)
         concurrency = env.optional_int("STEPWAY_MAX_CONCURRENT_WORK_ITEMS", minimum=1)
+        activities = read_max_concurrent_activities(env)
         sessions = read_orchestration_sessions(env)
         gc_tuning = read_gc_tuning(env)
         deferred_sweep = read_deferred_sweep(env)
@@ -658,6 +664,7 @@ class EngineConfig(BaseModel):
             outbound=outbound,
             no_worker_warning_ms=warning_ms,
             max_concurrent_work_items=concurrency,
+            max_concurrent_activities=activities,
             orchestration_sessions=sessions,
             gc_tuning=gc_tuning,
             deferred_sweep_seconds=deferred_sweep,
@@ -699,6 +706,13 @@ def read_orchestration_sessions(env: EnvReader) -> int:
     """``STEPWAY_ORCHESTRATION_SESSIONS``: live orchestrations an engine process keeps
     between their work items; read by ``stepway engine`` and by ``stepway dev``."""
     return env.integer("STEPWAY_ORCHESTRATION_SESSIONS", DEFAULT_SESSION_CAPACITY, minimum=0)
+
+
+def read_max_concurrent_activities(env: EnvReader) -> int | None:
+    """``STEPWAY_MAX_CONCURRENT_ACTIVITIES``: activity work items an engine process runs
+    at once, each on a thread of its own (None: unset, engine/app/host.py's
+    ``engine_concurrency`` decides); read by ``stepway engine`` and by ``stepway dev``."""
+    return env.optional_int("STEPWAY_MAX_CONCURRENT_ACTIVITIES", minimum=1)
 
 
 def read_gc_tuning(env: EnvReader) -> bool:

@@ -6,6 +6,7 @@ bound to them and registered on a durabletask worker for a role (``orchestrator`
 from __future__ import annotations
 
 import logging
+import os
 import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +29,39 @@ from engine.runtime.evaluators import EvaluatorLimits, EvaluatorPool
 from engine.runtime.registry import activities, orchestrators
 from engine.runtime.run_limits import RunLimits
 from engine.runtime.services import EngineServices
+
+#: activity work items one engine process runs at once unless configured
+#: (``STEPWAY_MAX_CONCURRENT_ACTIVITIES``), each on a thread of its own: Stepway's
+#: activities wait on I/O (an HTTP call may wait up to 300 s for its answer, an INLINE for
+#: an evaluator process), so their threads mostly wait. Temporal's Python worker runs 100
+#: activities at once by default (``max_concurrent_activities``); Durable Functions 10 per
+#: core (``maxConcurrentActivityFunctions``), 20 on 2 cores, which a few slow endpoints
+#: fill.
+DEFAULT_MAX_CONCURRENT_ACTIVITIES = 100
+
+
+def engine_concurrency(
+    activities: int | None = None, work_items: int | None = None
+) -> ConcurrencyOptions:
+    """How many work items of each kind an engine process runs at once, and the threads
+    for them. ``activities``: ``STEPWAY_MAX_CONCURRENT_ACTIVITIES``; ``work_items``:
+    ``STEPWAY_MAX_CONCURRENT_WORK_ITEMS`` (both kinds; activities too unless
+    ``activities`` is given). Orchestration work items default to durabletask's thread
+    count (CPUs + 4): they compute under the GIL and wait only briefly (the run store, an
+    evaluator process for a SWITCH script).
+
+    Each kind gets a pool of exactly as many threads as its limit (the embedded backend's
+    direct dispatch, engine/adapters/backend/direct_dispatch.py), so a work item never
+    waits for a thread that a work item of the other kind holds; durabletask's own
+    dispatch (the Durable Task Scheduler) shares one pool, sized for both limits
+    together for the same reason."""
+    orchestrations = work_items or (os.cpu_count() or 1) + 4
+    activity_items = activities or work_items or DEFAULT_MAX_CONCURRENT_ACTIVITIES
+    return ConcurrencyOptions(
+        maximum_concurrent_activity_work_items=activity_items,
+        maximum_concurrent_orchestration_work_items=orchestrations,
+        maximum_thread_pool_workers=activity_items + orchestrations,
+    )
 
 
 @dataclass
@@ -92,13 +126,14 @@ def make_engine_worker(
     sessions: int = DEFAULT_SESSION_CAPACITY,
 ) -> TaskHubGrpcWorker:
     """A durabletask worker (not started) hosting what ``role`` names, bound to
-    ``services``. It logs through the standard ``logging`` tree (``durabletask-worker``),
-    so the process's logging configuration applies (durabletask's own default logger
-    ignores it). ``sessions``: live orchestrations kept between their work items
-    (engine/adapters/backend/sessions.py)."""
+    ``services``, running at once the work items ``concurrency`` allows (default:
+    :func:`engine_concurrency`'s defaults). It logs through the standard ``logging``
+    tree (``durabletask-worker``), so the process's logging configuration applies
+    (durabletask's own default logger ignores it). ``sessions``: live orchestrations
+    kept between their work items (engine/adapters/backend/sessions.py)."""
     worker = make_worker(
         backend,
-        concurrency_options=concurrency,
+        concurrency_options=concurrency or engine_concurrency(),
         logger=logging.getLogger("durabletask-worker"),
         # the interpreter's activity inputs are encoded once (engine/runtime/encoded_json.py)
         data_converter=EncodedJsonConverter(),
@@ -113,8 +148,10 @@ def make_engine_client(backend: BackendConfig) -> TaskHubGrpcClient:
 
 
 __all__ = [
+    "DEFAULT_MAX_CONCURRENT_ACTIVITIES",
     "LocalSettings",
     "build_local_services",
+    "engine_concurrency",
     "make_engine_client",
     "make_engine_worker",
 ]

@@ -16,13 +16,11 @@ import signal
 import threading
 from types import FrameType
 
-from durabletask.worker import ConcurrencyOptions
-
 from engine.adapters.backend.connect import start_worker, stop_worker
 from engine.app.azure_services import build_credential, build_services, telemetry_credential
 from engine.app.config import EngineConfig
 from engine.app.garbage_collection import settle_heap
-from engine.app.host import make_engine_worker
+from engine.app.host import engine_concurrency, make_engine_worker
 from engine.app.telemetry import build_tracer_provider
 
 __all__ = ["run_engine"]
@@ -50,18 +48,13 @@ def run_engine(config: EngineConfig, stop: threading.Event | None = None) -> Non
     services = build_services(config, credential=credential, tracer_provider=tracer_provider)
     if services.activity_deps.evaluators is not None:
         services.activity_deps.evaluators.start()
-    concurrency = None
-    if config.max_concurrent_work_items is not None:
-        n = config.max_concurrent_work_items
-        concurrency = ConcurrencyOptions(
-            maximum_concurrent_activity_work_items=n,
-            maximum_concurrent_orchestration_work_items=n,
-        )
     worker = make_engine_worker(
         config.backend,
         services,
         config.role,
-        concurrency=concurrency,
+        concurrency=engine_concurrency(
+            config.max_concurrent_activities, config.max_concurrent_work_items
+        ),
         sessions=config.orchestration_sessions,
     )
     start_worker(worker)

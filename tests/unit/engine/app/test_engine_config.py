@@ -111,6 +111,8 @@ def test_activities_role_needs_queue_and_payload_store() -> None:
         ("STEPWAY_OUTBOUND_READ_TIMEOUT_SECONDS", "soon", "number"),
         ("STEPWAY_OUTBOUND_ALLOW_LINK_LOCAL", "sure", "true or false"),
         ("STEPWAY_MAX_CONCURRENT_WORK_ITEMS", "0", "at least 1"),
+        ("STEPWAY_MAX_CONCURRENT_ACTIVITIES", "0", "at least 1"),
+        ("STEPWAY_MAX_CONCURRENT_ACTIVITIES", "many", "integer"),
         ("STEPWAY_AZURE_CREDENTIAL", "secret", "managed_identity, default"),
         ("STEPWAY_GC_TUNING", "maybe", "true or false"),
         ("STEPWAY_DEFERRED_SWEEP_SECONDS", "hourly", "number"),
@@ -216,6 +218,7 @@ def test_azure_values() -> None:
             STEPWAY_OUTBOUND_READ_TIMEOUT_SECONDS="30",
             STEPWAY_OUTBOUND_MAX_REDIRECTS="2",
             STEPWAY_MAX_CONCURRENT_WORK_ITEMS="16",
+            STEPWAY_MAX_CONCURRENT_ACTIVITIES="40",
             STEPWAY_BLOB_RETRY_TOTAL="1",
             STEPWAY_BLOB_INITIAL_BACKOFF_SECONDS="0.25",
             STEPWAY_BLOB_INCREMENT_BASE="1.5",
@@ -255,6 +258,7 @@ def test_azure_values() -> None:
     assert config.outbound.read_timeout_seconds == 30.0
     assert config.outbound.max_redirects == 2
     assert config.max_concurrent_work_items == 16
+    assert config.max_concurrent_activities == 40
 
 
 def test_plain_postgresql_url_gets_the_psycopg_driver(tmp_path: Path) -> None:
