@@ -786,3 +786,49 @@ def test_never_crashes_on_arbitrary_json(data: Any) -> None:
 )
 def test_never_crashes_on_structurally_valid_workflows(tasks: list[dict[str, Any]]) -> None:
     validate_workflow(workflow(*tasks))
+
+
+# --- large definitions ------------------------------------------------------------------
+
+
+def _chain(n: int, root: str) -> dict[str, Any]:
+    """``n`` SET_VARIABLE tasks, each referencing ``<root><i>``."""
+    return {
+        "name": "large",
+        "tasks": [
+            {
+                "name": f"t{i}",
+                "taskReferenceName": f"r{i}",
+                "type": "SET_VARIABLE",
+                "inputParameters": {"x": f"${{{root}{i}.output.y}}"},
+            }
+            for i in range(n)
+        ],
+    }
+
+
+@pytest.mark.timeout(60)
+def test_a_definition_of_20000_tasks_each_with_an_unknown_reference_is_checked_at_once() -> None:
+    """Every task copied the set of refs seen so far (n^2: 20,000 tasks took 12 s), and
+    every unknown reference compared its name with every ref for a hint (3,000 of them
+    took 12 s; 20,000 would take hours): each task of the chain is reported, without a
+    hint past the first 20 or in so large a definition."""
+    issues = validate_workflow(_chain(20_000, "missing"))
+    assert len(issues) == 20_000
+    assert issues[-1].path == "$.tasks[19999].inputParameters.x"
+    assert "references 'missing19999', which is not a task" in issues[-1].message
+    assert not any("did you mean" in issue.message for issue in issues)
+    # references to earlier tasks are fine, however many
+    chained = _chain(20_000, "r")
+    chained["tasks"][0]["inputParameters"] = {}
+    for i, task in enumerate(chained["tasks"][1:], start=1):
+        task["inputParameters"] = {"x": f"${{r{i - 1}.output.y}}"}
+    assert validate_workflow(chained) == []
+
+
+def test_hints_are_given_for_the_first_20_unknown_references() -> None:
+    definition = _chain(30, "r_")
+    messages = [issue.message for issue in validate_workflow(definition)]
+    assert len(messages) == 30
+    assert all("did you mean 'r" in m for m in messages[:20]), messages[:20]
+    assert not any("did you mean" in m for m in messages[20:]), messages[20:]
