@@ -371,6 +371,15 @@ class _WorkflowChecker:
         problem = name_problem(self.wf.name, "the workflow name")
         if problem is not None:
             self.add("$.name", problem)
+        # Conductor's WorkflowDef: @NotEmpty tasks, @Min(2) @Max(2) schemaVersion
+        if not self.wf.tasks:
+            self.add("$.tasks", "WorkflowTask list cannot be empty")
+        if self.wf.schema_version != 2:
+            self.add(
+                "$.schemaVersion",
+                f"workflowDef schemaVersion: {self.wf.schema_version} is only supported "
+                "as 2 (Conductor's only schema version)",
+            )
         self._index(self.wf.tasks, "$.tasks", ())
         self._check_list(self.wf.tasks, "$.tasks", set(), ())
         self._check_template(

@@ -76,7 +76,12 @@ def test_execute_answers_with_the_run_when_it_blocks(srv: Server) -> None:
     WAIT task as soon as it exists, and the answer shows it."""
     r = srv.client.post(
         "/api/metadata/workflow",
-        json={"name": "sync_wf", "version": 1, "tasks": [], "schemaVersion": 2},
+        json={
+            "name": "sync_wf",
+            "version": 1,
+            "tasks": [{"name": "hold", "taskReferenceName": "hold", "type": "WAIT"}],
+            "schemaVersion": 2,
+        },
     )
     assert r.status_code == 200, r.text
     store = srv.deps.run_store

@@ -465,9 +465,17 @@ def test_inline_task_definition_gets_the_task_def_checks() -> None:
     assert paths(workflow(relaxed)) == []
 
 
-def test_workflow_needs_a_name_and_may_have_no_tasks() -> None:
-    """Conductor runs a workflow without tasks (it completes at once)."""
-    assert paths({"name": " ", "tasks": []}) == ["$.name"]
+def test_workflow_needs_a_name_tasks_and_schema_version_2() -> None:
+    """Conductor's WorkflowDef: ``@NotEmpty`` name and tasks ("WorkflowTask list cannot
+    be empty"), ``@Min(2) @Max(2)`` schemaVersion."""
+    assert paths({"name": " ", "tasks": []}) == ["$.name", "$.tasks"]
+    assert only({"name": "w", "tasks": []}) == ("$.tasks", "WorkflowTask list cannot be empty")
+    one = {"name": "n", "taskReferenceName": "n", "type": "SET_VARIABLE"}
+    for version in (1, 3):
+        path, message = only({"name": "w", "schemaVersion": version, "tasks": [one]})
+        assert path == "$.schemaVersion"
+        assert message.startswith(f"workflowDef schemaVersion: {version} is only supported")
+    assert paths({"name": "w", "schemaVersion": 2, "tasks": [one]}) == []
 
 
 def test_a_schema_reference_is_accepted_and_its_data_checked() -> None:
