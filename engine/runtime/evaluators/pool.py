@@ -218,6 +218,8 @@ class EvaluatorPool:
         self._live = 0
         self._closed = False
         self._cond = threading.Condition()
+        #: urgent callers waiting for a process (:meth:`_acquire`)
+        self._urgent = 0
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -264,22 +266,34 @@ class EvaluatorPool:
             self._idle.append(child)
             self._cond.notify_all()
 
-    def _acquire(self) -> _Child:
+    def _acquire(self, urgent: bool = False) -> _Child:
+        """A process for one evaluation. An ``urgent`` caller (a Decider's script, on an
+        orchestration's thread) is served before every other waiting one (INLINE and jq
+        activities, of which up to the engine's activity limit may wait): an
+        orchestration waits for an evaluation in progress at most, never for a queue."""
         with self._cond:
-            while True:
-                if self._closed:
-                    raise PoolClosed("the evaluator pool is closed")
-                while self._idle:
-                    # the one idle longest: it has had the most time to make its next
-                    # script context (engine/runtime/evaluators/child.py)
-                    child = self._idle.pop(0)
-                    if child.alive:
-                        return child
-                    self._live -= 1
-                if self._live < self.limits.processes:
-                    self._live += 1
-                    break
-                self._cond.wait()
+            if urgent:
+                self._urgent += 1
+            try:
+                while True:
+                    if self._closed:
+                        raise PoolClosed("the evaluator pool is closed")
+                    if urgent or not self._urgent:
+                        while self._idle:
+                            # the one idle longest: it has had the most time to make its
+                            # next script context (engine/runtime/evaluators/child.py)
+                            child = self._idle.pop(0)
+                            if child.alive:
+                                return child
+                            self._live -= 1
+                        if self._live < self.limits.processes:
+                            self._live += 1
+                            break
+                    self._cond.wait()
+            finally:
+                if urgent:
+                    self._urgent -= 1
+                    self._cond.notify_all()  # the others may go on
         try:
             return _Child(self.limits)
         except Exception:
@@ -319,10 +333,18 @@ class EvaluatorPool:
         return self.evaluate_text(kind, program, text.encode("utf-8"))
 
     def evaluate_text(
-        self, kind: Kind, program: str, data: bytes, bounds: dict[str, float] | None = None
+        self,
+        kind: Kind,
+        program: str,
+        data: bytes,
+        bounds: dict[str, float] | None = None,
+        *,
+        urgent: bool = False,
     ) -> Any:
+        """:meth:`evaluate` of JSON text; ``urgent``: served before other waiting callers
+        (:meth:`_acquire`)."""
         limits = self.limits
-        child = self._acquire()
+        child = self._acquire(urgent)
         healthy = False
         try:
             deadline = time.monotonic() + limits.wall_seconds
@@ -404,6 +426,7 @@ class ScriptsInProcesses:
                 expression,
                 _utf8(bindings_json),
                 {"cpuSeconds": time_limit_s, "memoryBytes": memory_limit_bytes},
+                urgent=True,  # an orchestration's thread waits for it
             )
         except PoolClosed as exc:
             raise ScriptsUnavailable(exc.message) from None

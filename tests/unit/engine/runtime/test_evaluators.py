@@ -4,6 +4,7 @@ breach names the limit and its value, and the pool goes on working after it."""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -261,3 +262,40 @@ def test_scripts_in_a_closed_pool_are_unavailable_not_failed() -> None:
     with pytest.raises(ScriptsUnavailable):
         evaluate_condition("true", {}, memo=there)
     assert len(there) == 0
+
+
+def test_a_deciders_script_is_served_before_waiting_activities() -> None:
+    """With the engine running up to 100 activities at once, INLINE and jq steps may queue
+    for the few evaluator processes; a SWITCH or DO_WHILE script waits on an
+    orchestration's thread, so it goes ahead of them: it waits for the evaluation in
+    progress, not for the queue."""
+    finished: list[str] = []
+    lock = threading.Lock()
+    # about a third of a second of QuickJS here
+    spin = "(function () { var x = 0; for (var i = 0; i < 15e6; i++) { x += i; } return 1; })()"
+    with EvaluatorPool(EvaluatorLimits(processes=1, wall_seconds=30)).start() as one:
+
+        def inline(name: str) -> None:
+            one.evaluate("js", spin, {})
+            with lock:
+                finished.append(name)
+
+        def script() -> None:
+            there = ScriptMemo(runner=ScriptsInProcesses(one))
+            assert evaluate_condition("$.go", {"$": {"go": True}}, memo=there) is True
+            with lock:
+                finished.append("script")
+
+        first = threading.Thread(target=inline, args=("first",))
+        first.start()
+        time.sleep(0.1)  # the first holds the one process
+        queued = [threading.Thread(target=inline, args=(f"queued{i}",)) for i in range(6)]
+        for thread in queued:
+            thread.start()
+        time.sleep(0.1)  # they wait for it
+        decider = threading.Thread(target=script)
+        decider.start()
+        for thread in (first, *queued, decider):
+            thread.join(30)
+    assert finished[:2] == ["first", "script"], finished
+    assert sorted(finished[2:]) == [f"queued{i}" for i in range(6)]
