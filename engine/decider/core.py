@@ -713,6 +713,17 @@ class Decider:
             self.finish_run(state, RunStatus.TERMINATED, {}, reason, now_ms)
         return self._emit(state, [])
 
+    def fail(self, state: RunState, reason: str, now_ms: int) -> Decision:
+        """The interpreter cannot go on (a defect, bad data): the run ends FAILED with
+        ``reason`` and, as a terminated run, every task still open is CANCELED (Conductor's
+        terminateWorkflow cancels the non-terminal tasks of a run that FAILED too). A run
+        the Decider had ended already (the defect came while its end was recorded) keeps
+        its rows and becomes FAILED with ``reason``."""
+        self.finish_run(
+            state, RunStatus.FAILED, {}, reason, now_ms, failed_task_id=state.failed_task_id
+        )
+        return self._emit(state, [])
+
     def stall(self, state: RunState, now_ms: int) -> RunResult:
         """The result for a run with nothing pending that did not finish (a bug guard)."""
         if not state.status.is_terminal:

@@ -941,6 +941,29 @@ def test_external_terminate_cancels_pending() -> None:
     assert d.terminate(sim.state, "again", sim.now).cancel == []
 
 
+def test_a_defect_fails_the_run_and_cancels_pending() -> None:
+    d = decider(fork([t("a")], [t("b")]), t("join", "JOIN"))
+    sim = Sim(d)
+    ids = sorted(a.task_id for a in sim.actions.values())
+    decision = sim.apply(d.fail(sim.state, "interpreter error: E: x", sim.now))
+    assert decision.finished is not None
+    assert (decision.finished.status, decision.finished.reason) == (
+        RunStatus.FAILED,
+        "interpreter error: E: x",
+    )
+    assert sorted(decision.cancel) == ids
+    # Conductor's status for the open tasks of a run that ended FAILED
+    assert {r.ref: r.status for r in decision.records} == {
+        "a": TaskStatus.CANCELED,
+        "b": TaskStatus.CANCELED,
+        "join": TaskStatus.CANCELED,
+    }
+    # a run that had ended already: FAILED with the defect's reason, nothing more to end
+    again = d.fail(sim.state, "interpreter error: E: y", sim.now)
+    assert again.cancel == [] and again.records == []
+    assert again.finished is not None and again.finished.reason == "interpreter error: E: y"
+
+
 # ---------------------------------------------------------------------------- WAIT, SUB_WORKFLOW
 
 
