@@ -927,6 +927,15 @@ class _Run:
             )
         )
 
+    def fail(self, reason: str) -> Generator[dt.Task[Any], Any, dict[str, Any]]:
+        """End the run FAILED with ``reason`` after a defect, as a terminated run ends:
+        every task still open CANCELED, the child runs terminated, the rows and warnings
+        the run had not recorded yet recorded (:meth:`Decider.fail`, :meth:`finish`)."""
+        decision = self.decider.fail(self.state, reason, self.now())
+        self.apply(decision)
+        assert decision.finished is not None
+        return (yield from self.finish(decision.finished))
+
     def _run_without_state(self) -> RunInput:
         return self.run.model_copy(update={"state": None})
 
@@ -1010,6 +1019,16 @@ def make_workflow_interpreter(definitions: DefinitionCache) -> dt.Orchestrator[A
             raise DecisionDeferred(str(exc)) from exc
         except Exception as exc:  # a defect or bad data: end the run FAILED, never RUNNING
             reason = f"interpreter error: {type(exc).__name__}: {exc}"
+        # Outside the except block, so that an error of the ending is not chained to the
+        # defect. The Decider's state may be inconsistent after the defect: if ending the
+        # run as a terminated one raises too (or its finish activity fails for good), the
+        # run is recorded FAILED with nothing else, never left RUNNING. Every branch
+        # depends only on the history, so a replay takes the same one.
+        try:
+            return (yield from runner.fail(reason))
+        except _UNDECIDABLE as exc:  # a read for the ending: decided again later
+            raise DecisionDeferred(str(exc)) from exc
+        except Exception:
             return (yield from _fail(ctx, run, reason))
 
     return workflow_interpreter

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
+import pytest
+
+from engine.decider import Decider
 from engine.language.definitions import RunStatus, TaskStatus
 
 
@@ -320,3 +324,116 @@ def test_a_wait_past_100_years_fails_its_task_and_the_run_keeps_its_rows(platfor
     assert rows["s"].status == TaskStatus.CANCELED
     if child is not None:  # not started when the WAIT fails in the fork's first step
         assert platform.wait(child.workflow_id).status == RunStatus.TERMINATED
+
+
+#: a parent whose FORK holds a SUB_WORKFLOW (its child waits on a HUMAN), a HUMAN that
+#: stays open and a HUMAN whose result the tests make the Decider fail on
+_DEFECT_CHILD = {
+    "name": "defect_child",
+    "tasks": [{"name": "h", "taskReferenceName": "h", "type": "HUMAN"}],
+}
+_DEFECT_PARENT = {
+    "name": "defect_parent",
+    "tasks": [
+        {
+            "name": "f",
+            "taskReferenceName": "f",
+            "type": "FORK_JOIN",
+            "forkTasks": [
+                [
+                    {
+                        "name": "s",
+                        "taskReferenceName": "s",
+                        "type": "SUB_WORKFLOW",
+                        "subWorkflowParam": {"name": "defect_child", "version": 1},
+                    }
+                ],
+                [{"name": "held", "taskReferenceName": "held", "type": "HUMAN"}],
+                [{"name": "trigger", "taskReferenceName": "trigger", "type": "HUMAN"}],
+            ],
+        },
+        {
+            "name": "j",
+            "taskReferenceName": "j",
+            "type": "JOIN",
+            "joinOn": ["s", "held", "trigger"],
+        },
+    ],
+}
+_DEFECT = "interpreter error: RuntimeError: injected defect"
+
+
+def _run_to_the_defect(platform: Any, monkeypatch: pytest.MonkeyPatch) -> tuple[str, str]:
+    """Start the parent, wait until its child's HUMAN and its own ``held`` are open, then
+    make the Decider raise on the outcome of ``trigger``: (parent id, child id)."""
+    platform.register(_DEFECT_CHILD)
+    platform.register(_DEFECT_PARENT)
+    workflow_id = platform.start("defect_parent")
+    store = platform.services.run_store
+    deadline = time.monotonic() + 20
+    child_id = ""
+    while time.monotonic() < deadline:
+        rows = platform.tasks(workflow_id)
+        if {"s", "held", "trigger"} <= set(rows) and rows["s"].status == TaskStatus.IN_PROGRESS:
+            child_id = f"{rows['s'].task_id}-1"
+            child_rows = platform.tasks(child_id)
+            if "h" in child_rows and not child_rows["h"].status.is_terminal:
+                break
+        time.sleep(0.05)
+    else:
+        raise AssertionError("the child's HUMAN never became pending")
+    assert store.get_run(child_id) is not None
+    real = Decider.on_outcome
+
+    def on_outcome(self: Decider, state: Any, outcome: Any, now_ms: int) -> Any:
+        if state.pending.get(outcome.task_id) == "trigger":
+            raise RuntimeError("injected defect")
+        return real(self, state, outcome, now_ms)
+
+    monkeypatch.setattr(Decider, "on_outcome", on_outcome)
+    platform.complete_ref(workflow_id, "trigger", {"ok": True})
+    return workflow_id, child_id
+
+
+def test_a_defect_ends_the_run_failed_as_a_terminate_ends_it(
+    platform: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A defect (an unexpected exception in the Decider) ends the run FAILED with the
+    interpreter's reason, and like a terminate: every task row present and ended
+    (CANCELED, as Conductor cancels the non-terminal tasks of a run that failed), the
+    child run TERMINATED with its own rows ended. It used to record the run FAILED
+    alone: the fork's rows stayed IN_PROGRESS and the child ran on."""
+    workflow_id, child_id = _run_to_the_defect(platform, monkeypatch)
+    run = platform.wait(workflow_id)
+    assert run.status == RunStatus.FAILED
+    assert run.reason_for_incompletion == _DEFECT
+    rows = platform.tasks(workflow_id)
+    assert set(rows) == {"f", "s", "held", "trigger", "j"}, sorted(rows)
+    assert {ref: row.status for ref, row in rows.items()} == {
+        "f": TaskStatus.COMPLETED,
+        "s": TaskStatus.CANCELED,
+        "held": TaskStatus.CANCELED,
+        "trigger": TaskStatus.CANCELED,
+        "j": TaskStatus.CANCELED,
+    }
+    child = platform.wait(child_id)
+    assert child.status == RunStatus.TERMINATED
+    child_rows = platform.tasks(child_id)
+    assert set(child_rows) == {"h"}
+    assert child_rows["h"].status == TaskStatus.CANCELED
+
+
+def test_a_defect_whose_ending_fails_too_still_records_the_run_failed(
+    platform: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """If ending the run as a terminated one raises as well (the Decider's state may be
+    inconsistent after the defect), the run is still recorded FAILED, never RUNNING."""
+
+    def fail(self: Decider, state: Any, reason: str, now_ms: int) -> Any:
+        raise RuntimeError("the ending is broken too")
+
+    monkeypatch.setattr(Decider, "fail", fail, raising=False)
+    workflow_id, _ = _run_to_the_defect(platform, monkeypatch)
+    run = platform.wait(workflow_id)
+    assert run.status == RunStatus.FAILED
+    assert run.reason_for_incompletion == _DEFECT

@@ -21,6 +21,7 @@ from durabletask.internal import helpers
 from durabletask.internal import orchestrator_service_pb2 as pb
 
 from engine.adapters.run_store_sql import SqlRunStore
+from engine.decider import Decider
 from engine.runtime.activity_io import (
     ACTIVITY_BUILTIN,
     ACTIVITY_DISPATCH,
@@ -397,3 +398,90 @@ def test_a_child_whose_resolve_failed_is_ended_and_one_it_refused_is_not(
     run.step(raised(TERMINATE_EVENT, STOP))
     [(_, name, finish)] = activities(run.step(done(resolve_id, {"error": "no workflow child"})))
     assert (name, finish["cancelChildren"]) == (ACTIVITY_FINISH, [])
+
+
+def _defect_after_the_outcome(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Decider takes the outcome in, then raises: its state is changed, unrecorded."""
+    real = Decider.on_outcome
+
+    def on_outcome(self: Decider, state: Any, outcome: Any, now_ms: int) -> Any:
+        real(self, state, outcome, now_ms)
+        raise RuntimeError("injected defect")
+
+    monkeypatch.setattr(Decider, "on_outcome", on_outcome)
+
+
+def _defect_run(store: SqlRunStore) -> tuple[Replay, list[Any]]:
+    """WORKER_FLOW with its task's result raised: the actions of that step."""
+    register(store, WORKER_FLOW)
+    run = Replay(store, RunInput(name="one_worker", version=1, input={"url": "u"}))
+    [(dispatch_id, _, dispatch)] = activities(run.step())
+    task_id = dispatch["task"]["taskId"]
+    actions = run.step(
+        done(dispatch_id, {"queue": "parse"}),
+        raised(result_event(task_id), TaskResultEvent(attempt=1, status="COMPLETED").payload()),
+    )
+    return run, actions
+
+
+def test_a_defect_ends_the_run_failed_with_the_rows_of_its_step(
+    store: SqlRunStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _defect_after_the_outcome(monkeypatch)
+    run, actions = _defect_run(store)
+    [(finish_id, name, finish)] = activities(actions)
+    assert name == ACTIVITY_FINISH
+    assert (finish["result"]["status"], finish["result"]["reason"]) == (
+        "FAILED",
+        "interpreter error: RuntimeError: injected defect",
+    )
+    # the row the step was about to record is recorded with the run's end
+    assert [(r["ref"], r["status"]) for r in finish["records"]] == [("p", "COMPLETED")]
+    # a replay of the whole history takes the same path to the same end
+    summary = {"status": "FAILED", "output": {}, "reason": finish["result"]["reason"]}
+    result = completed(run.step(done(finish_id, summary)))
+    assert result.orchestrationStatus == pb.ORCHESTRATION_STATUS_COMPLETED
+
+
+def test_a_defect_whose_ending_raises_is_recorded_failed_alone(
+    store: SqlRunStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _defect_after_the_outcome(monkeypatch)
+
+    def fail(self: Decider, state: Any, reason: str, now_ms: int) -> Any:
+        raise RuntimeError("the ending is broken too")
+
+    monkeypatch.setattr(Decider, "fail", fail, raising=False)
+    run, actions = _defect_run(store)
+    [(finish_id, name, finish)] = activities(actions)
+    assert name == ACTIVITY_FINISH
+    assert (finish["result"]["status"], finish["result"]["reason"]) == (
+        "FAILED",
+        "interpreter error: RuntimeError: injected defect",
+    )
+    assert finish["records"] == []
+    summary = {"status": "FAILED", "output": {}, "reason": finish["result"]["reason"]}
+    result = completed(run.step(done(finish_id, summary)))
+    assert result.orchestrationStatus == pb.ORCHESTRATION_STATUS_COMPLETED
+
+
+def test_a_defect_whose_finish_fails_for_good_is_recorded_failed_alone(
+    store: SqlRunStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The full ending's finish activity fails after its retries (a row it carries the
+    store refuses, say): the run is finished again with nothing but its status."""
+    _defect_after_the_outcome(monkeypatch)
+    run, actions = _defect_run(store)
+    [(finish_id, name, finish)] = activities(actions)
+    assert finish["records"]
+    actions = run.step(helpers.new_task_failed_event(finish_id, RuntimeError("refused")))
+    while timers(actions):  # the retry policy's delays, each followed by another attempt
+        [(timer_id, fire_at)] = timers(actions)
+        [(finish_id, name, _)] = activities(
+            run.step(helpers.new_timer_fired_event(timer_id, fire_at), at=fire_at)
+        )
+        assert name == ACTIVITY_FINISH
+        actions = run.step(helpers.new_task_failed_event(finish_id, RuntimeError("refused")))
+    [(_, name, finish)] = activities(actions)
+    assert name == ACTIVITY_FINISH
+    assert finish["result"]["status"] == "FAILED" and finish["records"] == []
