@@ -14,6 +14,7 @@ from control_plane.auth import Principal, principal, require_role
 from control_plane.deps import call_adapters
 from control_plane.services.replays import RerunWorkflowRequest, SkipTaskRequest
 from control_plane.services.signals import ReturnStrategy
+from control_plane.services.wire import run_summary
 from control_plane.services.wire_types import Int64, NonNegative64, Text
 from control_plane.services.workflows import (
     ExecuteWorkflowRequest,
@@ -59,7 +60,7 @@ def search(
     size: Annotated[int, Query(ge=0, le=1000)] = 100,
 ) -> dict[str, Any]:
     require_role(caller, "reader")
-    return service.search(
+    found = service.find(
         query=query,
         free_text=freeText,
         workflow_type=workflowType,
@@ -70,6 +71,8 @@ def search(
         start=start,
         size=size,
     )
+    # Conductor's SearchResult of WorkflowSummary
+    return {"totalHits": found.total_hits, "results": [run_summary(r) for r in found.results]}
 
 
 @router.post(

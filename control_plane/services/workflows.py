@@ -46,7 +46,7 @@ from control_plane.services.signals import ReturnStrategy, RunWaits
 from control_plane.services.stamp_reads import Stamp, StampReads
 from control_plane.services.start_cache import StartCache, input_validator
 from control_plane.services.tasks import TaskService
-from control_plane.services.wire import read_offloaded, run_summary, task_def_name, workflow_json
+from control_plane.services.wire import read_offloaded, task_def_name, workflow_json
 from control_plane.services.wire_types import Text
 from control_plane.services.worker_queues import ensure_worker_queues
 from engine.language.definitions import WorkflowDef
@@ -569,36 +569,6 @@ class WorkflowService:
     _CLAUSE = re.compile(
         r"^\s*(\w+)\s*(=|IN)\s*(?:\(([^)]*)\)|'([^']*)'|\"([^\"]*)\"|(\S+))\s*$", re.IGNORECASE
     )
-
-    def search(
-        self,
-        *,
-        query: str | None,
-        free_text: str | None,
-        workflow_type: str | None,
-        status: list[str],
-        correlation_id: str | None,
-        start_time: int | None,
-        end_time: int | None,
-        start: int,
-        size: int,
-    ) -> dict[str, Any]:
-        """Conductor's SearchResult of WorkflowSummary (:meth:`find`)."""
-        result = self.find(
-            query=query,
-            free_text=free_text,
-            workflow_type=workflow_type,
-            status=status,
-            correlation_id=correlation_id,
-            start_time=start_time,
-            end_time=end_time,
-            start=start,
-            size=size,
-        )
-        return {
-            "totalHits": result.total_hits,
-            "results": [run_summary(r) for r in result.results],
-        }
 
     def find(
         self,
