@@ -813,12 +813,22 @@ def test_start_with_an_inline_workflow_definition(conductor: Conductor) -> None:
     }
 
 
-def test_a_workflow_with_no_tasks_completes(conductor: Conductor) -> None:
-    """WorkflowAndTaskConfigurationSpec "Test workflow with no tasks"."""
+def test_a_workflow_with_no_tasks_is_refused_over_the_api(conductor: Conductor) -> None:
+    """Conductor's WorkflowDef has ``@NotEmpty`` tasks ("WorkflowTask list cannot be
+    empty"), validated on registration and on a start's inline ``workflowDef``
+    (StartWorkflowRequest: ``@Valid``). WorkflowAndTaskConfigurationSpec's "Test
+    workflow with no tasks" runs one through StartWorkflowOperation, under the API: the
+    Decider's part of it is tests/unit/engine/decider/test_decider.py,
+    test_a_definition_with_no_tasks_completes_at_once."""
     name = unique("empty_workflow")
-    conductor.register(workflow(name, []))
-    run = conductor.wait_status(conductor.start(name), "COMPLETED")
-    assert (run["status"], run["tasks"]) == ("COMPLETED", [])
+    refused = conductor.http.post("/api/metadata/workflow", json=workflow(name, []))
+    assert refused.status_code == 400, refused.text
+    assert "WorkflowTask list cannot be empty" in refused.text
+    inline = conductor.http.post(
+        "/api/workflow", json={"name": name, "workflowDef": workflow(name, [])}
+    )
+    assert inline.status_code == 400, inline.text
+    assert "WorkflowTask list cannot be empty" in inline.text
 
 
 # --- HTTP -------------------------------------------------------------------------------

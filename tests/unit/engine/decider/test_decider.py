@@ -1449,3 +1449,11 @@ def test_a_skipped_task_is_passed_by() -> None:
     sim.complete("a")
     assert sim.pending == ["c"]
     assert d.skip(sim.state, "a", {}, {}, sim.now).records == []  # already processed
+
+
+def test_a_definition_with_no_tasks_completes_at_once() -> None:
+    """WorkflowAndTaskConfigurationSpec "Test workflow with no tasks": started under the
+    API (registration refuses it, as Conductor's does), the run completes with none."""
+    sim = Sim(decider())
+    assert sim.finished is not None and sim.finished.status == RunStatus.COMPLETED
+    assert sim.actions == {} and sim.records == []
