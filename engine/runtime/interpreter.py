@@ -987,12 +987,14 @@ def make_workflow_interpreter(definitions: DefinitionCache) -> dt.Orchestrator[A
             return (yield from _fail(ctx, run, str(exc)))
         except _UNDECIDABLE as exc:
             raise DecisionDeferred(f"the run's definition: {exc}") from exc
+        except Exception as exc:  # a defect, or a snapshot that is no definition
+            return (yield from _fail(ctx, run, _defect(exc)))
         runner = _Run(ctx, run, decider, definitions.limits.max_message_bytes)
-        if run.state is not None:
-            state = RunState.model_validate(run.state)
-            runner.warned = len(state.warnings)  # recorded before the state was carried over
-        else:
-            try:
+        try:
+            if run.state is not None:
+                state = RunState.model_validate(run.state)
+                runner.warned = len(state.warnings)  # recorded before the state was carried
+            else:
                 state = decider.start(
                     workflow_id=ctx.instance_id,
                     input=run.input,
@@ -1003,12 +1005,16 @@ def make_workflow_interpreter(definitions: DefinitionCache) -> dt.Orchestrator[A
                     seq_base=run.seq_base,
                     task_inputs=run.task_inputs,
                 )
-            except _UNDECIDABLE as exc:
-                raise DecisionDeferred(str(exc)) from exc
+            # a definition with dynamic tasks: a Decider of this run's own (the tasks it made)
+            runner.decider = decider.for_run(state)
+        except _UNDECIDABLE as exc:
+            raise DecisionDeferred(str(exc)) from exc
+        except Exception as exc:
+            # a defect before the first decision: no task was scheduled, nothing to end but
+            # the run (an orchestration failed here left its run RUNNING until a read)
+            return (yield from _fail(ctx, run, _defect(exc)))
         if run.started_at_ms is None:
             run.started_at_ms = _ms(ctx.current_utc_datetime)
-        # a definition with dynamic tasks: a Decider of this run's own (the tasks it made)
-        runner.decider = decider.for_run(state)
         try:
             return (yield from runner.interpret(state))
         except dt.TaskFailedError:
@@ -1018,7 +1024,7 @@ def make_workflow_interpreter(definitions: DefinitionCache) -> dt.Orchestrator[A
         except _UNDECIDABLE as exc:  # not the run's failure: decided again later
             raise DecisionDeferred(str(exc)) from exc
         except Exception as exc:  # a defect or bad data: end the run FAILED, never RUNNING
-            reason = f"interpreter error: {type(exc).__name__}: {exc}"
+            reason = _defect(exc)
         # Outside the except block, so that an error of the ending is not chained to the
         # defect. The Decider's state may be inconsistent after the defect: if ending the
         # run as a terminated one raises too (or its finish activity fails for good), the
@@ -1032,6 +1038,11 @@ def make_workflow_interpreter(definitions: DefinitionCache) -> dt.Orchestrator[A
             return (yield from _fail(ctx, run, reason))
 
     return workflow_interpreter
+
+
+def _defect(exc: Exception) -> str:
+    """The reason of a run the interpreter ends for a defect or bad data."""
+    return f"interpreter error: {type(exc).__name__}: {exc}"
 
 
 def _fail(

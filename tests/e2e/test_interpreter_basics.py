@@ -437,3 +437,24 @@ def test_a_defect_whose_ending_fails_too_still_records_the_run_failed(
     run = platform.wait(workflow_id)
     assert run.status == RunStatus.FAILED
     assert run.reason_for_incompletion == _DEFECT
+
+
+def test_a_defect_before_the_first_decision_records_the_run_failed(
+    platform: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A defect in the Decider's start (or in building the run's own Decider) escaped the
+    interpreter: the orchestration failed and the run stayed RUNNING in the store (and in
+    every search) until a read of it reconciled it. It is recorded FAILED with the
+    interpreter's reason; nothing was scheduled, so nothing else is ended."""
+    human = {"name": "h", "taskReferenceName": "h", "type": "HUMAN"}
+    platform.register({"name": "start_defect", "tasks": [human]})
+
+    def start(self: Decider, **kwargs: Any) -> Any:
+        raise RuntimeError("the start is broken")
+
+    monkeypatch.setattr(Decider, "start", start)
+    workflow_id = platform.start("start_defect", {})
+    run = platform.wait(workflow_id)
+    assert run.status == RunStatus.FAILED
+    assert run.reason_for_incompletion == "interpreter error: RuntimeError: the start is broken"
+    assert platform.tasks(workflow_id) == {}
