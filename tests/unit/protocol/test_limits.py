@@ -181,6 +181,11 @@ def test_numbers_beyond_a_double_are_found_and_refused_by_loads_limited() -> Non
 
 def test_most_documents_need_no_check() -> None:
     assert not needs_checking(b'{"taskId": "t", "status": "COMPLETED", "outputData": {"x": 1.5}}')
+    # ids whose hex spells an exponent are text, not numbers: a result naming them stays
+    # on the Task API's fast path
+    ids = b'{"taskId": "3f2be123-4e56-8e901e234", "outputData": {"n": 1e30, "m": [2E-999]}}'
+    assert not needs_checking(ids)
+    assert needs_checking(b'{"n": [1, 1e309]}') and needs_checking(b'{"n": -2.5E+400}')
     assert needs_checking(b'{"a": NaN}')
     assert needs_checking(b'{"a": "\\ud800"}')
     assert needs_checking(b"[" * (MAX_JSON_DEPTH + 1))
