@@ -114,7 +114,7 @@ class RunReplays:
         definition_ref = (
             publish_snapshot(self.deps.run_store, self.deps.payloads, latest, definition)
             if latest is not None
-            else self._definition_ref(run, False)
+            else self._definition_ref(run)
         )
         # the engine starts the run again with the definition's variables
         update = RunUpdate(version=definition.version, variables=definition.run_variables())
@@ -133,7 +133,7 @@ class RunReplays:
             )
         self._run_again(
             run,
-            run.definition_ref or self._definition_ref(run, False),
+            self._definition_ref(run),
             keep=latest,
             seq_base=max(row.seq for row in rows),
             retried=True,
@@ -141,7 +141,7 @@ class RunReplays:
 
     def rerun(self, workflow_id: str, request: RerunWorkflowRequest) -> str:
         run = self._finished(workflow_id, "rerun")
-        definition_ref = run.definition_ref or self._definition_ref(run, False)
+        definition_ref = self._definition_ref(run)
         update = RunUpdate()
         if request.correlation_id is not None:
             update.correlation_id = request.correlation_id
@@ -219,12 +219,12 @@ class RunReplays:
             )
         return run
 
-    def _definition_ref(self, run: RunRecord, latest: bool) -> str | None:
+    def _definition_ref(self, run: RunRecord) -> str | None:
         """The snapshot the run executes again: the one it ran (also for a definition
-        given inline), or one of the (latest) registration."""
-        if run.definition_ref and not latest:
+        given inline), else one of its registered version."""
+        if run.definition_ref:
             return run.definition_ref
-        record = self._registered(run, None if latest else run.version)
+        record = self._registered(run, run.version)
         return publish_snapshot(self.deps.run_store, self.deps.payloads, record)
 
     def _registered(self, run: RunRecord, version: int | None) -> DefinitionRecord:
