@@ -139,7 +139,8 @@ def make_engine_worker(
         data_converter=EncodedJsonConverter(),
         session_capacity=sessions,
     )
-    register(worker, role, orchestrators(services), activities(services))
+    hosted = orchestrators(services, hosts_activities=role == "all")
+    register(worker, role, hosted, activities(services))
     return worker
 
 

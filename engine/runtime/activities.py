@@ -99,6 +99,16 @@ __all__ = ["RunActivities", "store_row"]
 
 log = logging.getLogger(__name__)
 
+#: the ends of a run that start its definition's failure workflow (Conductor's
+#: failureWorkflow)
+_FAILURE_WORKFLOW_STATUSES = (RunStatus.FAILED, RunStatus.TIMED_OUT, RunStatus.TERMINATED)
+
+
+class _NeedsBackend(Exception):
+    """A run's end recorded in the orchestration's work item turned out to need the
+    durable backend (``RunActivities.finish_here``)."""
+
+
 #: final statuses of a WORKER attempt whose message the engine settles as it records them
 _ENGINE_SETTLES = FAILED_STATUSES | {TaskStatus.CANCELED}
 
@@ -226,14 +236,44 @@ class RunActivities:
 
     def finish(self, ctx: dt.ActivityContext, raw: Any) -> dict[str, Any]:
         """Record the run's end, cancel children, start the failure workflow."""
-        data = parse(FinishInput, raw)
+        return self._finish_traced(parse(FinishInput, raw))
+
+    def finish_here(self, data: FinishInput) -> dict[str, Any] | None:
+        """The finish activity's work done in the orchestration's work item of a process
+        that hosts the activities too (``engine.runtime.interpreter.LocalFinish``): only
+        the run store and the payload store are written, as the activity writes them.
+        None, with nothing written, when the end needs the durable backend (children to
+        terminate, a failure workflow to start); None too when the write fails, so that
+        the finish activity records the end with its retries."""
+        if data.cancel_children or self._failure_workflow(data.run, data.result.status):
+            return None
+        try:
+            return self._finish_traced(data, here=True)
+        except _NeedsBackend:
+            return None
+        except Exception as exc:
+            log.info("run %s: its end goes to the finish activity: %s", data.workflow_id, exc)
+            return None
+
+    def _failure_workflow(self, run: RunInput, status: RunStatus) -> str | None:
+        """The failure workflow an end of ``run`` with ``status`` starts, if any."""
+        if status not in _FAILURE_WORKFLOW_STATUSES:
+            return None
+        try:
+            definitions = self.services.definitions
+            decider = definitions.decider_for(run.name, run.version, run.definition_ref)
+        except LookupError:  # the definition itself is gone: nothing names a failure flow
+            return None
+        return decider.definition.failure_workflow or None
+
+    def _finish_traced(self, data: FinishInput, *, here: bool = False) -> dict[str, Any]:
         with span(
             self.tracer,
             ACTIVITY_FINISH,
             parent=data.run.traceparent,
             attrs=attributes(workflow_id=data.workflow_id),
         ) as current:
-            summary = self._finish(data, traceparent_of(current))
+            summary = self._finish(data, traceparent_of(current), here=here)
             current.set_attribute(STATUS, summary.status)
             return summary.wire()
 
@@ -618,7 +658,12 @@ class RunActivities:
 
     # -- the run's end -------------------------------------------------------------------
 
-    def _finish(self, data: FinishInput, traceparent: str | None = None) -> RunSummary:
+    def _finish(
+        self, data: FinishInput, traceparent: str | None = None, *, here: bool = False
+    ) -> RunSummary:
+        """Record the run's end; ``here``: in the orchestration's work item, which raises
+        :class:`_NeedsBackend` before writing anything if the end turns out to start a
+        failure workflow (an output too large fails the run)."""
         svc = self.services
         now = _now_ms()
         workflow_id, run, result = data.workflow_id, data.run, data.result
@@ -634,6 +679,8 @@ class RunActivities:
             )
         except PayloadTooLarge as exc:
             status, inline, reason = RunStatus.FAILED, {}, str(exc)
+            if here and self._failure_workflow(run, status):
+                raise _NeedsBackend from exc
         with self.store.batch():  # the run's end and its last rows: one transaction
             self._ensure_run_row(workflow_id, run, now)
             self._write_changes(workflow_id, data.records, now)
@@ -656,23 +703,17 @@ class RunActivities:
                 ),
                 now,
             )
-        client = svc.client()
         # the backstop: children whose task was canceled in the run's last step
         self._terminate_children(
             {child_id: f"parent {workflow_id} ended" for child_id in data.cancel_children}
         )
 
         failure_workflow_id = None
-        if status in (RunStatus.FAILED, RunStatus.TIMED_OUT, RunStatus.TERMINATED):
-            try:
-                decider = svc.definitions.decider_for(run.name, run.version, run.definition_ref)
-                failure_name = decider.definition.failure_workflow
-            except LookupError:  # the definition itself is gone: nothing names a failure flow
-                failure_name = None
-            if failure_name:
-                failure_workflow_id = self._start_failure_workflow(
-                    client, failure_name, data, status, reason, now, traceparent
-                )
+        failure_name = self._failure_workflow(run, status)
+        if failure_name:
+            failure_workflow_id = self._start_failure_workflow(
+                svc.client(), failure_name, data, status, reason, now, traceparent
+            )
         return RunSummary(
             status=status.value,
             output=inline if output_ref is None else {OUTPUT_REF: output_ref},

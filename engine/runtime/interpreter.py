@@ -109,6 +109,13 @@ from protocol.events import (
 from protocol.limits import json_depth_problem
 from protocol.runs import ORCHESTRATOR_NAME, RunInput
 
+#: Records a run's end in the orchestration's own work item, where the engine process
+#: hosts the activities too (role ``all``: it holds the activities' credentials): the
+#: finish activity's work (``RunActivities.finish_here``). Answers the run's summary, or
+#: None when the end must go through the finish activity after all (children to
+#: terminate, a failure workflow to start, or the write failed: the activity retries it).
+LocalFinish = Callable[[FinishInput], dict[str, Any] | None]
+
 #: The interpreter's own bookkeeping activities (record, dispatch, finish, resolve a
 #: child) are idempotent; a transient run-store, queue or payload-store error is retried
 #: with backoff (about 4 minutes in all) instead of failing the run.
@@ -234,8 +241,10 @@ class _Run:
         run: RunInput,
         decider: Decider,
         max_message_bytes: int = RunLimits().max_message_bytes,
+        local_finish: LocalFinish | None = None,
     ) -> None:
         self.max_message_bytes = max_message_bytes
+        self.local_finish = local_finish
         self.ctx = ctx
         self.run = run
         self.decider = decider
@@ -924,6 +933,7 @@ class _Run:
                 cancel_children=[child.child_id for child in self.cancel_children],
                 variables=self.state.variables,
                 max_message_bytes=self.max_message_bytes,
+                local=self.local_finish,
             )
         )
 
@@ -950,31 +960,48 @@ def finish_run(
     cancel_children: list[str] | None = None,
     variables: dict[str, Any] | None = None,
     max_message_bytes: int | None = None,
+    local: LocalFinish | None = None,
 ) -> Generator[dt.Task[Any], Any, dict[str, Any]]:
     """End the run: the finish activity records it and returns the run's summary (the
     orchestration's output). With ``max_message_bytes``, a finish too large for one
-    message raises :class:`MessageTooLarge`."""
-    finish = encode(
-        FinishInput(
-            workflow_id=ctx.instance_id,
-            run=run.model_copy(update={"state": None}),
-            result=result,
-            records=records or [],
-            warnings=warnings or [],
-            cancel_children=cancel_children or [],
-            variables=variables or {},
-            now_ms=_ms(ctx.current_utc_datetime),
-        )
+    message raises :class:`MessageTooLarge`.
+
+    With ``local`` (a process that hosts the activities too), the end is recorded in
+    this work item instead, when the run reaches its end for the first time: the work
+    item that completes the orchestration records it, and the activity's two work items
+    and two round trips to the backend are spared. When the end was reached in an earlier
+    work item (this one replays it), that one scheduled the finish activity (a local
+    finish completes the orchestration in the work item that made it), so the replay
+    takes the activity's path as its history says; a work item that recorded the end but
+    whose completion was lost records it again when it is handed out anew (the write is
+    the finish activity's, idempotent)."""
+    data = FinishInput(
+        workflow_id=ctx.instance_id,
+        run=run.model_copy(update={"state": None}),
+        result=result,
+        records=records or [],
+        warnings=warnings or [],
+        cancel_children=cancel_children or [],
+        variables=variables or {},
+        now_ms=_ms(ctx.current_utc_datetime),
     )
+    finish = encode(data)
     if max_message_bytes is not None:
         check_encoded("the end of the run", finish, max_message_bytes)
+    if local is not None and not ctx.is_replaying:
+        done = local(data)
+        if done is not None:
+            return done
     summary = yield ctx.call_activity(ACTIVITY_FINISH, retry_policy=BOOKKEEPING_RETRY, input=finish)
     return summary if isinstance(summary, dict) else result.model_dump(mode="json", by_alias=True)
 
 
-def make_workflow_interpreter(definitions: DefinitionCache) -> dt.Orchestrator[Any, Any]:
+def make_workflow_interpreter(
+    definitions: DefinitionCache, local_finish: LocalFinish | None = None
+) -> dt.Orchestrator[Any, Any]:
     """The ``WorkflowInterpreter`` orchestration, reading definitions from ``definitions``
-    (the engine process's cache of immutable snapshots)."""
+    (the engine process's cache of immutable snapshots); ``local_finish`` where the
+    process hosts the activities too (:data:`LocalFinish`)."""
 
     def workflow_interpreter(
         ctx: dt.OrchestrationContext, raw_input: Any
@@ -989,7 +1016,7 @@ def make_workflow_interpreter(definitions: DefinitionCache) -> dt.Orchestrator[A
             raise DecisionDeferred(f"the run's definition: {exc}") from exc
         except Exception as exc:  # a defect, or a snapshot that is no definition
             return (yield from _fail(ctx, run, _defect(exc)))
-        runner = _Run(ctx, run, decider, definitions.limits.max_message_bytes)
+        runner = _Run(ctx, run, decider, definitions.limits.max_message_bytes, local_finish)
         try:
             if run.state is not None:
                 state = RunState.model_validate(run.state)
@@ -1056,6 +1083,7 @@ __all__ = [
     "BOOKKEEPING_RETRY",
     "STEPS_PER_EXECUTION",
     "DecisionDeferred",
+    "LocalFinish",
     "MessageTooLarge",
     "check_message",
     "finish_run",

@@ -26,9 +26,13 @@ from protocol.runs import ORCHESTRATOR_NAME
 __all__ = ["activities", "orchestrators"]
 
 
-def orchestrators(services: EngineServices) -> dict[str, Any]:
-    """The orchestrations by name: the one ``WorkflowInterpreter``."""
-    return {ORCHESTRATOR_NAME: make_workflow_interpreter(services.definitions)}
+def orchestrators(services: EngineServices, *, hosts_activities: bool = False) -> dict[str, Any]:
+    """The orchestrations by name: the one ``WorkflowInterpreter``. Where the process
+    ``hosts_activities`` too (role ``all``), a run's end is recorded in the work item that
+    reaches it (``engine.runtime.interpreter.LocalFinish``); an orchestrator-only process
+    writes nothing and leaves it to the finish activity."""
+    local_finish = RunActivities(services).finish_here if hosts_activities else None
+    return {ORCHESTRATOR_NAME: make_workflow_interpreter(services.definitions, local_finish)}
 
 
 def activities(services: EngineServices) -> dict[str, Any]:

@@ -28,10 +28,15 @@ from engine.runtime.activity_io import (
     ACTIVITY_FINISH,
     ACTIVITY_RECORD,
     ACTIVITY_RESOLVE_CHILD,
+    FinishInput,
 )
 from engine.runtime.definition_cache import DefinitionCache
 from engine.runtime.encoded_json import EncodedJsonConverter
-from engine.runtime.interpreter import STEPS_PER_EXECUTION, make_workflow_interpreter
+from engine.runtime.interpreter import (
+    STEPS_PER_EXECUTION,
+    LocalFinish,
+    make_workflow_interpreter,
+)
 from engine.runtime.payload_cache import PayloadCache
 from protocol.events import (
     TERMINATE_EVENT,
@@ -62,12 +67,11 @@ class Replay:
     over the history plus new events, as a durabletask worker does per work item, and
     records the actions it returned as the history events the backend would write."""
 
-    def __init__(self, store: SqlRunStore, run: RunInput) -> None:
-        registry = worker._Registry()
-        registry.add_named_orchestrator(
-            ORCHESTRATOR_NAME, make_workflow_interpreter(DefinitionCache(store, PayloadCache(None)))
-        )
-        self.registry = registry
+    def __init__(
+        self, store: SqlRunStore, run: RunInput, local_finish: LocalFinish | None = None
+    ) -> None:
+        self.store = store
+        self.host(local_finish)
         self.history: list[pb.HistoryEvent] = []
         self.first: list[pb.HistoryEvent] = [
             helpers.new_execution_started_event(
@@ -75,6 +79,16 @@ class Replay:
             )
         ]
         self.now = T0
+
+    def host(self, local_finish: LocalFinish | None) -> None:
+        """Run the next work items in a process with (or without) a local finish."""
+        self.registry = worker._Registry()
+        self.registry.add_named_orchestrator(
+            ORCHESTRATOR_NAME,
+            make_workflow_interpreter(
+                DefinitionCache(self.store, PayloadCache(None)), local_finish
+            ),
+        )
 
     def step(self, *events: pb.HistoryEvent, at: datetime | None = None) -> list[Any]:
         self.now = at or self.now
@@ -183,6 +197,92 @@ def test_a_worker_task_is_dispatched_awaited_and_the_run_finished(store: SqlRunS
 
     summary = {"status": "COMPLETED", "output": {"text": "hi"}, "reason": None}
     result = completed(run.step(done(finish_id, summary)))
+    assert result.orchestrationStatus == pb.ORCHESTRATION_STATUS_COMPLETED
+    assert json.loads(result.result.value) == summary
+
+
+def _finished_by_worker(run: Replay) -> list[Any]:
+    """Dispatch WORKER_FLOW's task and deliver its result: the work item that reaches the
+    run's end."""
+    [(dispatch_id, _, dispatch)] = activities(run.step())
+    task_id = dispatch["task"]["taskId"]
+    return run.step(
+        done(dispatch_id, {"queue": "parse"}),
+        raised(
+            result_event(task_id),
+            TaskResultEvent(attempt=1, status="COMPLETED", output={"text": "hi"}).payload(),
+        ),
+    )
+
+
+class _Ends:
+    """A local finish that records what it was given and answers ``answer``."""
+
+    def __init__(self, answer: bool = True) -> None:
+        self.answer = answer
+        self.given: list[FinishInput] = []
+
+    def __call__(self, data: FinishInput) -> dict[str, Any] | None:
+        self.given.append(data)
+        if not self.answer:
+            return None
+        return {"status": data.result.status, "output": data.result.output, "reason": None}
+
+
+def test_a_process_hosting_the_activities_records_the_end_in_the_work_item_that_reaches_it(
+    store: SqlRunStore,
+) -> None:
+    register(store, WORKER_FLOW)
+    ends = _Ends()
+    run = Replay(store, RunInput(name="one_worker", version=1, input={"url": "u"}), ends)
+
+    actions = _finished_by_worker(run)
+
+    # no finish activity: the orchestration completes with what the end recorded
+    assert activities(actions) == []
+    result = completed(actions)
+    assert result.orchestrationStatus == pb.ORCHESTRATION_STATUS_COMPLETED
+    assert json.loads(result.result.value) == {
+        "status": "COMPLETED",
+        "output": {"text": "hi"},
+        "reason": None,
+    }
+    [given] = ends.given
+    assert given.workflow_id == INSTANCE and given.result.output == {"text": "hi"}
+    assert [(r.ref, r.status) for r in given.records] == [("p", "COMPLETED")]
+
+
+def test_an_end_the_local_finish_declines_goes_to_the_finish_activity(
+    store: SqlRunStore,
+) -> None:
+    register(store, WORKER_FLOW)
+    ends = _Ends(answer=False)
+    run = Replay(store, RunInput(name="one_worker", version=1, input={"url": "u"}), ends)
+
+    [(_, name, finish)] = activities(_finished_by_worker(run))
+
+    assert len(ends.given) == 1
+    assert name == ACTIVITY_FINISH and finish["result"]["output"] == {"text": "hi"}
+
+
+def test_an_end_whose_finish_activity_was_scheduled_replays_as_its_history_says(
+    store: SqlRunStore,
+) -> None:
+    """A run whose end an orchestrator-only process sent to the finish activity, then
+    replayed by a process that hosts the activities too (the engine's roles changed
+    between two work items): the replay follows the history, and the activity's answer
+    completes the run."""
+    register(store, WORKER_FLOW)
+    run = Replay(store, RunInput(name="one_worker", version=1, input={"url": "u"}))
+    [(finish_id, name, _)] = activities(_finished_by_worker(run))
+    assert name == ACTIVITY_FINISH
+
+    ends = _Ends()
+    run.host(ends)
+    summary = {"status": "COMPLETED", "output": {"text": "hi"}, "reason": None}
+    result = completed(run.step(done(finish_id, summary)))
+
+    assert ends.given == []  # the end was reached in a replayed event: not recorded again
     assert result.orchestrationStatus == pb.ORCHESTRATION_STATUS_COMPLETED
     assert json.loads(result.result.value) == summary
 
