@@ -31,7 +31,6 @@ from bench.start_burst import start_burst
 from bench.stepway_setup import (
     backend_client,
     embedded_backend,
-    run_store_reader,
     wait_runs_ended,
 )
 from bench.sys_stepway import _task
@@ -89,8 +88,6 @@ class System:
             time.sleep(0.2)
         self._defined: set[str] = set()
         self._worker: GatedProcesses | None = None
-        #: the run store the processes write, read to see runs end (opened when first used)
-        self._runs: Any = None
 
     def _spawn(self, args: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
         log = (self.log_dir / f"split-{args[0]}.log").open("wb")
@@ -205,12 +202,11 @@ class System:
                 if time.monotonic() > deadline:
                     raise TimeoutError("runs not queued")
                 time.sleep(0.05)
-            self._runs = self._runs or run_store_reader(self._data_dir)
             probe = ReadProbe(self.url, read_path(ids[-1]), self.log_dir)
             cpu0, started = self._cpu(), time.perf_counter()
             workers.go()
             probe.go()
-            wait_runs_ended(self._runs, ids)
+            wait_runs_ended(self._data_dir / "runs.db", ids)
             elapsed = time.perf_counter() - started
             cpu = self._cpu() - cpu0
             reads = probe.stop()
@@ -245,8 +241,6 @@ class System:
                 proc.kill()
                 proc.wait()
         self.http.close()
-        if self._runs is not None:
-            self._runs.close()
         self.client.close()
         self.backend.stop()
         self._tmp.cleanup()
