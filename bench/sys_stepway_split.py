@@ -102,8 +102,13 @@ class System:
     def versions(self) -> dict[str, str]:
         return {"stepway": version("stepway")}
 
-    def _cpu(self) -> float:
-        return time.process_time() + sum(_cpu_seconds(p.pid) for p in self.procs.values())
+    def _cpu_by_process(self) -> dict[str, float]:
+        """CPU seconds so far of each server process: the backend (this process, which
+        hosts the embedded durable backend), ``stepway serve`` and ``stepway engine``."""
+        return {
+            "backend": time.process_time(),
+            **{name: _cpu_seconds(p.pid) for name, p in self.procs.items()},
+        }
 
     def _check(self, response: httpx.Response) -> httpx.Response:
         if response.status_code >= 400:
@@ -203,12 +208,13 @@ class System:
                     raise TimeoutError("runs not queued")
                 time.sleep(0.05)
             probe = ReadProbe(self.url, read_path(ids[-1]), self.log_dir)
-            cpu0, started = self._cpu(), time.perf_counter()
+            cpu0, started = self._cpu_by_process(), time.perf_counter()
             workers.go()
             probe.go()
             wait_runs_ended(self._data_dir / "runs.db", ids)
             elapsed = time.perf_counter() - started
-            cpu = self._cpu() - cpu0
+            cpu1 = self._cpu_by_process()
+            by_process = {name: cpu1[name] - cpu0[name] for name in cpu0}
             reads = probe.stop()
         finally:
             worker_cpu = workers.stop()
@@ -219,7 +225,8 @@ class System:
             raise RuntimeError(f"runs ended {statuses}")
         return {
             "value": n / elapsed,
-            "server_cpu_ms": 1000 * cpu / n,
+            "server_cpu_ms": 1000 * sum(by_process.values()) / n,
+            **{f"{name}_cpu_ms": 1000 * used / n for name, used in by_process.items()},
             "worker_cpu_ms": 1000 * sum(worker_cpu) / n,
             **reads,
         }
