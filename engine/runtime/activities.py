@@ -682,7 +682,6 @@ class RunActivities:
             if here and self._failure_workflow(run, status):
                 raise _NeedsBackend from exc
         with self.store.batch():  # the run's end and its last rows: one transaction
-            self._ensure_run_row(workflow_id, run, now)
             self._write_changes(workflow_id, data.records, now)
             self._write_warnings(workflow_id, data.warnings, now)
             failed_refs = list(result.failed_reference_task_names)
@@ -690,19 +689,21 @@ class RunActivities:
                 # Conductor's completeWorkflow: the tasks that failed on the way (a retried
                 # attempt, an optional task)
                 failed_refs = self.store.failed_task_refs(workflow_id)
-            self.store.update_run(
-                workflow_id,
-                RunUpdate(
-                    status=status,
-                    output=inline if output_ref is None else None,
-                    output_ref=output_ref,
-                    variables=variables,
-                    reason_for_incompletion=reason,
-                    failed_reference_task_names=failed_refs,
-                    end_time=now,
-                ),
-                now,
+            end = RunUpdate(
+                status=status,
+                output=inline if output_ref is None else None,
+                output_ref=output_ref,
+                variables=variables,
+                reason_for_incompletion=reason,
+                failed_reference_task_names=failed_refs,
+                end_time=now,
             )
+            # the row is there but for a run started without one (straight on the durable
+            # backend): created then, and ended; a row that has ended already stays as is
+            if not self.store.update_run(workflow_id, end, now) and self._created_run_row(
+                workflow_id, run, now
+            ):
+                self.store.update_run(workflow_id, end, now)
         # the backstop: children whose task was canceled in the run's last step
         self._terminate_children(
             {child_id: f"parent {workflow_id} ended" for child_id in data.cancel_children}
@@ -721,10 +722,9 @@ class RunActivities:
             failure_workflow_id=failure_workflow_id,
         )
 
-    def _ensure_run_row(self, workflow_id: str, run: RunInput, now: int) -> None:
-        if self.store.get_run(workflow_id) is not None:
-            return
-        self.store.create_run(
+    def _created_run_row(self, workflow_id: str, run: RunInput, now: int) -> bool:
+        """Create the run's row unless it exists; whether this call created it."""
+        return self.store.create_run(
             NewRun(
                 workflow_id=workflow_id,
                 name=run.name,
@@ -737,7 +737,7 @@ class RunActivities:
                 parent_task_id=run.parent_task_id,
                 create_time=now,
             )
-        )
+        ).created
 
     def _start_failure_workflow(
         self,
