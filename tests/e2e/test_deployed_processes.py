@@ -19,7 +19,10 @@ from pathlib import Path
 import httpx
 import pytest
 
+from engine.adapters.backend.config import BackendConfig
 from engine.adapters.backend.embedded import EmbeddedBackend
+from engine.app.host import make_engine_client
+from engine.runtime.activity_io import ACTIVITY_FINISH
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -141,6 +144,17 @@ def test_split_roles_run_a_workflow_and_stop_on_sigterm(backend: str, tmp_path: 
         run = http.get(f"/api/workflow/{workflow_id}").json()
         assert run["status"] == "COMPLETED", run
         assert run["output"] == {"seen": "hello"}
+        # the orchestrator app writes nothing: the activities app recorded the end
+        client = make_engine_client(BackendConfig.embedded(backend))
+        try:
+            scheduled = [
+                getattr(event, "name", None)
+                for event in client.get_orchestration_history(workflow_id)
+                if type(event).__name__ == "TaskScheduledEvent"
+            ]
+        finally:
+            client.close()
+        assert scheduled[-1] == ACTIVITY_FINISH, scheduled
 
         for name in ("act", "orch", "serve"):
             code = stop(procs.pop(name), logs[name])
