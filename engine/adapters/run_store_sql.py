@@ -95,6 +95,12 @@ from engine.ports.run_store import (
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "run_store_migrations"
 
+#: how long a connection to PostgreSQL may take to open (libpq's ``connect_timeout``),
+#: unless the URL says otherwise: a server that does not answer (a dropped network path,
+#: a host that accepts and stays silent) is an outage after this long, not a thread held
+#: for the operating system's TCP timeouts (minutes)
+PG_CONNECT_TIMEOUT_SECONDS = 10
+
 # --- table metadata (must match run_store_migrations/; the contract suite checks it) ---
 
 
@@ -439,6 +445,10 @@ class SqlRunStore:
             self._insert: Any = sqlite_insert
         elif self.dialect == "postgresql":
             engine_kwargs.setdefault("pool_pre_ping", True)
+            if "connect_timeout" not in parsed.query:
+                connect_args = dict(engine_kwargs.get("connect_args") or {})
+                connect_args.setdefault("connect_timeout", PG_CONNECT_TIMEOUT_SECONDS)
+                engine_kwargs["connect_args"] = connect_args
             self._engine = sa.create_engine(parsed, **engine_kwargs)
             self._sqlite = None
             self._insert = pg_insert

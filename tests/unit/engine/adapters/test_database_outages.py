@@ -7,6 +7,8 @@ from __future__ import annotations
 import os
 import socket
 import sqlite3
+import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -15,7 +17,9 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
+from engine.adapters import run_store_sql
 from engine.adapters.database_outages import Outage, outage_of
+from engine.ports.run_store import RunStoreUnavailable
 
 PG_URL = os.environ.get("STEPWAY_TEST_POSTGRES_URL")
 
@@ -136,6 +140,43 @@ def test_a_postgresql_server_that_refuses_connections_is_an_outage() -> None:
     assert outage.detail == "psycopg.OperationalError (no SQLSTATE)"
     assert isinstance(outage.cause, psycopg.OperationalError)
     assert "hunter2" not in outage.reason + outage.detail
+
+
+def test_a_postgresql_server_that_never_answers_is_an_outage_not_a_hang(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A host that accepts the TCP connection and stays silent (a stuck server, a proxy
+    whose backend is gone): the run store's call fails as unavailable once the connect
+    timeout is over, instead of holding its thread for good."""
+    monkeypatch.setattr(run_store_sql, "PG_CONNECT_TIMEOUT_SECONDS", 1)
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)  # the kernel completes handshakes; nothing is ever said
+        port = silent.getsockname()[1]
+        store = run_store_sql.SqlRunStore(
+            f"postgresql+psycopg://stepway@127.0.0.1:{port}/stepway", migrate=False
+        )
+        outcome: list[BaseException | None] = []
+
+        def read() -> None:
+            try:
+                store.get_run("any")
+                outcome.append(None)
+            except BaseException as exc:
+                outcome.append(exc)
+
+        reader = threading.Thread(target=read, daemon=True)
+        try:
+            began = time.monotonic()
+            reader.start()
+            reader.join(30)  # libpq's own default is to wait without end
+            waited = time.monotonic() - began
+            assert outcome, f"the read still waits after {waited:.0f} s"
+        finally:
+            store.close()
+    [error] = outcome
+    assert isinstance(error, RunStoreUnavailable), error
+    assert error.reason == "cannot connect to the database"
 
 
 postgres = pytest.mark.skipif(not PG_URL, reason="needs STEPWAY_TEST_POSTGRES_URL")
