@@ -292,11 +292,12 @@ def unstorable_text_problem(
 #: (RFC 8259: numbers are finite): the constants ``NaN``, ``Infinity`` and
 #: ``-Infinity``, and a literal beyond a double's range (``1e999``, 309 digits or more
 #: before any point) that reads as an infinity. Matches what may be one, in strings too;
-#: a long literal only where a value starts (after ``:``, ``,`` or ``[``), so that the
-#: hex of an id (``...-4e12...``, a third of UUIDs) does not send a worker's result off
-#: the Task API's fast path (control_plane/api/fast_path.py) to be parsed twice.
+#: a long literal only where a value starts (at the start of the document, or after
+#: ``:``, ``,`` or ``[``), so that the hex of an id (``...-4e12...``, a third of UUIDs)
+#: does not send a worker's result off the Task API's fast path
+#: (control_plane/api/fast_path.py) to be parsed twice.
 _NON_NUMBER = re.compile(
-    rb"NaN|Infinity|[:,\[]\s*-?(?:[0-9]{309}|[0-9]+(?:\.[0-9]+)?[eE]\+?0*[1-9][0-9]{2})"
+    rb"NaN|Infinity|(?:^|[:,\[])\s*-?(?:[0-9]{309}|[0-9]+(?:\.[0-9]+)?[eE]\+?0*[1-9][0-9]{2})"
 )
 _NON_NUMBER_TEXT = re.compile(_NON_NUMBER.pattern.decode())
 

@@ -177,6 +177,9 @@ def test_numbers_beyond_a_double_are_found_and_refused_by_loads_limited() -> Non
         loads_limited(b'{"n": ' + b"1" * 4301 + b"}")
     assert loads_limited(b'{"n": ' + b"1" * 4300 + b"}") == {"n": int("1" * 4300)}
     assert loads_limited('{"a": "1e999", "b": 1.5}') == {"a": "1e999", "b": 1.5}
+    for alone in (b"1e999", " -1E+400", b"9" * 309 + b".5"):
+        with pytest.raises(NotFiniteNumber):
+            loads_limited(alone)
 
 
 def test_most_documents_need_no_check() -> None:
@@ -186,6 +189,8 @@ def test_most_documents_need_no_check() -> None:
     ids = b'{"taskId": "3f2be123-4e56-8e901e234", "outputData": {"n": 1e30, "m": [2E-999]}}'
     assert not needs_checking(ids)
     assert needs_checking(b'{"n": [1, 1e309]}') and needs_checking(b'{"n": -2.5E+400}')
+    # a document that is the number alone (an HTTP answer's body may be)
+    assert needs_checking(b"1e999") and needs_checking(b" -1E+400")
     assert needs_checking(b'{"a": NaN}')
     assert needs_checking(b'{"a": "\\ud800"}')
     assert needs_checking(b"[" * (MAX_JSON_DEPTH + 1))
