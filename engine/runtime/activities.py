@@ -104,11 +104,6 @@ log = logging.getLogger(__name__)
 _FAILURE_WORKFLOW_STATUSES = (RunStatus.FAILED, RunStatus.TIMED_OUT, RunStatus.TERMINATED)
 
 
-class _NeedsBackend(Exception):
-    """A run's end recorded in the orchestration's work item turned out to need the
-    durable backend (``RunActivities.finish_here``)."""
-
-
 #: final statuses of a WORKER attempt whose message the engine settles as it records them
 _ENGINE_SETTLES = FAILED_STATUSES | {TaskStatus.CANCELED}
 
@@ -240,17 +235,11 @@ class RunActivities:
 
     def finish_here(self, data: FinishInput) -> dict[str, Any] | None:
         """The finish activity's work done in the orchestration's work item of a process
-        that hosts the activities too (``engine.runtime.interpreter.LocalFinish``): only
-        the run store and the payload store are written, as the activity writes them.
-        None, with nothing written, when the end needs the durable backend (children to
-        terminate, a failure workflow to start); None too when the write fails, so that
-        the finish activity records the end with its retries."""
-        if data.cancel_children or self._failure_workflow(data.run, data.result.status):
-            return None
+        that hosts the activities too (``engine.runtime.interpreter.LocalFinish``), with
+        the same idempotent writes and calls. None when it fails, so that the finish
+        activity does it again with its retries."""
         try:
-            return self._finish_traced(data, here=True)
-        except _NeedsBackend:
-            return None
+            return self._finish_traced(data)
         except Exception as exc:
             log.info("run %s: its end goes to the finish activity: %s", data.workflow_id, exc)
             return None
@@ -266,14 +255,14 @@ class RunActivities:
             return None
         return decider.definition.failure_workflow or None
 
-    def _finish_traced(self, data: FinishInput, *, here: bool = False) -> dict[str, Any]:
+    def _finish_traced(self, data: FinishInput) -> dict[str, Any]:
         with span(
             self.tracer,
             ACTIVITY_FINISH,
             parent=data.run.traceparent,
             attrs=attributes(workflow_id=data.workflow_id),
         ) as current:
-            summary = self._finish(data, traceparent_of(current), here=here)
+            summary = self._finish(data, traceparent_of(current))
             current.set_attribute(STATUS, summary.status)
             return summary.wire()
 
@@ -658,12 +647,7 @@ class RunActivities:
 
     # -- the run's end -------------------------------------------------------------------
 
-    def _finish(
-        self, data: FinishInput, traceparent: str | None = None, *, here: bool = False
-    ) -> RunSummary:
-        """Record the run's end; ``here``: in the orchestration's work item, which raises
-        :class:`_NeedsBackend` before writing anything if the end turns out to start a
-        failure workflow (an output too large fails the run)."""
+    def _finish(self, data: FinishInput, traceparent: str | None = None) -> RunSummary:
         svc = self.services
         now = _now_ms()
         workflow_id, run, result = data.workflow_id, data.run, data.result
@@ -679,8 +663,6 @@ class RunActivities:
             )
         except PayloadTooLarge as exc:
             status, inline, reason = RunStatus.FAILED, {}, str(exc)
-            if here and self._failure_workflow(run, status):
-                raise _NeedsBackend from exc
         with self.store.batch():  # the run's end and its last rows: one transaction
             self._write_changes(workflow_id, data.records, now)
             self._write_warnings(workflow_id, data.warnings, now)

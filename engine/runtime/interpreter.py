@@ -112,8 +112,7 @@ from protocol.runs import ORCHESTRATOR_NAME, RunInput
 #: Records a run's end in the orchestration's own work item, where the engine process
 #: hosts the activities too (role ``all``: it holds the activities' credentials): the
 #: finish activity's work (``RunActivities.finish_here``). Answers the run's summary, or
-#: None when the end must go through the finish activity after all (children to
-#: terminate, a failure workflow to start, or the write failed: the activity retries it).
+#: None when that failed and the finish activity is to do it with its retries.
 LocalFinish = Callable[[FinishInput], dict[str, Any] | None]
 
 #: The interpreter's own bookkeeping activities (record, dispatch, finish, resolve a

@@ -9,6 +9,7 @@ from typing import Any
 from durabletask.client import OrchestrationStatus
 
 from engine.language.definitions import RunStatus, TaskStatus
+from engine.runtime.activity_io import ACTIVITY_FINISH
 from protocol.runs import ORCHESTRATOR_NAME, RunInput
 
 _ONE_STEP = {
@@ -63,3 +64,39 @@ def test_a_run_ended_in_its_last_work_item_has_no_finish_activity(platform: Any)
         if type(event).__name__ == "TaskScheduledEvent"
     ]
     assert scheduled == []
+
+
+def test_a_failed_run_ended_in_its_work_item_starts_its_failure_workflow(platform: Any) -> None:
+    """The end recorded in the work item does all the finish activity does: the failure
+    workflow the definition names is started (Conductor's failureWorkflow)."""
+    platform.register(_ONE_STEP)  # the failure workflow
+    platform.register_task_def({"name": "breaks", "retryCount": 0, "responseTimeoutSeconds": 60})
+    platform.register(
+        {
+            "name": "fails_once",
+            "version": 1,
+            "failureWorkflow": "one_step_end",
+            "tasks": [{"name": "breaks", "taskReferenceName": "b", "type": "WORKER"}],
+        }
+    )
+    workflow_id = platform.start("fails_once", {"n": 5})
+    platform.complete(platform.take("breaks"), status="FAILED", reason="broken")
+
+    state = platform.client.wait_for_orchestration_completion(workflow_id, timeout=30)
+    assert state is not None
+    row = platform.services.run_store.get_run(workflow_id)
+    assert row is not None and row.status == RunStatus.FAILED
+    scheduled = [
+        getattr(event, "name", None)
+        for event in platform.client.get_orchestration_history(workflow_id)
+        if type(event).__name__ == "TaskScheduledEvent"
+    ]
+    assert ACTIVITY_FINISH not in scheduled, scheduled
+    failure = platform.client.wait_for_orchestration_completion(
+        f"{workflow_id}-failure", timeout=30
+    )
+    assert failure is not None and failure.runtime_status == OrchestrationStatus.COMPLETED
+    failure_row = platform.services.run_store.get_run(f"{workflow_id}-failure")
+    assert failure_row is not None and failure_row.status == RunStatus.COMPLETED
+    assert failure_row.input["workflowId"] == workflow_id
+    assert failure_row.input["failureStatus"] == "FAILED"
