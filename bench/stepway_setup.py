@@ -64,9 +64,9 @@ def wait_runs_ended(runs_db: Path, workflow_ids: list[str], timeout: float = 600
     their results), over a read-only connection of its own with one prepared query: the
     waiting is the benchmark's, not the platform's, and must not take the platform's
     CPU or GIL (a full ``get_run`` every 2 ms, its JSON columns decoded, was 15 % of the
-    drain's samples in the platform's process, bench/profile_steps.py's py-spy)."""
+    samples py-spy took of the platform's process over the drain, docs/benchmarks.md)."""
     deadline = time.monotonic() + timeout
-    con = sqlite3.connect(f"file:{runs_db}?mode=ro", uri=True, check_same_thread=False)
+    con = sqlite3.connect(f"file:{runs_db}?mode=ro", uri=True)
     try:
         for workflow_id in workflow_ids:
             while True:
@@ -183,7 +183,9 @@ class StepwayDev:
 
     def wait_ended(self, workflow_ids: list[str], timeout: float = 600) -> None:
         """Blocks until every run has ended in the run store (:func:`wait_runs_ended`)."""
-        wait_runs_ended(self.data_dir / "data" / "runs.db", workflow_ids, timeout)
+        runs_db = self.platform.services.run_store.engine.url.database
+        assert runs_db is not None  # stepway dev's run store is a SQLite file
+        wait_runs_ended(Path(runs_db), workflow_ids, timeout)
 
     def status(self, workflow_id: str) -> str:
         """The run's status as the workflow API reports it."""

@@ -211,6 +211,7 @@ class System:
             cpu0, started = self._cpu_by_process(), time.perf_counter()
             workers.go()
             probe.go()
+            # the run store STEPWAY_DATA_DIR names (engine/app/config.py)
             wait_runs_ended(self._data_dir / "runs.db", ids)
             elapsed = time.perf_counter() - started
             cpu1 = self._cpu_by_process()
