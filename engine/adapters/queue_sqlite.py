@@ -7,8 +7,8 @@ on the same file:
   select-then-lock of a receive is atomic across processes and two receivers
   never lock the same message. Inside one process the writers of a file are also
   serialised by a ``threading.Lock`` so threads queue up cheaply instead of
-  spinning in SQLite's busy handler (which still covers other processes, with
-  ``busy_timeout_seconds``).
+  spinning in SQLite's busy handler; other processes' writers are waited for with
+  short sleeps up to ``busy_timeout_seconds`` (``engine/adapters/sqlite_busy.py``).
 * A file locked past the busy timeout or that cannot be opened raises the port's
   ``QueueUnavailable`` (``SqliteDatabase.write`` and ``read``, where every statement runs).
 * A receive is an index range scan on ``(queue, state, visible_at)``: O(log n + k).
@@ -47,6 +47,7 @@ from typing import Any
 from engine.adapters.database_outages import outage_of
 from engine.adapters.queue_doorbell import SCHEMA as DOORBELL_SCHEMA
 from engine.adapters.queue_doorbell import Doorbell
+from engine.adapters.sqlite_busy import BusyWait
 from engine.ports.queue import (
     REASON_MAX_DELIVERY,
     REASON_TTL_EXPIRED,
@@ -257,6 +258,7 @@ class SqliteDatabase:
             con.execute("PRAGMA synchronous=NORMAL")
             con.execute(f"PRAGMA busy_timeout={int(self.busy_timeout_seconds * 1000)}")
             self._local.con = con
+            self._local.busy = BusyWait(con, int(self.busy_timeout_seconds * 1000))
             with self._all_lock:
                 self._all.append(con)
         return con
@@ -278,7 +280,7 @@ class SqliteDatabase:
         try:
             con = self.connection()
             with self.shared.write_lock:
-                con.execute("BEGIN IMMEDIATE")
+                self._local.busy.begin_write(con.execute, "BEGIN IMMEDIATE")
                 try:
                     yield con
                 except BaseException:
@@ -295,6 +297,7 @@ class SqliteDatabase:
         of the file raises :class:`QueueUnavailable`."""
         try:
             con = self.connection()
+            self._local.busy.before_read()
             con.execute("BEGIN")
             try:
                 yield con
@@ -309,7 +312,8 @@ class SqliteDatabase:
         round trips: the statement alone is a consistent snapshot). An outage of the
         file raises :class:`QueueUnavailable`."""
         try:
-            return self.connection().execute(sql, args).fetchone()
+            con = self.connection()
+            return self._local.busy.no_wait(lambda: con.execute(sql, args).fetchone())
         except sqlite3.Error as exc:
             _raise_if_outage(exc)
             raise

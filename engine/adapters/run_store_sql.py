@@ -6,13 +6,14 @@
 
 Concurrency
 -----------
-* SQLite runs in WAL mode with a busy timeout; every write transaction starts
-  with ``BEGIN IMMEDIATE`` (the driver's own transaction handling is switched
-  off), so writers across threads and processes are serialised and a
-  read-then-write inside one transaction is atomic. Reads use a plain ``BEGIN``.
-  Each thread keeps one connection, and a transaction is ``BEGIN`` / ``COMMIT`` on
-  its driver connection, not a SQLAlchemy pool checkout and transaction
-  (``engine/adapters/sqlite_transactions.py``).
+* SQLite runs in WAL mode with a busy timeout (a writer waits for another
+  process's write lock with short sleeps of its own: ``engine/adapters/sqlite_busy.py``);
+  every write transaction starts with ``BEGIN IMMEDIATE`` (the driver's own
+  transaction handling is switched off), so writers across threads and processes
+  are serialised and a read-then-write inside one transaction is atomic. Reads use
+  a plain ``BEGIN``. Each thread keeps one connection, and a transaction is
+  ``BEGIN`` / ``COMMIT`` on its driver connection, not a SQLAlchemy pool checkout
+  and transaction (``engine/adapters/sqlite_transactions.py``).
 * PostgreSQL runs at READ COMMITTED; every atomic operation is a single
   statement (``INSERT ... ON CONFLICT DO UPDATE ... WHERE`` or a conditional
   ``UPDATE``), whose row lock makes concurrent callers queue and re-check the
@@ -456,8 +457,8 @@ class SqlRunStore:
             raise ValueError(f"unsupported run store database: {self.dialect}")
         # SQLite has one writer at a time: the threads of this process take turns on a
         # lock instead of in SQLite's busy handler, whose sleeps (1 ms growing to 100 ms)
-        # leave the file idle while writers wait. Other processes still meet the busy
-        # handler. PostgreSQL needs no such lock.
+        # leave the file idle while writers wait. Other processes' writers are waited for
+        # with short sleeps (engine/adapters/sqlite_busy.py). PostgreSQL needs no such lock.
         self._write_lock: threading.Lock | None = (
             threading.Lock() if self.dialect == "sqlite" else None
         )

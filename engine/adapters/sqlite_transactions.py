@@ -9,7 +9,9 @@ that connection's driver (``sqlite3``) connection:
 * The engine has no pool (``NullPool``, see ``sqlite_engine``): a thread never waits for
   a pool slot, however many threads use the store.
 * A write transaction opens with ``BEGIN IMMEDIATE``, a read with a plain ``BEGIN``.
-  Listeners of the engine's ``before_cursor_execute`` event see these statements (and
+  Waiting for the write lock that another process holds is short sleeps of our own,
+  not SQLite's busy handler (``engine/adapters/sqlite_busy.py``). Listeners of the
+  engine's ``before_cursor_execute`` event see these statements (and
   ``SAVEPOINT``, ``RELEASE``, ``ROLLBACK TO``) as they see every statement.
 * A SQLAlchemy Core statement executed inside makes the connection begin a transaction
   of its own (autobegin); the engine's ``begin`` hook sees the driver already inside
@@ -36,6 +38,8 @@ import sqlalchemy as sa
 from sqlalchemy import Connection, Engine, event
 from sqlalchemy.engine import URL
 from sqlalchemy.pool import NullPool
+
+from engine.adapters.sqlite_busy import BusyWait
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 
@@ -110,11 +114,13 @@ class _Held:
     """A connection and its driver connection; ``lock`` is held by the thread using it
     for a transaction, and by ``close`` while it closes it."""
 
-    __slots__ = ("__weakref__", "closed", "conn", "driver", "lock")
+    __slots__ = ("__weakref__", "busy", "closed", "conn", "driver", "lock")
 
-    def __init__(self, conn: Connection) -> None:
+    def __init__(self, conn: Connection, busy_timeout_ms: int) -> None:
         self.conn = conn
-        self.driver: Any = conn.connection.driver_connection
+        driver: Any = conn.connection.driver_connection
+        self.driver = driver
+        self.busy = BusyWait(driver, busy_timeout_ms)
         self.lock = threading.Lock()
         self.closed = False
 
@@ -146,10 +152,15 @@ class _Transaction:
         held = owner._hold()
         own = held is None
         if held is None:
-            held = _Held(owner.engine.connect())
+            held = _Held(owner.engine.connect(), owner.busy_timeout_ms)
             held.lock.acquire()
         try:
-            _driver_sql(held.conn, held.driver, self._begin)
+            if self._begin == BEGIN_WRITE:
+                conn, driver = held.conn, held.driver
+                held.busy.begin_write(lambda sql: _driver_sql(conn, driver, sql), BEGIN_WRITE)
+            else:
+                held.busy.before_read()
+                _driver_sql(held.conn, held.driver, self._begin)
         except BaseException:
             owner._release(held, own)
             raise
@@ -185,6 +196,7 @@ class SqliteTransactions:
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
+        self.busy_timeout_ms = busy_timeout_of(engine.url)
         self._local = threading.local()
         self._lock = threading.Lock()
         self._all: weakref.WeakSet[_Held] = weakref.WeakSet()
@@ -235,7 +247,7 @@ class SqliteTransactions:
         if held is None:
             if self._closed:
                 return None
-            held = _Held(self.engine.connect())
+            held = _Held(self.engine.connect(), self.busy_timeout_ms)
             with self._lock:
                 self._all.add(held)
             self._local.held = held
