@@ -14,6 +14,9 @@ Concurrency
   a plain ``BEGIN``. Each thread keeps one connection, and a transaction is
   ``BEGIN`` / ``COMMIT`` on its driver connection, not a SQLAlchemy pool checkout
   and transaction (``engine/adapters/sqlite_transactions.py``).
+* PostgreSQL connections open within ``PG_CONNECT_TIMEOUT_SECONDS`` and wait for a
+  lock at most ``PG_LOCK_TIMEOUT_SECONDS`` (unless the URL or the server says
+  otherwise): past either, the call is an outage, not a thread held for good.
 * PostgreSQL runs at READ COMMITTED; every atomic operation is a single
   statement (``INSERT ... ON CONFLICT DO UPDATE ... WHERE`` or a conditional
   ``UPDATE``), whose row lock makes concurrent callers queue and re-check the
@@ -101,6 +104,13 @@ MIGRATIONS_DIR = Path(__file__).resolve().parent / "run_store_migrations"
 #: a host that accepts and stays silent) is an outage after this long, not a thread held
 #: for the operating system's TCP timeouts (minutes)
 PG_CONNECT_TIMEOUT_SECONDS = 10
+
+#: how long a statement may wait for a row or table lock on PostgreSQL (its
+#: ``lock_timeout``), unless the URL's ``options`` or the server (a role's or the
+#: database's setting) sets one: a transaction left open elsewhere (a stuck process, an
+#: operator's session) fails the calls that wait for it as unavailable after this long,
+#: instead of holding their threads (or the Task API's event loop) for good
+PG_LOCK_TIMEOUT_SECONDS = 10
 
 # --- table metadata (must match run_store_migrations/; the contract suite checks it) ---
 
@@ -427,6 +437,24 @@ def upgrade_to_head(engine: Engine) -> None:
             command.upgrade(cfg, "head")
 
 
+def _default_lock_timeout(engine: Engine, seconds: float) -> None:
+    """Each new connection of ``engine`` (PostgreSQL) gets ``lock_timeout`` = ``seconds``
+    unless the server already gives it one (its default is 0: wait without end)."""
+
+    @sa.event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+        autocommit = dbapi_conn.autocommit
+        dbapi_conn.autocommit = True
+        try:
+            dbapi_conn.execute(
+                "SELECT set_config('lock_timeout', %s, false)"
+                " WHERE current_setting('lock_timeout') = '0'",
+                (f"{int(seconds * 1000)}ms",),
+            )
+        finally:
+            dbapi_conn.autocommit = autocommit
+
+
 class SqlRunStore:
     """Run store on SQLite or PostgreSQL through SQLAlchemy Core."""
 
@@ -451,6 +479,8 @@ class SqlRunStore:
                 connect_args.setdefault("connect_timeout", PG_CONNECT_TIMEOUT_SECONDS)
                 engine_kwargs["connect_args"] = connect_args
             self._engine = sa.create_engine(parsed, **engine_kwargs)
+            if "lock_timeout" not in str(parsed.query.get("options", "")):
+                _default_lock_timeout(self._engine, PG_LOCK_TIMEOUT_SECONDS)
             self._sqlite = None
             self._insert = pg_insert
         else:

@@ -77,6 +77,9 @@ def add_column(table: str, column: sa.Column[object]) -> None:
 def _with_lock_timeout(ddl: str) -> None:
     bind = op.get_bind()
     deadline = time.monotonic() + DEADLINE_SECONDS
+    # the connection's own lock timeout (the run store's default, the URL's) comes back
+    # after the DDL: the connection goes back to the store's pool
+    before = bind.execute(sa.text("SELECT current_setting('lock_timeout')")).scalar_one()
     bind.execute(sa.text(f"SET lock_timeout = {LOCK_TIMEOUT_MS}"))
     try:
         while True:
@@ -94,7 +97,9 @@ def _with_lock_timeout(ddl: str) -> None:
                     ) from exc
                 time.sleep(RETRY_PAUSE_SECONDS)
     finally:
-        bind.execute(sa.text("RESET lock_timeout"))
+        bind.execute(
+            sa.text("SELECT set_config('lock_timeout', :before, false)"), {"before": before}
+        )
 
 
 def create_index(name: str, table: str, columns: list[str], *, where: str) -> None:

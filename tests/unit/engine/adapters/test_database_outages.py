@@ -9,6 +9,7 @@ import socket
 import sqlite3
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -19,7 +20,7 @@ from sqlalchemy.engine import make_url
 
 from engine.adapters import run_store_sql
 from engine.adapters.database_outages import Outage, outage_of
-from engine.ports.run_store import RunStoreUnavailable
+from engine.ports.run_store import NewRun, RunStatus, RunStoreUnavailable, RunUpdate
 
 PG_URL = os.environ.get("STEPWAY_TEST_POSTGRES_URL")
 
@@ -230,3 +231,83 @@ def test_server_errors_of_postgresql_that_are_no_outage(
         error = raised(lambda sql=sql: pg.execute(sql))
         assert isinstance(error, psycopg.Error)
         assert outage_of(error) is None, (sql, type(error).__name__)
+
+
+@pytest.fixture
+def pg_schema_url() -> Iterator[str]:
+    """A run store URL of a fresh schema of the test server (dropped afterwards)."""
+    assert PG_URL
+    schema = f"t_{uuid.uuid4().hex[:16]}"
+    admin = sa.create_engine(PG_URL)
+    with admin.begin() as conn:
+        conn.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
+    try:
+        url = make_url(PG_URL).update_query_dict({"options": f"-csearch_path={schema}"})
+        yield url.render_as_string(hide_password=False)
+    finally:
+        with admin.begin() as conn:
+            conn.execute(sa.text(f'DROP SCHEMA "{schema}" CASCADE'))
+        admin.dispose()
+
+
+def _update_while_another_session_holds_the_row(url: str, schema_url: str) -> BaseException | None:
+    """Update run ``w1`` of a store of ``url`` while another session (of
+    ``schema_url``) holds its row lock in an open transaction; the update's outcome
+    (None: it went through). Fails the test when the update still waits after 30 s
+    (PostgreSQL's own default is to wait without end)."""
+    store = run_store_sql.SqlRunStore(url)
+    try:
+        store.create_run(NewRun(workflow_id="w1", name="wf", version=1, create_time=1))
+        plain = (
+            make_url(schema_url).set(drivername="postgresql").render_as_string(hide_password=False)
+        )
+        with psycopg.connect(plain) as other:  # a transaction left open elsewhere
+            other.execute("SELECT 1 FROM runs WHERE workflow_id = 'w1' FOR UPDATE")
+            outcome: list[BaseException | None] = []
+
+            def update() -> None:
+                try:
+                    store.update_run("w1", RunUpdate(status=RunStatus.PAUSED), 2)
+                    outcome.append(None)
+                except BaseException as exc:
+                    outcome.append(exc)
+
+            writer = threading.Thread(target=update, daemon=True)
+            writer.start()
+            writer.join(30)
+            assert outcome, "the update still waits for the lock after 30 s"
+            other.rollback()
+        # the lock is gone: the same update goes through
+        assert store.update_run("w1", RunUpdate(status=RunStatus.PAUSED), 3)
+        run = store.get_run("w1")
+        assert run is not None and run.status == RunStatus.PAUSED
+        return outcome[0]
+    finally:
+        store.close()
+
+
+@postgres
+@pytest.mark.postgres
+def test_a_postgresql_call_waiting_for_a_lock_is_an_outage_after_the_lock_timeout(
+    pg_schema_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(run_store_sql, "PG_LOCK_TIMEOUT_SECONDS", 0.5)
+    error = _update_while_another_session_holds_the_row(pg_schema_url, pg_schema_url)
+    assert isinstance(error, RunStoreUnavailable), error
+    assert error.reason == "a lock of the database was not available in time"
+
+
+@postgres
+@pytest.mark.postgres
+def test_the_urls_lock_timeout_wins_over_the_default(
+    pg_schema_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(run_store_sql, "PG_LOCK_TIMEOUT_SECONDS", 3600)
+    url = make_url(pg_schema_url)
+    options = f"{url.query['options']} -clock_timeout=300ms"
+    error = _update_while_another_session_holds_the_row(
+        url.update_query_dict({"options": options}).render_as_string(hide_password=False),
+        pg_schema_url,
+    )
+    assert isinstance(error, RunStoreUnavailable), error
+    assert error.reason == "a lock of the database was not available in time"
