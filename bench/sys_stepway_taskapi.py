@@ -1,17 +1,23 @@
 """The Task API's hand-offs alone (poll + accepted result), no engine: see
-``bench.stepway_setup.TaskApiOnly``."""
+``bench.stepway_setup.TaskApiOnly``. Variant ``sdk``: one Task API process (this one)
+and every worker polls it; ``two``: a second Task API process over the same data
+directory (``bench.taskapi_child``), half of the workers polling each, as two replicas
+of ``stepway serve`` on one SQLite data directory."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import tempfile
 import time
+from collections.abc import Callable
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
 from bench.common import python_env
 from bench.gate import GatedProcesses
-from bench.stepway_setup import TaskApiOnly
+from bench.stepway_setup import TaskApiOnly, completed_tasks
 
 
 class System:
@@ -22,35 +28,77 @@ class System:
             Path(self._tmp.name), http=config.get("http", "auto"), loop=config.get("loop", "auto")
         )
         self.api.put_taskdef("bench_handoff")
+        self._second: subprocess.Popen[str] | None = None
+        self._second_url = ""
+        self._completed = completed_tasks(self.api.runs_db)
 
     def versions(self) -> dict[str, str]:
         return {"stepway": version("stepway")}
+
+    def _second_api(self) -> tuple[subprocess.Popen[str], str]:
+        if self._second is None:
+            self._second = subprocess.Popen(
+                [sys.executable, "-m", "bench.taskapi_child", self._tmp.name],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+                env=python_env(),
+            )
+            assert self._second.stdout is not None
+            self._second_url = self._second.stdout.readline().strip()
+            if not self._second_url:
+                raise RuntimeError("the second Task API process did not start")
+        return self._second, self._second_url
 
     def run(self, workload: str, variant: str, p: dict[str, Any]) -> dict[str, Any]:
         if workload != "handoffs":
             raise ValueError(workload)
         n = p["tasks"]
-        workers = GatedProcesses(
-            "bench.worker_sdk",
-            [self.api.url, "bench_handoff"],
-            p["workers"],
-            env=python_env(),
-            log_dir=self.log_dir,
-        )
+        second = None
+        if variant == "two":
+            second, url = self._second_api()
+            urls = [self.api.url, url]
+            before = self._completed()
+
+            def done() -> bool:
+                return self._completed() - before >= n
+
+        else:
+            urls = [self.api.url]
+            results = self.api.signals.results
+
+            def done() -> bool:
+                return self.api.signals.results - results >= n
+
+        share = max(1, p["workers"] // len(urls))
+        groups = [
+            GatedProcesses(
+                "bench.worker_sdk",
+                [url, "bench_handoff"],
+                share,
+                env=python_env(),
+                log_dir=self.log_dir,
+            )
+            for url in urls
+        ]
+        worker_cpu: list[float] = []
         try:
             self.api.seed("bench_handoff", n)
-            before = self.api.signals.results
+            if second is not None:
+                _tell(second, "go")
             cpu0, started = time.process_time(), time.perf_counter()
-            workers.go()
-            deadline = time.monotonic() + 600
-            while self.api.signals.results - before < n:
-                if time.monotonic() > deadline:
-                    raise TimeoutError("hand-offs not done")
-                time.sleep(0.005)
+            for group in groups:
+                group.go()
+            _wait(done)
             elapsed = time.perf_counter() - started
             cpu = time.process_time() - cpu0
+            if second is not None:
+                _tell(second, "stop")
+                assert second.stdout is not None
+                cpu += float(second.stdout.readline())
         finally:
-            worker_cpu = workers.stop()
+            for group in groups:
+                worker_cpu += group.stop()
         return {
             "value": n / elapsed,
             "server_cpu_ms": 1000 * cpu / n,
@@ -61,5 +109,27 @@ class System:
         pass
 
     def close(self) -> None:
+        if self._second is not None:
+            assert self._second.stdin is not None
+            self._second.stdin.close()
+            try:
+                self._second.wait(30)
+            except subprocess.TimeoutExpired:
+                self._second.kill()
+        self._completed.close()
         self.api.close()
         self._tmp.cleanup()
+
+
+def _tell(process: subprocess.Popen[str], line: str) -> None:
+    assert process.stdin is not None
+    process.stdin.write(line + "\n")
+    process.stdin.flush()
+
+
+def _wait(done: Callable[[], bool], timeout: float = 600) -> None:
+    deadline = time.monotonic() + timeout
+    while not done():
+        if time.monotonic() > deadline:
+            raise TimeoutError("hand-offs not done")
+        time.sleep(0.005)
