@@ -46,7 +46,6 @@ __all__ = [
     "StepwayDev",
     "TaskApiOnly",
     "backend_client",
-    "completed_tasks",
     "embedded_backend",
     "trace_points",
 ]
@@ -88,25 +87,6 @@ def wait_runs_ended(runs_db: Path, workflow_ids: list[str], timeout: float = 600
                 time.sleep(0.005)
     finally:
         con.close()
-
-
-def completed_tasks(runs_db: Path) -> Any:
-    """A function that answers how many task rows of the SQLite run store ``runs_db``
-    are COMPLETED, read over a read-only connection of its own (the count of results
-    accepted by Task API processes that are not this one); ``.close`` closes it."""
-    con = sqlite3.connect(f"file:{runs_db}?mode=ro", uri=True)
-    done = TaskStatus.COMPLETED.value
-
-    class Count:
-        def __call__(self) -> int:
-            # the tasks table of engine/adapters/run_store_sql.py
-            row = con.execute("SELECT count(*) FROM tasks WHERE status = ?", (done,)).fetchone()
-            return int(row[0])
-
-        def close(self) -> None:
-            con.close()
-
-    return Count()
 
 
 #: the statuses of a run that has not ended (engine/language/definitions.py, RunStatus)
@@ -263,8 +243,7 @@ class TaskApiOnly:
 
     def __init__(self, data_dir: Path, *, http: str = "auto", loop: str = "auto") -> None:
         data_dir.mkdir(parents=True, exist_ok=True)
-        self.runs_db = data_dir / "runs.db"
-        self.store = SqlRunStore(f"sqlite:///{self.runs_db}")
+        self.store = SqlRunStore(f"sqlite:///{data_dir / 'runs.db'}")
         self.queue = SqliteTaskQueue(data_dir / "queues.db")
         self.signals = _CountingSignals()
         deps = Deps(
