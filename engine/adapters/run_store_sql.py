@@ -71,8 +71,10 @@ from engine.adapters.run_watches import RunWatches
 from engine.adapters.sqlite_transactions import SqliteTransactions, sqlite_engine
 from engine.language.definitions import RunStatus, TaskStatus
 from engine.ports.run_store import (
+    MAX_TASK_LOG_ENTRIES,
     RUN_ACTIVE,
     RUN_TERMINAL,
+    TASK_LOGS_DROPPED,
     TASK_SUCCEEDED,
     CreateRunResult,
     DefinitionRecord,
@@ -1231,7 +1233,32 @@ class SqlRunStore:
             self._append_logs(conn, task_id, [log], now)
 
     def _append_logs(self, conn: Connection, task_id: str, logs: Sequence[str], now: int) -> None:
-        for log in logs:
+        """Append ``logs`` up to ``MAX_TASK_LOG_ENTRIES`` entries of the task, then the
+        ``TASK_LOGS_DROPPED`` entry once (the port's ``append_task_log``)."""
+        if not logs:
+            return
+
+        def count() -> Any:
+            return (
+                sa.select(sa.func.count())
+                .select_from(task_logs)
+                .where(task_logs.c.task_id == _b("b_task_id"))
+            )
+
+        def dropped_said() -> Any:
+            return (
+                sa.select(task_logs.c.id)
+                .where(task_logs.c.task_id == _b("b_task_id"), task_logs.c.log == _b("b_log"))
+                .limit(1)
+            )
+
+        held = int(self._exec(conn, "count_task_logs", count, {"b_task_id": task_id}).scalar())
+        kept = list(logs[: max(0, MAX_TASK_LOG_ENTRIES - held)])
+        if len(kept) < len(logs):
+            said = {"b_task_id": task_id, "b_log": TASK_LOGS_DROPPED}
+            if self._exec(conn, "task_logs_dropped", dropped_said, said).first() is None:
+                kept.append(TASK_LOGS_DROPPED)  # the first append past the limit
+        for log in kept:
             params = {"task_id": task_id, "log": log, "created_time": now}
             self._exec(conn, "append_task_log", lambda: sa.insert(task_logs), params)
 

@@ -251,6 +251,20 @@ class TaskLog(_Record):
     created_time: int
 
 
+#: the log entries a task keeps: the first ones, then one ``TASK_LOGS_DROPPED`` entry;
+#: entries appended after that are not kept. A worker that logs without end (an
+#: IN_PROGRESS callback that adds lines each time, a loop posting to ``/log``) cannot
+#: grow a task's log, and the store, without bound. Two appends at once may each keep
+#: up to the limit's last entry, so a task may hold a few more.
+MAX_TASK_LOG_ENTRIES = 1000
+
+#: the entry that ends a task's log once it holds ``MAX_TASK_LOG_ENTRIES``
+TASK_LOGS_DROPPED = (
+    f"[stepway] this task's log holds its first {MAX_TASK_LOG_ENTRIES} entries; "
+    "later entries are not kept"
+)
+
+
 class DefinitionRecord(_Record):
     name: str
     version: int
@@ -532,7 +546,11 @@ class RunStore(Protocol):
         inbox of the console. Paged with start/size."""
         ...
 
-    def append_task_log(self, task_id: str, log: str, now: int) -> None: ...
+    def append_task_log(self, task_id: str, log: str, now: int) -> None:
+        """Append ``log`` to the task's log, as every method that takes ``logs`` does:
+        up to ``MAX_TASK_LOG_ENTRIES`` entries, then ``TASK_LOGS_DROPPED`` once, then
+        nothing."""
+        ...
 
     def list_task_logs(self, task_id: str) -> list[TaskLog]:
         """In append order."""

@@ -32,6 +32,8 @@ from sqlalchemy.engine import make_url
 
 from engine.adapters.run_store_sql import MIGRATIONS_DIR, SqlRunStore, metadata
 from engine.ports.run_store import (
+    MAX_TASK_LOG_ENTRIES,
+    TASK_LOGS_DROPPED,
     HandOut,
     NewRun,
     PendingStart,
@@ -1032,6 +1034,41 @@ def test_task_logs(store: SqlRunStore) -> None:
     assert [entry.log for entry in logs] == [f"line {i}" for i in range(5)]
     assert [entry.created_time for entry in logs] == [T0 + i for i in range(5)]
     assert store.list_task_logs("none") == []
+
+
+def test_a_tasks_log_keeps_its_first_entries_then_says_that_later_ones_are_not_kept(
+    store: SqlRunStore,
+) -> None:
+    limit = MAX_TASK_LOG_ENTRIES
+    store.upsert_task(task("t1"), T0)
+    store.append_task_log("t1", "first", T0)
+    started = TaskUpdate(status=TaskStatus.IN_PROGRESS)
+    lines = [f"line {i}" for i in range(limit - 2)]
+    assert store.update_task("t1", 1, started, T0 + 1, logs=lines)
+    store.append_task_log("t1", "last kept", T0 + 2)  # the limit's last entry
+    store.append_task_log("t1", "dropped", T0 + 3)
+    # an update past the limit still applies: its logs are what is not kept
+    done = TaskUpdate(status=TaskStatus.COMPLETED, output_data={"ok": True})
+    assert store.update_task("t1", 1, done, T0 + 4, logs=["dropped too"])
+    store.append_task_log("t1", "and this", T0 + 5)
+    store.append_task_log("t2", "other", T0)
+
+    logs = [entry.log for entry in store.list_task_logs("t1")]
+    assert len(logs) == limit + 1
+    assert logs[:2] == ["first", "line 0"]
+    assert logs[limit - 1 :] == ["last kept", TASK_LOGS_DROPPED]
+    row = store.get_task("t1")
+    assert row is not None and row.status == TaskStatus.COMPLETED
+    assert [entry.log for entry in store.list_task_logs("t2")] == ["other"]
+
+    # one update whose lines cross the limit keeps those up to it
+    store.upsert_task(task("t3"), T0)
+    many = [f"n{i}" for i in range(limit + 5)]
+    assert store.update_task("t3", 1, started, T0 + 1, logs=many)
+    assert [entry.log for entry in store.list_task_logs("t3")] == [
+        *many[:limit],
+        TASK_LOGS_DROPPED,
+    ]
 
 
 def test_start_task_is_the_poll_bookkeeping(store: SqlRunStore) -> None:

@@ -10,6 +10,7 @@ import httpx
 import pytest
 
 from control_plane.api import tasks as api_tasks
+from engine.ports.run_store import MAX_TASK_LOG_ENTRIES, TASK_LOGS_DROPPED
 from tests.unit.control_plane.conftest import Server, assert_error, taskdef
 
 pytestmark = pytest.mark.both_storage_modes
@@ -367,6 +368,33 @@ def test_the_logs_of_a_refused_result_are_not_kept_and_its_retry_adds_them_once(
     assert srv.client.post(route, json=fits).status_code in (200, 204)  # repeated: harmless
     logs = srv.client.get(f"/api/tasks/{task_id}/log").json()
     assert [entry["log"] for entry in logs] == ["opened the PDF", "3 pages"]
+
+
+def test_a_tasks_log_stops_at_its_limit_and_says_so_and_the_result_is_accepted(
+    srv: Server,
+) -> None:
+    """A worker that sends more log lines than a task keeps (here in one result, then
+    on the log endpoint): the result is accepted, the log holds the first lines and
+    one entry that says later ones are not kept."""
+    srv.register(taskdef("lg"))
+    task_id = srv.dispatch("lg")
+    [polled] = srv.client.get(
+        "/api/tasks/poll/batch/lg", params={"workerid": "w1", "timeout": 0}
+    ).json()
+    lines = [f"page {i}" for i in range(MAX_TASK_LOG_ENTRIES + 5)]
+    result = {
+        "workflowInstanceId": polled["workflowInstanceId"],
+        "taskId": task_id,
+        "status": "COMPLETED",
+        "workerId": "w1",
+        "outputData": {"pages": len(lines)},
+        "logs": [{"log": line} for line in lines],
+    }
+    assert srv.client.post("/api/tasks", json=result).status_code == 200
+    assert srv.client.post(f"/api/tasks/{task_id}/log", json="one more").status_code == 200
+    logs = [entry["log"] for entry in srv.client.get(f"/api/tasks/{task_id}/log").json()]
+    assert logs == [*lines[:MAX_TASK_LOG_ENTRIES], TASK_LOGS_DROPPED]
+    assert srv.client.get(f"/api/tasks/{task_id}").json()["status"] == "COMPLETED"
 
 
 def test_logs_get_task_and_queue_sizes(srv: Server) -> None:
