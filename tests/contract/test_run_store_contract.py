@@ -48,6 +48,7 @@ from engine.ports.run_store import (
     TaskStatus,
     TaskUpdate,
 )
+from tests.postgres_schemas import fresh_schema
 
 PG_URL = os.environ.get("STEPWAY_TEST_POSTGRES_URL")
 THREADS = 8
@@ -79,17 +80,8 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
         yield f"sqlite:///{tmp_path / 'runs.db'}"
         return
     assert PG_URL
-    schema = f"t_{uuid.uuid4().hex[:16]}"
-    admin = sa.create_engine(PG_URL)
-    with admin.begin() as conn:
-        conn.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
-    try:
-        url = make_url(PG_URL).update_query_dict({"options": f"-csearch_path={schema}"})
+    with fresh_schema(PG_URL) as url:
         yield url.render_as_string(hide_password=False)
-    finally:
-        with admin.begin() as conn:
-            conn.execute(sa.text(f'DROP SCHEMA "{schema}" CASCADE'))
-        admin.dispose()
 
 
 @pytest.fixture

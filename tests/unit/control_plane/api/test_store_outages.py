@@ -13,7 +13,6 @@ import socket
 import sqlite3
 import threading
 import time
-import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -21,14 +20,13 @@ from typing import Any
 
 import httpx
 import pytest
-import sqlalchemy as sa
-from sqlalchemy.engine import make_url
 
 from engine.adapters.run_store_sql import SqlRunStore
 from engine.ports.queue import QueueDepth, QueueUnavailable, dead_letter_queue_name
 from engine.ports.run_store import RunQuery, RunStatus, RunUpdate
 from engine.runtime.deferred_sweep import DeferredSweep
 from engine.runtime.settlement import DEAD_LETTER_REASON
+from tests.postgres_schemas import fresh_schema
 from tests.unit.control_plane.conftest import Server, assert_error, free_port, taskdef
 
 WORKFLOW = {
@@ -403,23 +401,14 @@ class TcpProxy:
 def proxied_postgres() -> Iterator[tuple[str, TcpProxy]]:
     """A run store URL of a fresh schema of the test server, reached through a proxy."""
     assert PG_URL
-    schema = f"t_{uuid.uuid4().hex[:16]}"
-    admin = sa.create_engine(PG_URL)
-    with admin.begin() as conn:
-        conn.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
-    url = make_url(PG_URL)
-    proxy = TcpProxy((url.host or "127.0.0.1", url.port or 5432))
-    proxy.start()
-    try:
-        proxied = url.set(host="127.0.0.1", port=proxy.port).update_query_dict(
-            {"options": f"-csearch_path={schema}"}
-        )
-        yield proxied.render_as_string(hide_password=False), proxy
-    finally:
-        proxy.stop()
-        with admin.begin() as conn:
-            conn.execute(sa.text(f'DROP SCHEMA "{schema}" CASCADE'))
-        admin.dispose()
+    with fresh_schema(PG_URL) as url:
+        proxy = TcpProxy((url.host or "127.0.0.1", url.port or 5432))
+        proxy.start()
+        try:
+            proxied = url.set(host="127.0.0.1", port=proxy.port)
+            yield proxied.render_as_string(hide_password=False), proxy
+        finally:
+            proxy.stop()
 
 
 @pytest.mark.postgres

@@ -9,7 +9,6 @@ import socket
 import sqlite3
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -21,6 +20,7 @@ from sqlalchemy.engine import make_url
 from engine.adapters import run_store_sql
 from engine.adapters.database_outages import Outage, outage_of
 from engine.ports.run_store import NewRun, RunStatus, RunStoreUnavailable, RunUpdate
+from tests.postgres_schemas import fresh_schema
 
 PG_URL = os.environ.get("STEPWAY_TEST_POSTGRES_URL")
 
@@ -237,17 +237,8 @@ def test_server_errors_of_postgresql_that_are_no_outage(
 def pg_schema_url() -> Iterator[str]:
     """A run store URL of a fresh schema of the test server (dropped afterwards)."""
     assert PG_URL
-    schema = f"t_{uuid.uuid4().hex[:16]}"
-    admin = sa.create_engine(PG_URL)
-    with admin.begin() as conn:
-        conn.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
-    try:
-        url = make_url(PG_URL).update_query_dict({"options": f"-csearch_path={schema}"})
+    with fresh_schema(PG_URL) as url:
         yield url.render_as_string(hide_password=False)
-    finally:
-        with admin.begin() as conn:
-            conn.execute(sa.text(f'DROP SCHEMA "{schema}" CASCADE'))
-        admin.dispose()
 
 
 def _update_while_another_session_holds_the_row(url: str, schema_url: str) -> BaseException | None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import socket
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,23 +18,14 @@ from azure.core.credentials import AccessToken
 from azure.servicebus import ServiceBusClient
 from azure.servicebus.management import ServiceBusAdministrationClient
 
-from engine.adapters.queue_provisioning_sqlite import SqliteQueueProvisioner
 from engine.adapters.queue_servicebus import ServiceBusTaskQueue
 from engine.adapters.queue_sqlite import SqliteTaskQueue
-from engine.ports.queue import QueueError, QueueSettings, QueueUnavailable
+from engine.ports.queue import QueueError, QueueUnavailable
 
 
 @pytest.fixture
-def queue(tmp_path: Path) -> Iterator[SqliteTaskQueue]:
-    path = tmp_path / "queues.db"
-    provisioner = SqliteQueueProvisioner(path)
-    provisioner.ensure_queue("parse", QueueSettings())
-    provisioner.close()
-    q = SqliteTaskQueue(path, busy_timeout_seconds=0.2)
-    try:
-        yield q
-    finally:
-        q.close()
+def queue(make_sqlite_queue: Callable[[float], SqliteTaskQueue]) -> SqliteTaskQueue:
+    return make_sqlite_queue(0.2)
 
 
 def test_a_locked_sqlite_queue_is_unavailable_until_it_is_free(

@@ -9,16 +9,15 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from engine.adapters.queue_provisioning_sqlite import SqliteQueueProvisioner
 from engine.adapters.queue_sqlite import SqliteTaskQueue
 from engine.adapters.run_store_sql import SqlRunStore
 from engine.adapters.sqlite_busy import BusyWait, is_busy
-from engine.ports.queue import QueueSettings, QueueUnavailable
+from engine.ports.queue import QueueUnavailable
 from engine.ports.run_store import NewRun, RunStoreUnavailable
 
 
@@ -41,16 +40,8 @@ def _hold_write_lock(path: Path, seconds: float) -> threading.Thread:
 
 
 @pytest.fixture
-def queue(tmp_path: Path) -> Iterator[SqliteTaskQueue]:
-    path = tmp_path / "queues.db"
-    provisioner = SqliteQueueProvisioner(path)
-    provisioner.ensure_queue("parse", QueueSettings())
-    provisioner.close()
-    q = SqliteTaskQueue(path, busy_timeout_seconds=5)
-    try:
-        yield q
-    finally:
-        q.close()
+def queue(make_sqlite_queue: Callable[[float], SqliteTaskQueue]) -> SqliteTaskQueue:
+    return make_sqlite_queue(5)
 
 
 def test_a_queue_write_waits_for_another_writer_and_then_goes_through(
@@ -78,12 +69,11 @@ def test_a_run_store_write_waits_for_another_writer_and_then_goes_through(
         store.close()
 
 
-def test_a_writer_gives_up_after_its_busy_timeout_as_sqlite_would(tmp_path: Path) -> None:
+def test_a_writer_gives_up_after_its_busy_timeout_as_sqlite_would(
+    tmp_path: Path, make_sqlite_queue: Callable[[float], SqliteTaskQueue]
+) -> None:
     path = tmp_path / "queues.db"
-    provisioner = SqliteQueueProvisioner(path)
-    provisioner.ensure_queue("parse", QueueSettings())
-    provisioner.close()
-    queue = SqliteTaskQueue(path, busy_timeout_seconds=0.2)
+    queue = make_sqlite_queue(0.2)
     store = SqlRunStore(f"sqlite:///{tmp_path / 'runs.db'}?timeout=0.2")
     try:
         store.create_run(NewRun(workflow_id="w0", name="wf", version=1, create_time=1))
@@ -99,7 +89,6 @@ def test_a_writer_gives_up_after_its_busy_timeout_as_sqlite_would(tmp_path: Path
         assert queue.receive("parse", 5, 0) == []  # nothing half-sent
         assert store.get_run("w1") is None
     finally:
-        queue.close()
         store.close()
 
 
