@@ -42,13 +42,7 @@ from engine.language.definitions import RunStatus, TaskStatus, TaskType
 from engine.ports.run_store import NewRun, TaskRecord
 from protocol.messages import TaskMessage, message_id
 
-__all__ = [
-    "StepwayDev",
-    "TaskApiOnly",
-    "backend_client",
-    "embedded_backend",
-    "trace_points",
-]
+__all__ = ["StepwayDev", "TaskApiOnly", "backend_client", "embedded_backend", "trace_points"]
 
 
 def embedded_backend() -> EmbeddedBackend:

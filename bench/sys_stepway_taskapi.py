@@ -10,12 +10,11 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
-from bench.common import python_env
+from bench.common import python_env, wait_until
 from bench.gate import GatedProcesses
 from bench.stepway_setup import TaskApiOnly
 
@@ -89,7 +88,7 @@ class System:
             cpu0, started = time.process_time(), time.perf_counter()
             for group in groups:
                 group.go()
-            _wait(done)
+            wait_until(done, 600, interval=0.005)
             elapsed = time.perf_counter() - started
             cpu = time.process_time() - cpu0
             if second is not None:
@@ -130,11 +129,3 @@ def _ask_count(process: subprocess.Popen[str]) -> int:
     _tell(process, "count")
     assert process.stdout is not None
     return int(process.stdout.readline())
-
-
-def _wait(done: Callable[[], bool], timeout: float = 600) -> None:
-    deadline = time.monotonic() + timeout
-    while not done():
-        if time.monotonic() > deadline:
-            raise TimeoutError("hand-offs not done")
-        time.sleep(0.005)
