@@ -20,13 +20,13 @@ from dataclasses import dataclass
 
 import sqlalchemy as sa
 
-__all__ = ["Outage", "outage_of", "refusal_of"]
+__all__ = ["Outage", "is_sqlite_busy", "outage_of", "refusal_of"]
 
 _CONNECTION_LOST = "the connection to the database was lost"
 
 #: SQLite's primary result codes (https://sqlite.org/rescode.html) that are outages
 _SQLITE = {
-    5: "database is locked",  # SQLITE_BUSY: the busy timeout ran out
+    sqlite3.SQLITE_BUSY: "database is locked",  # the busy timeout ran out
     6: "a table of the database is locked",  # SQLITE_LOCKED
     10: "disk I/O error",  # SQLITE_IOERR
     13: "database or disk is full",  # SQLITE_FULL
@@ -76,10 +76,22 @@ def outage_of(exc: BaseException) -> Outage | None:
     return _driver_outage(exc)
 
 
+def is_sqlite_busy(exc: BaseException) -> bool:
+    """``exc`` is SQLite's "database is locked" (SQLITE_BUSY, any extended code): a lock
+    another connection holds, met with no busy timeout left."""
+    return isinstance(exc, sqlite3.OperationalError) and _sqlite_code(exc) == sqlite3.SQLITE_BUSY
+
+
+def _sqlite_code(exc: sqlite3.Error) -> int | None:
+    """SQLite's primary result code of ``exc`` (its extended code's low byte)."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    return code & 0xFF if isinstance(code, int) else None
+
+
 def _driver_outage(exc: BaseException) -> Outage | None:
     if isinstance(exc, sqlite3.Error):
-        code = getattr(exc, "sqlite_errorcode", None)
-        reason = _SQLITE.get(code & 0xFF) if isinstance(code, int) else None
+        code = _sqlite_code(exc)
+        reason = _SQLITE.get(code) if code is not None else None
         if reason is None:
             return None
         return Outage(reason, f"{_name(exc)} {getattr(exc, 'sqlite_errorname', code)}", exc)

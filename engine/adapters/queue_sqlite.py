@@ -280,7 +280,7 @@ class SqliteDatabase:
         try:
             con = self.connection()
             with self.shared.write_lock:
-                self._local.busy.begin_write(con.execute, "BEGIN IMMEDIATE")
+                self._local.busy.retrying(lambda: con.execute("BEGIN IMMEDIATE"))
                 try:
                     yield con
                 except BaseException:
@@ -313,7 +313,7 @@ class SqliteDatabase:
         file raises :class:`QueueUnavailable`."""
         try:
             con = self.connection()
-            return self._local.busy.no_wait(lambda: con.execute(sql, args).fetchone())
+            return self._local.busy.retrying(lambda: con.execute(sql, args).fetchone())
         except sqlite3.Error as exc:
             _raise_if_outage(exc)
             raise

@@ -28,19 +28,15 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-__all__ = ["BusyWait", "is_busy"]
+from engine.adapters.database_outages import is_sqlite_busy
+
+__all__ = ["BusyWait"]
 
 T = TypeVar("T")
 
 #: the first sleep between two tries of ``BEGIN IMMEDIATE``, and the longest
 FIRST_SLEEP_SECONDS = 50e-6
 LONGEST_SLEEP_SECONDS = 2e-3
-
-
-def is_busy(exc: BaseException) -> bool:
-    """``exc`` is SQLite's "database is locked" (SQLITE_BUSY, any extended code)."""
-    code = getattr(exc, "sqlite_errorcode", None)
-    return isinstance(exc, sqlite3.OperationalError) and code is not None and code & 0xFF == 5
 
 
 class BusyWait:
@@ -54,12 +50,7 @@ class BusyWait:
         self._timeout_ms = timeout_ms
         self._no_wait = False  # the connection's busy timeout is 0 now
 
-    def begin_write(self, execute: Callable[[str], object], begin: str) -> None:
-        """Run ``begin`` (a ``BEGIN IMMEDIATE``) through ``execute``, waiting for the
-        write lock as the module doc says."""
-        self.no_wait(lambda: execute(begin))
-
-    def no_wait(self, call: Callable[[], T]) -> T:
+    def retrying(self, call: Callable[[], T]) -> T:
         """``call()`` with the connection's busy timeout at 0, tried again after short
         sleeps while it meets a lock, until the busy timeout has passed. Only for a
         call that can be tried again as a whole: a ``BEGIN IMMEDIATE``, or one
@@ -67,20 +58,20 @@ class BusyWait:
         if not self._no_wait:
             self._driver.execute("PRAGMA busy_timeout = 0")
             self._no_wait = True
-        try:
-            return call()
-        except sqlite3.OperationalError as exc:
-            if not is_busy(exc) or self._timeout_ms <= 0:
-                raise
-        deadline = time.monotonic() + self._timeout_ms / 1000
+        deadline: float | None = None
         sleep = FIRST_SLEEP_SECONDS
         while True:
-            time.sleep(sleep)
             try:
                 return call()
             except sqlite3.OperationalError as exc:
-                if not is_busy(exc) or time.monotonic() >= deadline:
+                if not is_sqlite_busy(exc):
                     raise
+                now = time.monotonic()
+                if deadline is None:
+                    deadline = now + self._timeout_ms / 1000
+                if now >= deadline:
+                    raise
+            time.sleep(sleep)
             sleep = min(sleep * 2, LONGEST_SLEEP_SECONDS)
 
     def before_read(self) -> None:

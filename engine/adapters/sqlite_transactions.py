@@ -157,7 +157,7 @@ class _Transaction:
         try:
             if self._begin == BEGIN_WRITE:
                 conn, driver = held.conn, held.driver
-                held.busy.begin_write(lambda sql: _driver_sql(conn, driver, sql), BEGIN_WRITE)
+                held.busy.retrying(lambda: _driver_sql(conn, driver, BEGIN_WRITE))
             else:
                 held.busy.before_read()
                 _driver_sql(held.conn, held.driver, self._begin)

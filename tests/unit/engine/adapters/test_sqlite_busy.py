@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from engine.adapters.database_outages import is_sqlite_busy
 from engine.adapters.queue_sqlite import SqliteTaskQueue
 from engine.adapters.run_store_sql import SqlRunStore
-from engine.adapters.sqlite_busy import BusyWait, is_busy
+from engine.adapters.sqlite_busy import BusyWait
 from engine.ports.queue import QueueUnavailable
 from engine.ports.run_store import NewRun, RunStoreUnavailable
 
@@ -100,7 +101,7 @@ def test_reads_keep_sqlites_busy_handler_and_writes_begin_without_it(tmp_path: P
     def timeout() -> int:
         return int(con.execute("PRAGMA busy_timeout").fetchone()[0])
 
-    busy.begin_write(con.execute, "BEGIN IMMEDIATE")
+    busy.retrying(lambda: con.execute("BEGIN IMMEDIATE"))
     assert con.in_transaction and timeout() == 0
     con.execute("COMMIT")
     busy.before_read()
@@ -114,6 +115,6 @@ def test_an_error_other_than_a_busy_lock_is_raised_at_once(tmp_path: Path) -> No
     busy = BusyWait(con, 60_000)
     con.execute("BEGIN")
     with pytest.raises(sqlite3.OperationalError) as caught:
-        busy.begin_write(con.execute, "BEGIN IMMEDIATE")  # within a transaction
-    assert not is_busy(caught.value)
+        busy.retrying(lambda: con.execute("BEGIN IMMEDIATE"))  # within a transaction
+    assert not is_sqlite_busy(caught.value)
     con.execute("COMMIT")
