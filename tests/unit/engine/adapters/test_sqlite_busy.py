@@ -48,11 +48,19 @@ def queue(make_sqlite_queue: Callable[[float], SqliteTaskQueue]) -> SqliteTaskQu
 def test_a_queue_write_waits_for_another_writer_and_then_goes_through(
     queue: SqliteTaskQueue, tmp_path: Path
 ) -> None:
+    begins: list[str] = []
+    queue._db.connection().set_trace_callback(
+        lambda sql: begins.append(sql) if sql.startswith("BEGIN IMMEDIATE") else None
+    )
     holder = _hold_write_lock(tmp_path / "queues.db", 0.3)
     queue.send("parse", {"n": 1}, message_id="m1")  # waits out the other writer
     holder.join()
     [message] = queue.receive("parse", 5, 0)
     assert message.message_id == "m1"
+    # it tried again and again while the lock was held (sleeps of at most 2 ms), where
+    # SQLite's busy handler makes one try of the statement that sleeps up to 100 ms at a
+    # time inside it
+    assert len(begins) >= 10, begins
 
 
 def test_a_run_store_write_waits_for_another_writer_and_then_goes_through(
