@@ -253,17 +253,18 @@ def test_a_stale_attempt_409_is_dropped(server, reg, start_worker) -> None:  # t
 
 def test_result_survives_a_task_api_restart(server, reg, start_worker) -> None:  # type: ignore[no-untyped-def]
     gate = threading.Event()
+    running = threading.Event()
 
     @worker_task("r", registry=reg)
     def r() -> dict[str, str]:
+        running.set()
         gate.wait(10)
         return {"state": "done"}
 
     w = start_worker()
     task_id = server.enqueue("r", {})
-    deadline = time.monotonic() + 5
-    while not any(p.returned for p in server.polls("r")) and time.monotonic() < deadline:
-        time.sleep(0.01)
+    # the handler has the task (the fake records a poll's tasks before it has sent them)
+    assert running.wait(5)
     server.stop()  # the Task API goes away with the task in flight
     gate.set()  # the handler completes while it is down
     deadline = time.monotonic() + 5

@@ -196,13 +196,16 @@ namespace Stepway.Worker.Tests
         public void AResultSurvivesATaskApiRestart()
         {
             var gate = new ManualResetEventSlim(false);
-            var host = NewHost().Add("r", ctx => { gate.Wait(10000); return new { state = "done" }; });
+            var running = new ManualResetEventSlim(false);
+            var host = NewHost().Add("r", ctx => { running.Set(); gate.Wait(10000); return new { state = "done" }; });
             host.Start();
             var taskId = Server.Enqueue("r", new JObject());
-            Assert.IsTrue(Server.WaitFor(() => Server.Polls("r").Any(p => p.Returned > 0)));
+            // the handler has the task (the fake records a poll's tasks before it has sent them)
+            Assert.IsTrue(running.Wait(10000), "the task reached the handler");
             Server.Stop(); // the Task API goes away with the task in flight
             gate.Set(); // the handler completes while it is down
-            Assert.IsTrue(Server.WaitFor(() => host.Outbox.Count == 1), "queued in memory");
+            Assert.IsTrue(Server.WaitFor(() => host.Outbox.Count == 1),
+                "queued in memory: " + string.Join("\n", WorkerLinesCopy()));
             Thread.Sleep(1000); // several failed retries
             Assert.IsEmpty(Server.ResultsFor(taskId));
             Server.Start(); // back on the same port, same state

@@ -63,7 +63,7 @@ namespace Stepway.Worker.Tests
             });
             host.Start();
             var first = Server.Enqueue("chain", new JObject { ["name"] = "first" }, traceparent: Trace);
-            Assert.IsTrue(Server.WaitFor(() => Server.Polls("chain").Any(p => p.Returned > 0)));
+            Assert.IsTrue(Server.WaitFor(() => { lock (seen) return seen.Count == 1; }), "the first task reached the handler");
             // queued while the first runs: the poller waits for the slot, update-v2 takes it
             var second = Server.Enqueue("chain", new JObject { ["name"] = "second" });
             release.Set();

@@ -42,6 +42,12 @@ namespace Stepway.Worker.Tests
             };
         }
 
+        /// <summary>The worker's log lines so far (for failure messages).</summary>
+        protected List<string> WorkerLinesCopy()
+        {
+            lock (WorkerLines) return new List<string>(WorkerLines);
+        }
+
         /// <summary>A host (not started) that the teardown stops.</summary>
         protected WorkerHost NewHost(Action<WorkerOptions> configure = null)
         {
