@@ -38,6 +38,10 @@ below fixes one of them, and ``tests/contract/durable_backend`` proves each fix:
   that work item completes signals nothing and the stream sleeps out its 0.1 s idle
   wait. :meth:`_enqueue_orchestration` and :meth:`_enqueue_entity` here signal on every
   enqueue.
+* **Ready work behind work in flight.** Upstream queues an instance that gets an event
+  while its work item is in flight; a stream that finds it at the head of the queue puts
+  it back and stops looking, so with two such instances ahead one that is ready waits
+  out the idle wait. Here such an instance is not queued until its work item ends.
 * **Idle streams.** The Python worker drops and reopens a stream that has been silent
   for 120 s, which would requeue the work it is still running; the stream here sends a
   health ping every ``health_ping_seconds`` while idle.
@@ -235,6 +239,9 @@ class StepwayInMemoryBackend(InMemoryOrchestrationBackend):
         self.max_finished_instances = max_finished_instances
         #: finished instances, the one that finished longest ago first
         self._finished: OrderedDict[str, None] = OrderedDict()
+        #: instances that got events while their work item was in flight, to queue when
+        #: it completes (:meth:`_enqueue_orchestration`)
+        self._held_while_in_flight: set[str] = set()
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -398,6 +405,8 @@ class StepwayInMemoryBackend(InMemoryOrchestrationBackend):
         expires_at = time.monotonic() + self.work_item_lease_seconds
         kind = item.WhichOneof("request")
         if kind == "orchestratorRequest":
+            # the work item carries every event the instance got so far
+            self._held_while_in_flight.discard(item.orchestratorRequest.instanceId)
             token = item.completionToken
             lease = _Lease(
                 token, "orchestration", stream.stream_id, expires_at,
@@ -522,8 +531,16 @@ class StepwayInMemoryBackend(InMemoryOrchestrationBackend):
         self._enqueue_entity(entity_id)
 
     def _enqueue_orchestration(self, instance_id: str) -> None:
-        # Upstream signals only when the instance was not queued yet; it may be queued
-        # and skipped while its work item is in flight, then re-enqueued on completion.
+        # An instance whose work item is in flight is not queued: its new events wait in
+        # ``pending_events`` and the work item's end queues it (upstream's completion
+        # when events are pending, or :meth:`_requeue_orchestration`, abandon, rewind).
+        # Upstream queues it, and a stream that finds it at the head puts it back and
+        # stops looking, so the instances behind it wait for the next signal or the
+        # idle wait.
+        if instance_id in self._orchestration_in_flight:
+            self._held_while_in_flight.add(instance_id)
+            return
+        # Upstream signals only when the instance was not queued yet.
         super()._enqueue_orchestration(instance_id)
         self._work_available.set()
 
@@ -668,6 +685,7 @@ class StepwayInMemoryBackend(InMemoryOrchestrationBackend):
     def _forget(self, instance_id: str) -> None:
         """Drop this class's own bookkeeping of a purged instance (caller holds the lock)."""
         self._orchestration_deliveries.pop(instance_id, None)
+        self._held_while_in_flight.discard(instance_id)
         self._executions.forget(instance_id)
 
     # ------------------------------------------------------------------ completions
@@ -699,7 +717,20 @@ class StepwayInMemoryBackend(InMemoryOrchestrationBackend):
                     "Bound the history with continue_as_new or sub-orchestrations.",
                 )
                 return pb.CompleteTaskResponse()
-            return super().CompleteOrchestratorTask(request, context)
+            response = super().CompleteOrchestratorTask(request, context)
+            # Upstream queues an instance with pending events on completion unless it is
+            # suspended (or over); one that got events while in flight is queued even
+            # then, as it was queued when they came (a suspended orchestration is handed
+            # its events, a termination among them)
+            if request.instanceId in self._held_while_in_flight:
+                self._held_while_in_flight.discard(request.instanceId)
+                if (
+                    instance.pending_events
+                    and not self._is_terminal_status(instance.status)
+                    and request.instanceId not in self._orchestration_in_flight
+                ):
+                    self._enqueue_orchestration(request.instanceId)
+            return response
 
     def _fail_instance(
         self, instance: OrchestrationInstance, error_type: str, message: str

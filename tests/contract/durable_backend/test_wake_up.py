@@ -82,3 +82,51 @@ def test_event_raised_during_a_replay_is_handed_out_without_an_idle_wait(
     assert state is not None and state.runtime_status == OrchestrationStatus.COMPLETED
     assert state.serialized_output == "7"
     assert probe.slept_through_work == 0
+
+
+def test_orchestrations_in_flight_do_not_hold_back_one_ready_behind_them(
+    backend: EmbeddedBackend, client: TaskHubGrpcClient, start_worker: Any
+) -> None:
+    """Two orchestrations whose work items are in flight get events meanwhile; a third
+    started after them is handed out at once. Upstream kept an instance with new events
+    in the queue while its work item was in flight, and a stream that met it at the head
+    put it back and stopped looking: with two of them ahead, the ready one waited out
+    the stream's idle wait (or the next signal)."""
+    probe = _IdleWaitProbe(backend.servicer)
+    backend.servicer._work_available = probe
+    gates = {"a": threading.Event(), "b": threading.Event()}
+    entered = {"a": threading.Event(), "b": threading.Event()}
+    handed_out: dict[str, float] = {}
+
+    def gated(ctx: task.OrchestrationContext, name: str) -> Any:
+        if not ctx.is_replaying:
+            entered[name].set()
+            gates[name].wait(20)  # in flight until the test says
+        value = yield ctx.wait_for_external_event("go")
+        return value
+
+    def ready(ctx: task.OrchestrationContext, _: Any) -> Any:
+        handed_out.setdefault("c", time.monotonic())
+        return "c"
+
+    start_worker({"gated": gated, "ready": ready}, {})
+    a = client.schedule_new_orchestration("gated", input="a")
+    b = client.schedule_new_orchestration("gated", input="b")
+    assert entered["a"].wait(20) and entered["b"].wait(20)
+    client.raise_orchestration_event(a, "go", data=1)
+    client.raise_orchestration_event(b, "go", data=2)
+    seen = probe.waits
+    _wait_until(lambda: probe.waits >= seen + 3)  # the stream has looked and gone idle
+    started = time.monotonic()
+    c = client.schedule_new_orchestration("ready")
+    done = client.wait_for_orchestration_completion(c, timeout=30)
+    assert done is not None and done.runtime_status == OrchestrationStatus.COMPLETED
+    assert probe.slept_through_work == 0
+    assert handed_out["c"] - started < 0.09  # not after an idle wait of 0.1 s
+    for name in gates:
+        gates[name].set()
+    for instance_id, value in ((a, "1"), (b, "2")):
+        state = client.wait_for_orchestration_completion(instance_id, timeout=30)
+        assert state is not None and state.runtime_status == OrchestrationStatus.COMPLETED
+        assert state.serialized_output == value
+    assert probe.slept_through_work == 0
