@@ -290,6 +290,11 @@ _MARKS_DELAY_SECONDS = 0.1
 _log = logging.getLogger(__name__)
 
 
+#: the first key of the PostgreSQL advisory lock that serialises the log appends of one
+#: task (the second is the hash of its id): each reads the count of its task's entries
+#: before it inserts, and two that read "one left" at once would both append
+_PG_TASK_LOG_LOCK = 0x5357_4C47  # "SWLG"
+
 #: the errors ``_raise_as_port_error`` sorts: SQLAlchemy's, and the SQLite driver's (statements
 #: run on its cursor, ``_Prepared``, and BEGIN / COMMIT, ``sqlite_transactions.py``)
 _DATABASE_ERRORS = (sa.exc.SQLAlchemyError, sqlite3.Error)
@@ -1237,6 +1242,11 @@ class SqlRunStore:
         ``TASK_LOGS_DROPPED`` entry once (the port's ``append_task_log``)."""
         if not logs:
             return
+        if self._sqlite is None:  # PostgreSQL; SQLite has one writer at a time
+            conn.execute(
+                sa.text("SELECT pg_advisory_xact_lock(:k, hashtext(:task_id))"),
+                {"k": _PG_TASK_LOG_LOCK, "task_id": task_id},
+            )
 
         def count() -> Any:
             return (

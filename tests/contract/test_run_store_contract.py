@@ -1063,6 +1063,23 @@ def test_a_tasks_log_keeps_its_first_entries_then_says_that_later_ones_are_not_k
     ]
 
 
+def test_log_lines_posted_at_once_stop_at_the_limit(store: SqlRunStore) -> None:
+    """Lines posted at the same moment to a task one short of the limit: one is kept,
+    the marker is written once, the rest are not kept (each post reads the count and
+    appends in its own transaction; on PostgreSQL two of them must not both read
+    "one left")."""
+    limit = MAX_TASK_LOG_ENTRIES
+    store.upsert_task(task("t1"), T0)
+    started = TaskUpdate(status=TaskStatus.IN_PROGRESS)
+    assert store.update_task("t1", 1, started, T0, logs=[f"l{i}" for i in range(limit - 1)])
+    for attempt in range(3):  # a race may go either way once: try it a few times
+        race(8, lambda i, a=attempt: store.append_task_log("t1", f"late {a}.{i}", T0 + 1))
+    logs = [entry.log for entry in store.list_task_logs("t1")]
+    assert len(logs) == limit + 1
+    assert logs[limit - 1].startswith("late 0.")
+    assert logs[limit] == TASK_LOGS_DROPPED
+
+
 def test_start_task_is_the_poll_bookkeeping(store: SqlRunStore) -> None:
     store.upsert_task(task("t1"), T0)
     started = store.start_task(
