@@ -42,7 +42,7 @@ async def _service(request: Request) -> WorkflowService:
 Service = Annotated[WorkflowService, Depends(_service)]
 
 
-@router.get("/search", summary="Search runs (newest first)")
+@router.get("/search", summary="Search runs (newest first, or by sort)")
 def search(
     service: Service,
     caller: Caller,
@@ -58,6 +58,10 @@ def search(
     endTime: Annotated[Int64 | None, Query(description="createTime < (epoch ms)")] = None,
     start: Annotated[NonNegative64, Query()] = 0,
     size: Annotated[int, Query(ge=0, le=1000)] = 100,
+    sort: Annotated[
+        str | None,
+        Query(description="startTime:DESC (the default), startTime:ASC or startTime"),
+    ] = None,
 ) -> dict[str, Any]:
     require_role(caller, "reader")
     found = service.find(
@@ -70,6 +74,7 @@ def search(
         end_time=endTime,
         start=start,
         size=size,
+        sort=sort,
     )
     # Conductor's SearchResult of WorkflowSummary
     return {"totalHits": found.total_hits, "results": [run_summary(r) for r in found.results]}

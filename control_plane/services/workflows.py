@@ -77,6 +77,36 @@ log = logging.getLogger(__name__)
 #: values of one field a search may allow (``IN (...)``; the run store's limit)
 _SEARCH_VALUES = 1000
 
+#: the field a search sorts by: a run's start (createTime), which every search filter's
+#: index leads with; sorting by another field would sort every matching run
+_SORT_FIELD = "startTime"
+
+
+def oldest_first(sort: str | None) -> bool:
+    """Whether a search's ``sort`` (Conductor's: ``field[:ASC|DESC]`` items joined by
+    ``|``, ASC when the direction is left out) asks for the oldest runs first. Only
+    ``startTime`` sorts; absent or blank, the newest come first. Anything else is a 400
+    naming ``sort``, not an order silently ignored."""
+    items = [item.strip() for item in (sort or "").split("|") if item.strip()]
+    if not items:
+        return False
+    ascending: list[bool] = []
+    for item in items:
+        field, _, direction = item.partition(":")
+        if field.strip() != _SORT_FIELD:
+            raise bad_request(
+                f"cannot sort by {field.strip()!r}: runs sort by {_SORT_FIELD} only "
+                f"({_SORT_FIELD}:ASC or {_SORT_FIELD}:DESC)",
+                "sort",
+            )
+        order = direction.strip().upper() or "ASC"
+        if order not in ("ASC", "DESC"):
+            raise bad_request(
+                f"sort direction {direction.strip()!r} of {_SORT_FIELD}: ASC or DESC", "sort"
+            )
+        ascending.append(order == "ASC")
+    return ascending[0]  # a later key of the same field breaks no tie
+
 
 class StartWorkflowRequest(BaseModel):
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
@@ -582,11 +612,14 @@ class WorkflowService:
         end_time: int | None,
         start: int,
         size: int,
+        sort: str | None = None,
     ) -> SearchResult:
         """The runs that every clause of ``query`` and every other argument allows
         (Conductor ANDs them: ``workflowType IN (a, b)`` is a or b, ``workflowType = a
-        AND workflowType = b`` is nothing), newest first. ``freeText`` is a run's
-        workflow id, correlation id or definition name (``*``: anything)."""
+        AND workflowType = b`` is nothing), newest first unless ``sort`` says
+        (:func:`oldest_first`). ``freeText`` is a run's workflow id, correlation id or
+        definition name (``*``: anything)."""
+        ascending = oldest_first(sort)
         names: set[str] | None = {workflow_type} if workflow_type else None
         statuses: set[str] | None = {s.upper() for s in status} if status else None
         correlation_ids: set[str] | None = {correlation_id} if correlation_id else None
@@ -625,6 +658,7 @@ class WorkflowService:
                 create_time_to=end_time,
                 start=start,
                 size=size,
+                oldest_first=ascending,
             )
         )
 

@@ -928,12 +928,13 @@ class SqlRunStore:
             conds.append(runs.c.create_time < query.create_time_to)
         where = sa.and_(sa.true(), *conds)
         count_stmt = sa.select(sa.func.count()).select_from(runs).where(where)
+        order = (
+            (runs.c.create_time.asc(), runs.c.workflow_id.asc())
+            if query.oldest_first
+            else (runs.c.create_time.desc(), runs.c.workflow_id.desc())
+        )
         page_stmt = (
-            sa.select(runs)
-            .where(where)
-            .order_by(runs.c.create_time.desc(), runs.c.workflow_id.desc())
-            .offset(query.start)
-            .limit(query.size)
+            sa.select(runs).where(where).order_by(*order).offset(query.start).limit(query.size)
         )
         with self._read() as conn:
             total = conn.execute(count_stmt).scalar_one()

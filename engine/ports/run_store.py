@@ -180,6 +180,8 @@ class RunQuery(_Record):
     """Exclusive upper bound on createTime (epoch ms)."""
     start: int = Field(default=0, ge=0)
     size: int = Field(default=100, ge=0, le=1000)
+    oldest_first: bool = False
+    """createTime ascending (then workflowId ascending) instead of newest first."""
 
 
 class PendingStart(_Record):
@@ -439,8 +441,8 @@ class RunStore(Protocol):
 
     def search_runs(self, query: RunQuery) -> SearchResult:
         """Filter by name, statuses, correlation id and createTime range; newest first
-        (createTime desc, then workflowId desc); page with start/size; total_hits
-        counts all matches."""
+        (createTime desc, then workflowId desc), or oldest first (``oldest_first``: both
+        ascending); page with start/size; total_hits counts all matches."""
         ...
 
     # --- tasks --------------------------------------------------------------

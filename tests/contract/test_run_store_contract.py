@@ -827,6 +827,18 @@ def test_search_filters_and_paging(store: SqlRunStore) -> None:
     window = store.search_runs(RunQuery(create_time_from=T0 + 5000, create_time_to=T0 + 8000))
     assert [r.workflow_id for r in window.results] == ["w07", "w06", "w05"]
 
+    # oldest first, paged and filtered as newest first is; a tie on createTime goes by
+    # workflowId in the same direction
+    oldest = store.search_runs(RunQuery(start=2, size=3, name="a", oldest_first=True))
+    assert oldest.total_hits == 13
+    assert [r.workflow_id for r in oldest.results] == ["w04", "w06", "w08"]
+    store.create_run(run("w99", name="a", create_time=T0 + 4000))  # w04's createTime
+    tied = store.search_runs(RunQuery(start=2, size=3, name="a", oldest_first=True))
+    assert [r.workflow_id for r in tied.results] == ["w04", "w99", "w06"]
+    newest = store.search_runs(RunQuery(name="a", create_time_to=T0 + 5000))
+    assert [r.workflow_id for r in newest.results] == ["w99", "w04", "w02", "w00"]
+    assert store.delete_run("w99")
+
     combined = store.search_runs(
         RunQuery(name="a", statuses=[RunStatus.COMPLETED], create_time_from=T0 + 1000)
     )

@@ -8,7 +8,7 @@ from typing import Any
 
 import httpx
 
-from engine.ports.run_store import RunStatus, RunUpdate
+from engine.ports.run_store import NewRun, RunStatus, RunUpdate
 from tests.unit.control_plane.conftest import Server, assert_error, taskdef
 
 
@@ -139,6 +139,38 @@ def test_start_read_steer_and_search(srv: Server) -> None:
     assert [r["workflowId"] for r in res["results"]] == [wid]
     assert_error(c.get("/api/workflow/search", params={"status": "NOPE"}), 400, "status")
     assert_error(c.get("/api/workflow/missing"), 404)
+
+
+def test_search_sorts_by_start_time_as_conductor_spells_it(srv: Server) -> None:
+    """``sort`` is Conductor's ``field[:ASC|DESC]`` (items joined by ``|``, ASC when the
+    direction is left out); runs sort by startTime only, and any other field or
+    direction is refused naming ``sort`` rather than ignored."""
+    c = srv.client
+    srv.register(taskdef("parse"))
+    c.post("/api/metadata/workflow", json=wf())
+    for i in range(4):
+        srv.deps.run_store.create_run(
+            NewRun(workflow_id=f"run-{i}", name="wf", version=1, create_time=1_000 + i)
+        )
+
+    def ids(**params: Any) -> list[str]:
+        response = c.get("/api/workflow/search", params={"workflowType": "wf", **params})
+        assert response.status_code == 200, response.text
+        found = response.json()
+        assert found["totalHits"] == 4
+        return [r["workflowId"] for r in found["results"]]
+
+    newest = ["run-3", "run-2", "run-1", "run-0"]
+    assert ids() == newest
+    assert ids(sort="startTime:DESC") == newest
+    assert ids(sort="startTime:ASC") == newest[::-1]
+    assert ids(sort="startTime") == newest[::-1]  # ASC when the direction is left out
+    assert ids(sort="startTime:asc|startTime:DESC") == newest[::-1]  # the first key sorts
+    assert ids(sort="startTime:ASC", start=1, size=2) == ["run-1", "run-2"]
+    assert ids(sort=" ") == newest
+    assert_error(c.get("/api/workflow/search", params={"sort": "endTime:DESC"}), 400, "sort")
+    assert_error(c.get("/api/workflow/search", params={"sort": "startTime:UP"}), 400, "sort")
+    assert_error(c.get("/api/workflow/search", params={"sort": "startTime|x"}), 400, "sort")
 
 
 def test_start_failure_leaves_no_run(make_server: Any) -> None:
