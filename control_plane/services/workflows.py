@@ -77,8 +77,9 @@ log = logging.getLogger(__name__)
 #: values of one field a search may allow (``IN (...)``; the run store's limit)
 _SEARCH_VALUES = 1000
 
-#: the field a search sorts by: a run's start (createTime), which every search filter's
-#: index leads with; sorting by another field would sort every matching run
+#: the field a search sorts by: a run's start (createTime), by which the runs table's
+#: search indexes are ordered (alone, or after the status, name or correlation id a
+#: filter names); sorting by another field would sort every matching run
 _SORT_FIELD = "startTime"
 
 
