@@ -239,9 +239,6 @@ class StepwayInMemoryBackend(InMemoryOrchestrationBackend):
         self.max_finished_instances = max_finished_instances
         #: finished instances, the one that finished longest ago first
         self._finished: OrderedDict[str, None] = OrderedDict()
-        #: instances that got events while their work item was in flight, to queue when
-        #: it completes (:meth:`_enqueue_orchestration`)
-        self._held_while_in_flight: set[str] = set()
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -405,8 +402,6 @@ class StepwayInMemoryBackend(InMemoryOrchestrationBackend):
         expires_at = time.monotonic() + self.work_item_lease_seconds
         kind = item.WhichOneof("request")
         if kind == "orchestratorRequest":
-            # the work item carries every event the instance got so far
-            self._held_while_in_flight.discard(item.orchestratorRequest.instanceId)
             token = item.completionToken
             lease = _Lease(
                 token, "orchestration", stream.stream_id, expires_at,
@@ -538,7 +533,6 @@ class StepwayInMemoryBackend(InMemoryOrchestrationBackend):
         # stops looking, so the instances behind it wait for the next signal or the
         # idle wait.
         if instance_id in self._orchestration_in_flight:
-            self._held_while_in_flight.add(instance_id)
             return
         # Upstream signals only when the instance was not queued yet.
         super()._enqueue_orchestration(instance_id)
@@ -685,7 +679,6 @@ class StepwayInMemoryBackend(InMemoryOrchestrationBackend):
     def _forget(self, instance_id: str) -> None:
         """Drop this class's own bookkeeping of a purged instance (caller holds the lock)."""
         self._orchestration_deliveries.pop(instance_id, None)
-        self._held_while_in_flight.discard(instance_id)
         self._executions.forget(instance_id)
 
     # ------------------------------------------------------------------ completions
@@ -718,18 +711,13 @@ class StepwayInMemoryBackend(InMemoryOrchestrationBackend):
                 )
                 return pb.CompleteTaskResponse()
             response = super().CompleteOrchestratorTask(request, context)
-            # Upstream queues an instance with pending events on completion unless it is
-            # suspended (or over); one that got events while in flight is queued even
-            # then, as it was queued when they came (a suspended orchestration is handed
-            # its events, a termination among them)
-            if request.instanceId in self._held_while_in_flight:
-                self._held_while_in_flight.discard(request.instanceId)
-                if (
-                    instance.pending_events
-                    and not self._is_terminal_status(instance.status)
-                    and request.instanceId not in self._orchestration_in_flight
-                ):
-                    self._enqueue_orchestration(request.instanceId)
+            # Events pending now came while the work item was in flight (its hand-out took
+            # every earlier one). Upstream queues them on completion unless the instance
+            # is suspended (or over); they are queued then too, as upstream had queued
+            # them when they came (a suspended orchestration is handed its events, a
+            # termination among them)
+            if instance.pending_events and not self._is_terminal_status(instance.status):
+                self._enqueue_orchestration(request.instanceId)
             return response
 
     def _fail_instance(
