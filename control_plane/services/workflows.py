@@ -86,27 +86,23 @@ _SORT_FIELD = "startTime"
 def oldest_first(sort: str | None) -> bool:
     """Whether a search's ``sort`` (Conductor's: ``field[:ASC|DESC]`` items joined by
     ``|``, ASC when the direction is left out) asks for the oldest runs first. Only
-    ``startTime`` sorts; absent or blank, the newest come first. Anything else is a 400
-    naming ``sort``, not an order silently ignored."""
-    items = [item.strip() for item in (sort or "").split("|") if item.strip()]
-    if not items:
-        return False
-    ascending: list[bool] = []
-    for item in items:
-        field, _, direction = item.partition(":")
-        if field.strip() != _SORT_FIELD:
+    ``startTime`` sorts, so the first item decides (a later one breaks no tie); absent
+    or blank, the newest come first. Anything else is a 400 naming ``sort``, not an
+    order silently ignored."""
+    orders: list[str] = []
+    for item in filter(None, (part.strip() for part in (sort or "").split("|"))):
+        field, _, direction = (text.strip() for text in item.partition(":"))
+        if field != _SORT_FIELD:
             raise bad_request(
-                f"cannot sort by {field.strip()!r}: runs sort by {_SORT_FIELD} only "
+                f"cannot sort by {field!r}: runs sort by {_SORT_FIELD} only "
                 f"({_SORT_FIELD}:ASC or {_SORT_FIELD}:DESC)",
                 "sort",
             )
-        order = direction.strip().upper() or "ASC"
+        order = direction.upper() or "ASC"
         if order not in ("ASC", "DESC"):
-            raise bad_request(
-                f"sort direction {direction.strip()!r} of {_SORT_FIELD}: ASC or DESC", "sort"
-            )
-        ascending.append(order == "ASC")
-    return ascending[0]  # a later key of the same field breaks no tie
+            raise bad_request(f"sort direction {direction!r} of {_SORT_FIELD}: ASC or DESC", "sort")
+        orders.append(order)
+    return bool(orders) and orders[0] == "ASC"
 
 
 class StartWorkflowRequest(BaseModel):
