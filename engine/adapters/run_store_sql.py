@@ -1243,7 +1243,7 @@ class SqlRunStore:
         ``TASK_LOGS_DROPPED`` entry once (the port's ``append_task_log``)."""
         if not logs:
             return
-        if self._sqlite is None:  # PostgreSQL; SQLite has one writer at a time
+        if self.dialect == "postgresql":  # SQLite has one writer at a time
             conn.execute(
                 sa.text("SELECT pg_advisory_xact_lock(:k, hashtext(:task_id))"),
                 {"k": _PG_TASK_LOG_LOCK, "task_id": task_id},

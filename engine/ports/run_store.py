@@ -256,8 +256,8 @@ class TaskLog(_Record):
 #: the log entries a task keeps: the first ones, then one ``TASK_LOGS_DROPPED`` entry;
 #: entries appended after that are not kept. A worker that logs without end (an
 #: IN_PROGRESS callback that adds lines each time, a loop posting to ``/log``) cannot
-#: grow a task's log, and the store, without bound. Two appends at once may each keep
-#: up to the limit's last entry, so a task may hold a few more.
+#: grow a task's log, and the store, without bound. Appends to one task take turns (SQLite
+#: has one writer; on PostgreSQL each takes an advisory lock of the task): the limit is exact.
 MAX_TASK_LOG_ENTRIES = 1000
 
 #: the entry that ends a task's log once it holds ``MAX_TASK_LOG_ENTRIES``
