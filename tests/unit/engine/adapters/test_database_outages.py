@@ -279,23 +279,17 @@ def _update_while_another_session_holds_the_row(url: str, schema_url: str) -> Ba
 
 @postgres
 @pytest.mark.postgres
+@pytest.mark.parametrize(
+    ("default_seconds", "url_option"),
+    [(0.5, ""), (3600, " -clock_timeout=300ms")],
+    ids=["the store's default", "the URL's lock_timeout over the default"],
+)
 def test_a_postgresql_call_waiting_for_a_lock_is_an_outage_after_the_lock_timeout(
-    pg_schema_url: str, monkeypatch: pytest.MonkeyPatch
+    pg_schema_url: str, monkeypatch: pytest.MonkeyPatch, default_seconds: float, url_option: str
 ) -> None:
-    monkeypatch.setattr(run_store_sql, "PG_LOCK_TIMEOUT_SECONDS", 0.5)
-    error = _update_while_another_session_holds_the_row(pg_schema_url, pg_schema_url)
-    assert isinstance(error, RunStoreUnavailable), error
-    assert error.reason == "a lock of the database was not available in time"
-
-
-@postgres
-@pytest.mark.postgres
-def test_the_urls_lock_timeout_wins_over_the_default(
-    pg_schema_url: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(run_store_sql, "PG_LOCK_TIMEOUT_SECONDS", 3600)
+    monkeypatch.setattr(run_store_sql, "PG_LOCK_TIMEOUT_SECONDS", default_seconds)
     url = make_url(pg_schema_url)
-    options = f"{url.query['options']} -clock_timeout=300ms"
+    options = f"{url.query['options']}{url_option}"
     error = _update_while_another_session_holds_the_row(
         url.update_query_dict({"options": options}).render_as_string(hide_password=False),
         pg_schema_url,

@@ -11,13 +11,16 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
+import sqlalchemy as sa
 
 from engine.adapters.database_outages import is_sqlite_busy
 from engine.adapters.queue_sqlite import SqliteTaskQueue
 from engine.adapters.run_store_sql import SqlRunStore
 from engine.adapters.sqlite_busy import BusyWait
+from engine.adapters.sqlite_transactions import BEGIN_WRITE
 from engine.ports.queue import QueueUnavailable
 from engine.ports.run_store import NewRun, RunStoreUnavailable
 
@@ -67,13 +70,23 @@ def test_a_run_store_write_waits_for_another_writer_and_then_goes_through(
     tmp_path: Path,
 ) -> None:
     store = SqlRunStore(f"sqlite:///{tmp_path / 'runs.db'}")
+    begins: list[str] = []
+
+    @sa.event.listens_for(store._engine, "before_cursor_execute")
+    def seen(*args: Any) -> None:
+        if args[2] == BEGIN_WRITE:
+            begins.append(args[2])
+
     try:
         store.create_run(NewRun(workflow_id="w0", name="wf", version=1, create_time=1))
         holder = _hold_write_lock(tmp_path / "runs.db", 0.3)
+        begins.clear()
         store.create_run(NewRun(workflow_id="w1", name="wf", version=1, create_time=2))
         holder.join()
         run = store.get_run("w1")
         assert run is not None and run.name == "wf"
+        # tried again and again while the lock was held, as the queue's writer is
+        assert len(begins) >= 10, begins
     finally:
         store.close()
 
