@@ -431,6 +431,10 @@ class ServiceBusTaskQueue:
             )
         return [self._convert(queue, m) for m in peeked]
 
+    def batch(self) -> contextlib.AbstractContextManager[None]:
+        """Every call is an operation of its own on Service Bus: nothing to group."""
+        return contextlib.nullcontext()
+
     def depth(self, queue: str) -> QueueDepth:
         with self._errors(queue):
             props = self._admin.get_queue_runtime_properties(base_queue_name(queue))

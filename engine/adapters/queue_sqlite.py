@@ -17,6 +17,10 @@ on the same file:
   then increments ``delivery_count`` (and dead-letters at ``max_delivery_count``).
 * A receive first reads whether a message is due; only then does it take the write
   lock, so idle receivers do not queue up on it.
+* ``batch()`` holds one such transaction, begun at the first write, for the calls of
+  a thread (the Task API's grouped hand-offs, ``control_plane/services/write_groups.py``);
+  each call inside it is a savepoint, so a call that fails undoes only its own writes,
+  and the wake-ups of its sends wait for its commit.
 * ``receive(max_wait_seconds=...)`` long-polls: it waits until a send in this
   process to one of its queues wakes it (one waiter per message, the longest
   waiting, so that a message does not wake every idle receiver of the process), or
@@ -229,6 +233,18 @@ def _raise_if_outage(exc: sqlite3.Error) -> None:
         raise QueueUnavailable(outage.reason, outage.detail) from exc
 
 
+class _Batch:
+    """A thread's batch (``SqliteDatabase.batch``)."""
+
+    __slots__ = ("open", "wakes")
+
+    def __init__(self) -> None:
+        #: its transaction has begun (and the file's write lock of this process is held)
+        self.open = False
+        #: the queues whose receivers to wake once it commits
+        self.wakes: list[str | None] = []
+
+
 class SqliteDatabase:
     """Connections to one queue database file: one per thread, WAL mode."""
 
@@ -272,11 +288,92 @@ class SqliteDatabase:
                     con.execute(statement)
         self.shared.schema_ready = True
 
+    def _batch(self) -> _Batch | None:
+        """This thread's batch; None outside one."""
+        state: _Batch | None = getattr(self._local, "batch", None)
+        return state
+
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[None]:
+        """One write transaction for this thread's calls in the block, committed at its
+        end: it begins with the block's first write (``BEGIN IMMEDIATE``, the file's
+        write lock), so a block that only reads takes no lock; from then on ``read``
+        and ``read_row`` use it too. The receivers its writes would wake are woken after
+        the commit. A batch inside a batch is part of it."""
+        if self._batch() is not None:
+            yield
+            return
+        state = _Batch()
+        self._local.batch = state
+        try:
+            yield
+            if state.open:
+                self._end_batch(state, "COMMIT")
+        except BaseException:
+            if state.open:
+                with contextlib.suppress(Exception):  # what the block raised is the error
+                    self._end_batch(state, "ROLLBACK")
+            raise
+        finally:
+            self._local.batch = None
+        for queue in dict.fromkeys(state.wakes):
+            self.notify(queue)
+
+    def _begin_batch(self, state: _Batch) -> sqlite3.Connection:
+        """The batch's transaction, begun at its first write."""
+        con = self.connection()
+        if not state.open:
+            self.shared.write_lock.acquire()
+            try:
+                self._local.busy.retrying(lambda: con.execute("BEGIN IMMEDIATE"))
+            except BaseException as exc:
+                self.shared.write_lock.release()
+                if isinstance(exc, sqlite3.Error):
+                    _raise_if_outage(exc)
+                raise
+            state.open = True
+        return con
+
+    def _end_batch(self, state: _Batch, statement: str) -> None:
+        con: sqlite3.Connection = self._local.con
+        try:
+            con.execute(statement)
+        except sqlite3.Error as exc:
+            if statement == "COMMIT":
+                with contextlib.suppress(sqlite3.Error):
+                    con.execute("ROLLBACK")
+            _raise_if_outage(exc)
+            raise
+        finally:
+            state.open = False
+            self.shared.write_lock.release()
+
+    @contextlib.contextmanager
+    def _savepoint(self, con: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+        """A write inside this thread's batch: a savepoint, undone alone when it raises."""
+        try:
+            con.execute("SAVEPOINT queue_call")
+            try:
+                yield con
+            except BaseException:
+                con.execute("ROLLBACK TO queue_call")
+                con.execute("RELEASE queue_call")
+                raise
+            con.execute("RELEASE queue_call")
+        except sqlite3.Error as exc:
+            _raise_if_outage(exc)
+            raise
+
     @contextlib.contextmanager
     def write(self) -> Iterator[sqlite3.Connection]:
-        """One ``BEGIN IMMEDIATE`` transaction (the file's write lock). An outage of
-        the file (locked past the busy timeout, unreadable) raises
-        :class:`QueueUnavailable`."""
+        """One ``BEGIN IMMEDIATE`` transaction (the file's write lock), or a savepoint
+        of this thread's batch. An outage of the file (locked past the busy timeout,
+        unreadable) raises :class:`QueueUnavailable`."""
+        state = self._batch()
+        if state is not None:
+            with self._savepoint(self._begin_batch(state)) as con:
+                yield con
+            return
         try:
             con = self.connection()
             with self.shared.write_lock:
@@ -295,6 +392,14 @@ class SqliteDatabase:
     def read(self) -> Iterator[sqlite3.Connection]:
         """One read transaction (a consistent snapshot; never blocks writers). An outage
         of the file raises :class:`QueueUnavailable`."""
+        state = self._batch()
+        if state is not None and state.open:  # the batch's snapshot, with its writes
+            try:
+                yield self._local.con
+            except sqlite3.Error as exc:
+                _raise_if_outage(exc)
+                raise
+            return
         try:
             con = self.connection()
             self._local.busy.before_read()
@@ -313,6 +418,9 @@ class SqliteDatabase:
         file raises :class:`QueueUnavailable`."""
         try:
             con = self.connection()
+            state = self._batch()
+            if state is not None and state.open:
+                return con.execute(sql, args).fetchone()
             return self._local.busy.retrying(lambda: con.execute(sql, args).fetchone())
         except sqlite3.Error as exc:
             _raise_if_outage(exc)
@@ -320,7 +428,12 @@ class SqliteDatabase:
 
     def notify(self, queue: str | None = None) -> None:
         """A message of ``queue`` can be received (None: of any queue): wakes a receiver
-        of this process and rings the other processes' doorbells."""
+        of this process and rings the other processes' doorbells (inside a batch: once
+        it committed)."""
+        state = self._batch()
+        if state is not None:
+            state.wakes.append(queue)
+            return
         self.shared.wake(queue)
         self.shared.doorbell.ring(queue)
 
@@ -477,6 +590,9 @@ class SqliteTaskQueue:
                 None if ttl is None else max(now, scheduled or now) + ttl,
             ),
         )
+
+    def batch(self) -> contextlib.AbstractContextManager[None]:
+        return self._db.batch()
 
     # -- receiving ---------------------------------------------------------
 

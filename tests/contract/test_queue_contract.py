@@ -360,6 +360,105 @@ def test_settle_deferred_leaves_an_active_or_fetched_message_alone(harness: Harn
     assert q.depth(name).total == 0
 
 
+# -- batches -------------------------------------------------------------------
+
+
+def test_a_batch_is_one_transaction_seen_by_others_once_it_ends(harness: Harness) -> None:
+    q, name = harness.queue, harness.new_queue()
+    q.send(name, {"n": 1}, "b:1")
+    replica = harness.replica()
+    with q.batch():
+        [m] = q.receive(name, 1, 0.0)
+        q.defer(name, m)
+        q.send(name, {"n": 2}, "b:2")
+        if harness.kind == "sqlite":
+            # nothing of it is seen outside before it ends (Service Bus: each call is
+            # an operation of its own)
+            assert replica.depth(name).deferred == 0
+            assert replica.peek(name, 10)[0].json() == {"n": 1}
+    assert [x.json() for x in replica.receive(name, 5, 1.0)] == [{"n": 2}]
+    [fetched] = replica.receive_deferred(name, [m.sequence_number])
+    assert fetched.json() == {"n": 1}
+
+
+def test_a_batch_that_raises_leaves_nothing(harness: Harness) -> None:
+    if harness.kind != "sqlite":
+        pytest.skip("Service Bus has no transaction to roll back: each call stands")
+    q, name = harness.queue, harness.new_queue()
+    q.send(name, {"n": 1}, "r:1")
+    with pytest.raises(RuntimeError), q.batch():
+        [m] = q.receive(name, 1, 0.0)
+        q.complete(name, m)
+        q.send(name, {"n": 2}, "r:2")
+        raise RuntimeError("the caller failed")
+    got = q.receive(name, 5, 0.5)
+    assert [x.json() for x in got] == [{"n": 1}]
+    assert got[0].delivery_count == 0  # its lock was rolled back with the rest
+
+
+def test_a_call_that_fails_in_a_batch_undoes_only_its_own_writes(harness: Harness) -> None:
+    q, name = harness.queue, harness.new_queue()
+    for i in range(2):
+        q.send(name, {"n": i}, f"u:{i}")
+    first, second = q.receive(name, 2, 1.0)
+    q.defer(name, first)
+    q.defer(name, second)
+    with q.batch():
+        q.send(name, {"n": 2}, "u:2")
+        with pytest.raises(MessageNotFound):
+            # the first one would be locked, the missing one makes the call fail: neither
+            q.receive_deferred(name, [first.sequence_number, 10**12])
+        [fetched] = q.receive_deferred(name, [second.sequence_number])
+    assert [x.json() for x in q.receive(name, 5, 1.0)] == [{"n": 2}]
+    # the failed call locked nothing: the first is there to fetch, the second is locked
+    assert [x.json() for x in q.receive_deferred(name, [first.sequence_number])] == [{"n": 0}]
+    with pytest.raises(MessageNotFound):
+        q.receive_deferred(name, [second.sequence_number])
+    q.complete(name, fetched)
+
+
+def test_a_batch_that_only_reads_lets_others_write(tmp_path: Path) -> None:
+    """SQLite: the batch's transaction begins at its first write; until then another
+    process's writer (here a connection of its own with no busy wait) is not held up."""
+    import sqlite3
+
+    path = tmp_path / "reads.db"
+    SqliteQueueProvisioner(path).ensure_queue("r", QueueSettings())
+    q, other = SqliteTaskQueue(path), SqliteTaskQueue(path)
+    q.send("r", {"n": 1}, "r:1")
+    raw = sqlite3.connect(path, timeout=0, isolation_level=None)
+    try:
+        with q.batch():
+            assert q.peek("r", 5)[0].json() == {"n": 1}
+            assert q.receive("r", 1, 0.0) != []  # its first write: the lock is taken now
+            with pytest.raises(sqlite3.OperationalError, match="locked"):
+                raw.execute("BEGIN IMMEDIATE")
+        raw.execute("BEGIN IMMEDIATE")  # free again once it committed
+        raw.execute("ROLLBACK")
+        with q.batch():
+            assert q.depth("r").total == 1
+            raw.execute("BEGIN IMMEDIATE")  # a batch that only read holds no lock
+            raw.execute("ROLLBACK")
+        other.send("r", {"n": 2}, "r:2")
+    finally:
+        raw.close()
+        q.close()
+        other.close()
+
+
+def test_a_receiver_waiting_on_a_batch_send_gets_it(harness: Harness) -> None:
+    """The wake-up of a send in a batch is given once the batch committed, and not lost."""
+    q, name = harness.queue, harness.new_queue()
+    got: list[QueueMessage] = []
+    waiting = threading.Thread(target=lambda: got.extend(q.receive(name, 1, 10.0)))
+    waiting.start()
+    time.sleep(0.3)  # the receiver waits by now
+    with q.batch():
+        q.send(name, {"n": 1}, "w:1")
+    waiting.join(15)
+    assert [m.json() for m in got] == [{"n": 1}]
+
+
 def test_receive_deferred_of_an_active_message_is_not_found(harness: Harness) -> None:
     q, name = harness.queue, harness.new_queue()
     q.send(name, {"x": 1}, "n:1")
