@@ -31,6 +31,7 @@ from control_plane.services.task_results import TaskResults
 from control_plane.services.task_support import TaskDefCache
 from control_plane.services.tasks import TaskService
 from control_plane.services.workflows import WorkflowService
+from control_plane.services.write_groups import WriteGroups
 from engine.ports.payload_store import InvalidReference, PayloadNotFound
 
 __all__ = ["StepwayApp", "create_app"]
@@ -144,6 +145,8 @@ def create_app(
     app.state.task_service = tasks
     app.state.task_handout = TaskHandout(settings, deps, taskdefs)
     app.state.task_results = TaskResults(settings, deps, taskdefs)
+    # the Task API's writes on local adapters, grouped per turn of the event loop
+    app.state.write_groups = WriteGroups(deps.run_store, deps.queue)
     app.state.metadata_service = MetadataService(settings, deps)
     app.state.workflow_service = WorkflowService(settings, deps, tasks)
     # starts a stopped process stored but did not schedule (with every adapter local, all

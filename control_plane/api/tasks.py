@@ -5,6 +5,7 @@ and :mod:`~control_plane.services.tasks`."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import time
 from collections.abc import Callable
@@ -30,6 +31,7 @@ from control_plane.services.task_results import (
 from control_plane.services.task_tracing import result_span
 from control_plane.services.tasks import TaskService
 from control_plane.services.workflows import WorkflowService
+from control_plane.services.write_groups import WriteGroups
 from engine.language.validation import queue_name_problem
 from engine.ports.queue import QueueError
 from engine.runtime.tracing import TASK_TYPE
@@ -133,11 +135,14 @@ async def _handed_out(
 
     On local adapters (``Deps.local_adapters``) the poll first runs here on the event
     loop without waiting: handing out a task that is there costs no hop to a thread
-    and back (half of a hand-off's server CPU under load, bench/profile_handoffs.py).
-    Only a poll that has to wait goes to a poll thread, in one hop, where it asks
-    ``receiver_gone`` while it waits."""
+    and back (half of a hand-off's server CPU under load, bench/profile_handoffs.py),
+    and its writes share their transactions with those of the other requests of this
+    turn of the loop (control_plane/services/write_groups.py). Only a poll that has to
+    wait goes to a poll thread, in one hop, where it asks ``receiver_gone`` while it
+    waits."""
     if service.deps.local_adapters:
-        tasks, holder = poll(0, _never_gone)
+        groups: WriteGroups = request.app.state.write_groups
+        tasks, holder = await groups.run(functools.partial(poll, 0, _never_gone))
         if tasks or holder is None or timeout_ms <= 0:
             # not asked whether the client went away: the poll ran at once, without
             # giving the loop a turn to take note of a disconnect, so only a client
@@ -227,25 +232,34 @@ def _update(
 
 
 async def _accepted(
-    results: TaskResults, caller: Principal, result: TaskResultIn, trace: str | None
-) -> UpdateOutcome:
-    """:func:`_update` from the event loop. On local adapters (``Deps.local_adapters``)
-    the result is checked and recorded here, and only its event goes to a thread when
-    raising it is a round trip to another process (``RunSignals.round_trips``: the
-    durable backend, which answers in milliseconds when busy), during which the loop
-    would serve no other request. Else the whole update runs in a thread."""
+    request: Request,
+    results: TaskResults,
+    caller: Principal,
+    result: TaskResultIn,
+    trace: str | None,
+) -> tuple[UpdateOutcome, Callable[[], None] | None]:
+    """:func:`_update` from the event loop; the outcome, and what is left of it to do in
+    a write group (``TaskResults.after_signal``: the message settled), if anything.
+
+    On local adapters (``Deps.local_adapters``) the result is checked and recorded here,
+    in a write group (control_plane/services/write_groups.py), and only its event goes
+    to a thread when raising it is a round trip to another process
+    (``RunSignals.round_trips``: the durable backend, which answers in milliseconds when
+    busy), during which the loop would serve no other request. Else the whole update
+    runs in a thread."""
     if not results.deps.local_adapters:
-        return await anyio.to_thread.run_sync(_update, results, caller, result, trace)
+        return await anyio.to_thread.run_sync(_update, results, caller, result, trace), None
+    groups: WriteGroups = request.app.state.write_groups
     with result_span(results.deps.tracer_provider, result, trace) as current:
-        outcome, signal = results.accept(result, caller)
+        outcome, signal = await groups.run(functools.partial(results.accept, result, caller))
         current.set_attribute(TASK_TYPE, outcome.task_type)
-        if signal is not None:
-            if results.deps.signals.round_trips:
-                signalled = await anyio.to_thread.run_sync(results.raise_signal, signal)
-            else:
-                signalled = results.raise_signal(signal)
-            results.after_signal(signal, signalled)
-        return outcome
+        if signal is None:
+            return outcome, None
+        if results.deps.signals.round_trips:
+            signalled = await anyio.to_thread.run_sync(results.raise_signal, signal)
+        else:
+            signalled = results.raise_signal(signal)
+    return outcome, functools.partial(results.after_signal, signal, signalled)
 
 
 @router.post(
@@ -258,7 +272,10 @@ async def _accepted(
 async def update_task(request: Request, caller: Caller, result: TaskResultIn) -> Response:
     results: TaskResults = request.app.state.task_results
     trace = request.headers.get("traceparent")
-    outcome = await _accepted(results, caller, result, trace)
+    outcome, settle = await _accepted(request, results, caller, result, trace)
+    if settle is not None:
+        groups: WriteGroups = request.app.state.write_groups
+        await groups.run(settle)
     # the task id is text already: answered as it is, not validated against the model
     return PlainTextResponse(outcome.task_id)
 
@@ -283,6 +300,8 @@ async def update_task_v2(request: Request, caller: Caller, result: TaskResultIn)
     # caller gets no next task: set by the update, which runs once
     after: tuple[str, str | None, str, str] | None = None
     updated = False
+    # what is left of the update (its message settled): done with the first poll
+    settle: Callable[[], None] | None = None
 
     def next_poll(outcome: UpdateOutcome) -> tuple[str, str | None, str, str] | None:
         worker_id = outcome.worker_id or result.worker_id or caller.name
@@ -294,13 +313,17 @@ async def update_task_v2(request: Request, caller: Caller, result: TaskResultIn)
         return None
 
     if results.deps.local_adapters:  # the update first, its event in a thread
-        after = next_poll(await _accepted(results, caller, result, trace))
+        outcome, settle = await _accepted(request, results, caller, result, trace)
+        after = next_poll(outcome)
         updated = True
 
     def update_then_poll(
         wait_ms: int, receiver_gone: Callable[[], bool]
     ) -> tuple[list[dict[str, Any]], str | None]:
-        nonlocal after, updated
+        nonlocal after, updated, settle
+        if settle is not None:  # in the first poll's write group
+            settle_now, settle = settle, None
+            settle_now()
         if not updated:  # in the poll's thread: one hop for both
             after = next_poll(_update(results, caller, result, trace))
             updated = True
