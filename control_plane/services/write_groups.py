@@ -96,7 +96,11 @@ class WriteGroups:
     def _run_waiting(self) -> None:
         waiting, self._waiting = self._waiting, []
         for start in range(0, len(waiting), self._max_group):
-            self._run_group(waiting[start : start + self._max_group])
+            try:
+                self._run_group(waiting[start : start + self._max_group])
+            except BaseException as exc:  # the process is stopping: no request waits on
+                _fail(waiting[start:], exc)
+                raise
 
     def _run_group(self, group: list[_Waiting]) -> None:
         self.groups += 1
@@ -104,9 +108,7 @@ class WriteGroups:
         try:
             outcomes = self._in_transactions(group)
         except Exception as exc:
-            for _, done in group:
-                if not done.done():
-                    done.set_exception(exc)
+            _fail(group, exc)
             return
         for (ok, value), (_, done) in zip(outcomes, group, strict=True):
             if done.done():  # its request was canceled meanwhile
@@ -140,6 +142,12 @@ class WriteGroups:
             raise
         queue_batch.__exit__(None, None, None)
         return outcomes
+
+
+def _fail(waiting: list[_Waiting], exc: BaseException) -> None:
+    for _, done in waiting:
+        if not done.done():
+            done.set_exception(exc)
 
 
 def _outcome(work: Callable[[], Any]) -> tuple[bool, Any]:
