@@ -289,9 +289,11 @@ async def update_task_v2(request: Request, caller: Caller, result: TaskResultIn)
     """As Conductor's ``updateTaskV2``: the result is accepted, then one task of the
     updated task's type and domain is polled for the worker, waiting up to
     ``UPDATE_V2_POLL_MS``. A caller that does not serve the type, or a type without a
-    task definition where they are required, gets 204. Both happen in one hop to a poll
-    thread; a task handed out to a client that went away meanwhile is given back, as
-    by a poll."""
+    task definition where they are required, gets 204. With network adapters both
+    happen in one hop to a poll thread; on local adapters the result and the next
+    task's hand-out each join a write group on the event loop (``_accepted``,
+    ``_handed_out``), and only a wait for a task goes to a poll thread. A task handed
+    out to a client that went away meanwhile is given back, as by a poll."""
     results: TaskResults = request.app.state.task_results
     handout: TaskHandout = request.app.state.task_handout
     trace = request.headers.get("traceparent")
