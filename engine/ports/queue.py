@@ -296,11 +296,11 @@ class TaskQueue(Protocol):
         """A block in which the calls of this thread are one transaction where the
         adapter keeps its messages in a database (SQLite): committed at the block's
         end, rolled back when the block raises; a call that raises inside it undoes its
-        own writes only (as it would alone), and the others' stand. Until the block
-        ends, other threads and processes wait to write (and see none of its writes),
-        and receivers woken by its sends are woken after it commits. A batch inside a
-        batch is part of it. Where every call is an operation of its own (Service Bus)
-        the block changes nothing."""
+        own writes only (as it would alone), and the others' stand. From its first
+        write until the block ends, other threads and processes wait to write (and see
+        none of its writes); receivers woken by its sends are woken after it commits.
+        A batch inside a batch is part of it. Where every call is an operation of its
+        own (Service Bus) the block changes nothing."""
         ...
 
     def receive_deferred(self, queue: str, sequence_numbers: Sequence[int]) -> list[QueueMessage]:

@@ -424,7 +424,7 @@ def test_a_batch_that_only_reads_lets_others_write(tmp_path: Path) -> None:
 
     path = tmp_path / "reads.db"
     SqliteQueueProvisioner(path).ensure_queue("r", QueueSettings())
-    q, other = SqliteTaskQueue(path), SqliteTaskQueue(path)
+    q = SqliteTaskQueue(path)
     q.send("r", {"n": 1}, "r:1")
     raw = sqlite3.connect(path, timeout=0, isolation_level=None)
     try:
@@ -439,24 +439,33 @@ def test_a_batch_that_only_reads_lets_others_write(tmp_path: Path) -> None:
             assert q.depth("r").total == 1
             raw.execute("BEGIN IMMEDIATE")  # a batch that only read holds no lock
             raw.execute("ROLLBACK")
-        other.send("r", {"n": 2}, "r:2")
     finally:
         raw.close()
         q.close()
-        other.close()
 
 
-def test_a_receiver_waiting_on_a_batch_send_gets_it(harness: Harness) -> None:
-    """The wake-up of a send in a batch is given once the batch committed, and not lost."""
-    q, name = harness.queue, harness.new_queue()
+def test_a_receiver_waiting_on_a_batch_send_is_woken_once_it_committed(tmp_path: Path) -> None:
+    """SQLite: a long poll of 30 s that re-reads the file only at its end (idle re-reads
+    every 60 s here) gets a message sent meanwhile only when it is woken. A wake-up given
+    inside the batch, before the commit, would find nothing and leave it waiting out its
+    30 s; a lost one likewise."""
+    path = tmp_path / "wake.db"
+    SqliteQueueProvisioner(path).ensure_queue("w", QueueSettings())
+    q = SqliteTaskQueue(path, idle_poll_seconds=(60.0, 60.0))
     got: list[QueueMessage] = []
-    waiting = threading.Thread(target=lambda: got.extend(q.receive(name, 1, 10.0)))
+    waiting = threading.Thread(target=lambda: got.extend(q.receive("w", 1, 30.0)))
     waiting.start()
-    time.sleep(0.3)  # the receiver waits by now
-    with q.batch():
-        q.send(name, {"n": 1}, "w:1")
-    waiting.join(15)
-    assert [m.json() for m in got] == [{"n": 1}]
+    try:
+        time.sleep(0.3)  # the receiver waits by now
+        with q.batch():
+            q.send("w", {"n": 1}, "w:1")
+            time.sleep(0.2)  # a wake-up given now would find the message not committed
+        waiting.join(10)
+        assert not waiting.is_alive(), "the receiver was not woken by the batch's send"
+        assert [m.json() for m in got] == [{"n": 1}]
+    finally:
+        waiting.join(35)
+        q.close()
 
 
 def test_receive_deferred_of_an_active_message_is_not_found(harness: Harness) -> None:
