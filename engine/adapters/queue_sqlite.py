@@ -349,41 +349,25 @@ class SqliteDatabase:
             self.shared.write_lock.release()
 
     @contextlib.contextmanager
-    def _savepoint(self, con: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
-        """A write inside this thread's batch: a savepoint, undone alone when it raises."""
-        try:
-            con.execute("SAVEPOINT queue_call")
-            try:
-                yield con
-            except BaseException:
-                con.execute("ROLLBACK TO queue_call")
-                con.execute("RELEASE queue_call")
-                raise
-            con.execute("RELEASE queue_call")
-        except sqlite3.Error as exc:
-            _raise_if_outage(exc)
-            raise
-
-    @contextlib.contextmanager
     def write(self) -> Iterator[sqlite3.Connection]:
-        """One ``BEGIN IMMEDIATE`` transaction (the file's write lock), or a savepoint
-        of this thread's batch. An outage of the file (locked past the busy timeout,
-        unreadable) raises :class:`QueueUnavailable`."""
+        """One ``BEGIN IMMEDIATE`` transaction (the file's write lock), or in this
+        thread's batch a savepoint of it, undone alone when the block raises. An outage
+        of the file (locked past the busy timeout, unreadable) raises
+        :class:`QueueUnavailable`."""
         state = self._batch()
-        if state is not None:
-            with self._savepoint(self._begin_batch(state)) as con:
-                yield con
-            return
         try:
+            if state is not None:
+                con = self._begin_batch(state)
+                con.execute("SAVEPOINT queue_call")
+                undo = ("ROLLBACK TO queue_call", "RELEASE queue_call")
+                with _kept_or_undone(con, "RELEASE queue_call", undo):
+                    yield con
+                return
             con = self.connection()
             with self.shared.write_lock:
                 self._local.busy.retrying(lambda: con.execute("BEGIN IMMEDIATE"))
-                try:
+                with _kept_or_undone(con, "COMMIT", ("ROLLBACK",)):
                     yield con
-                except BaseException:
-                    con.execute("ROLLBACK")
-                    raise
-                con.execute("COMMIT")
         except sqlite3.Error as exc:
             _raise_if_outage(exc)
             raise
@@ -446,6 +430,18 @@ class SqliteDatabase:
                 with contextlib.suppress(sqlite3.Error):
                     con.close()
             self._all.clear()
+
+
+@contextlib.contextmanager
+def _kept_or_undone(con: sqlite3.Connection, keep: str, undo: tuple[str, ...]) -> Iterator[None]:
+    """The block's statements kept with ``keep``, or undone with ``undo`` when it raises."""
+    try:
+        yield
+    except BaseException:
+        for statement in undo:
+            con.execute(statement)
+        raise
+    con.execute(keep)
 
 
 def _check_queues(con: sqlite3.Connection, queues: list[str]) -> None:
