@@ -304,7 +304,8 @@ class TaskApiOnly:
 
 def trace_points() -> list[tuple[Any, str, str]]:
     """(class, method, label) of the hops of a step that ``bench.trace_steps`` times:
-    the engine worker's orchestrator and activity executions (durabletask), the embedded
+    the engine worker's orchestrator and activity executions (durabletask) and the
+    dispatch of a WORKER task in an orchestrator's work item, the embedded
     backend's completions, events and hand-outs, and the Task API's poll, hand-out,
     result and signals."""
     import durabletask.worker as dt_worker
@@ -314,11 +315,14 @@ def trace_points() -> list[tuple[Any, str, str]]:
     from control_plane.services.task_support import TaskSupport
     from engine.adapters.backend.embedded import StepwayInMemoryBackend
     from engine.adapters.backend.sessions import SessionWorkerMixin
+    from engine.runtime.activities import RunActivities
 
     return [
         # the worker of stepway dev keeps orchestration sessions: its override runs
         (SessionWorkerMixin, "_execute_orchestrator", "engine: orchestrator work item"),
         (dt_worker.TaskHubGrpcWorker, "_execute_activity", "engine: activity"),
+        # a WORKER task queued in the orchestrator's work item (the engine hosts both)
+        (RunActivities, "dispatch_here", "engine: dispatch"),
         (StepwayInMemoryBackend, "CompleteOrchestratorTask", "backend: orchestrator completed"),
         (StepwayInMemoryBackend, "CompleteActivityTask", "backend: activity completed"),
         (StepwayInMemoryBackend, "RaiseEvent", "backend: event raised"),

@@ -221,12 +221,10 @@ class System:
         that kind, the difference divided by k (no continue-as-new in between)."""
         kind = HISTORY_KINDS[variant]
         if kind.startswith("WORKER:"):
-            # The worker answers after 50 ms. A result that comes before the dispatch
-            # activity's completion ends a run's last step without it (the run is over
-            # when the completion arrives: it is not recorded), and one run's last step
-            # doing so and the other's not put a whole event more or less on k steps
-            # (4.25 events a step, TaskCompleted 1.25, in one full run). Each step then
-            # has the two episodes of the usual case: its dispatch, then its result.
+            # The worker answers after 50 ms, so that each step's result comes in an
+            # episode of its own. (Where the dispatch was an activity, a result that came
+            # before its completion ended a run's last step without it, and one run
+            # doing so and the other not put a whole event more or less on k steps.)
             self._workers_for(
                 "hist", "bench.worker_sdk", [self.sw.url, "bench_hist", "1", "0.05"], 1
             )

@@ -4,7 +4,8 @@ Wraps the hops of a step (``bench.stepway_setup.trace_points``) with timing, run
 10-step runs of WORKER steps (one SDK worker process) or HTTP steps on the in-process
 platform, and prints, for the steps in the middle of the runs, grouped by the order
 their hops came in (the two most common orders), the median time of each hop's start
-(``>``) and end (``<``) after the step's activity started and since the hop before:
+(``>``) and end (``<``) after the step began (a WORKER task's dispatch in the
+orchestrator's work item, an HTTP step's activity) and since the hop before:
 where the wall-clock time of a step goes, hop by hop. Timing wrappers cost a few microseconds."""
 
 from __future__ import annotations
@@ -118,12 +119,16 @@ def main() -> int:
             workers.stop()
         sw.close()
         stub.terminate()
-    step = "stepway.dispatch" if args.kind == "worker" else "stepway.builtin"
+    # a WORKER step starts with its dispatch (in the orchestrator's work item), an HTTP
+    # step with its activity
+    anchor = ("engine: dispatch >", "") if args.kind == "worker" else None
     starts = [
-        i for i, (_, hop, what) in enumerate(events) if hop == "engine: activity >" and what == step
+        i
+        for i, (_, hop, what) in enumerate(events)
+        if (hop, what) == anchor or (hop == "engine: activity >" and what == "stepway.builtin")
     ]
     # steps grouped by the order their hops came in: the medians of one order add up
-    # (a step whose result came before its dispatch's completion has other hops)
+    # (a step whose result came while its work item was still running has other hops)
     orders: dict[tuple[tuple[str, str], ...], list[list[float]]] = defaultdict(list)
     for a, b in itertools.pairwise(starts):
         t0 = events[a][0]
@@ -139,12 +144,12 @@ def main() -> int:
     for hops, samples in sorted(orders.items(), key=lambda kv: -len(kv[1]))[:2]:
         print(
             f"\n{len(samples)} of {steps} steps had these hops in this order; median ms "
-            "after the step's activity started, and since the hop before:"
+            "after the step's dispatch or activity started, and since the hop before:"
         )
         previous = 0.0
         for i, (hop, what) in enumerate(hops):
             at = median([sample[i] for sample in samples])
-            label = "next step's activity >" if i == len(hops) - 1 else hop
+            label = "next step's start >" if i == len(hops) - 1 else hop
             print(f"  {at:7.2f}  +{at - previous:5.2f}  {label:40} {what}")
             previous = at
     return 0

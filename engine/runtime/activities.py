@@ -192,7 +192,9 @@ class RunActivities:
 
     def dispatch(self, ctx: dt.ActivityContext, raw: Any) -> dict[str, Any]:
         """Queue one attempt of a WORKER task."""
-        data = parse(DispatchInput, raw)
+        return self._dispatch_traced(parse(DispatchInput, raw)).wire()
+
+    def _dispatch_traced(self, data: DispatchInput) -> DispatchResult:
         task = data.task
         with span(
             self.tracer,
@@ -208,7 +210,24 @@ class RunActivities:
         ) as current:
             result = self._dispatch(data, traceparent_of(current))
             current.set_attribute(STATUS, "FAILED" if result.error else "SCHEDULED")
-            return result.wire()
+            return result
+
+    def dispatch_here(self, data: DispatchInput) -> bool:
+        """The dispatch activity's work done in the orchestration's work item of a process
+        that hosts the activities too (``engine.runtime.interpreter.LocalDispatch``), with
+        the same idempotent writes and send. True when the attempt is queued; False when
+        it failed or cannot be queued, so that the dispatch activity does it again with
+        its retries and answers the error."""
+        try:
+            return self._dispatch_traced(data).error is None
+        except Exception as exc:
+            log.info(
+                "run %s: task %s goes to the dispatch activity: %s",
+                data.workflow_id,
+                data.task.task_id,
+                exc,
+            )
+            return False
 
     def resolve_child(self, ctx: dt.ActivityContext, raw: Any) -> dict[str, Any]:
         """Resolve a SUB_WORKFLOW's definition version and write the child's run row."""

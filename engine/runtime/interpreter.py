@@ -8,16 +8,17 @@ orchestration context or from activities.
 
 Waits:
 
-* WORKER: the dispatch activity queues the task; the run then waits for the external event
-  named by the task id (the result), raced against ONE durable timer for the earliest
-  deadline. The run is not told of the hand-out: until it knows, the timer is armed for
-  the earliest the response timeout can fall (a worker may take the task the moment it is
-  queued), and when a deadline that depends on the worker (poll, response) is due, the
-  check activity reads the attempt's row and lease from the run store (taken? since
-  when? a result posted?) before the task times out or the timer is armed again. A
-  ``<taskId>.started`` event, when one is raised, is applied the same way. A committed
-  durable timer fires even after its wait is over, so stale timer firings are recognised
-  (by task, attempt and fire time) and ignored.
+* WORKER: the dispatch activity queues the task (or, where the process hosts the
+  activities too, the work item that starts the attempt does: :data:`LocalDispatch`); the
+  run then waits for the external event named by the task id (the result), raced against
+  ONE durable timer for the earliest deadline. The run is not told of the hand-out:
+  until it knows, the timer is armed for the earliest the response timeout can fall (a
+  worker may take the task the moment it is queued), and when a deadline that depends
+  on the worker (poll, response) is due, the check activity reads the attempt's row and
+  lease from the run store (taken? since when? a result posted?) before the task times
+  out or the timer is armed again. A ``<taskId>.started`` event, when one is raised, is
+  applied the same way. A committed durable timer fires even after its wait is over, so
+  stale timer firings are recognised (by task, attempt and fire time) and ignored.
 * HUMAN and WAIT without a duration: the external event named by the task id.
 * Activity types: the activity returns a result envelope; retries are the Decider's (so
   Retry-After and terminal errors are honoured), with the retry delay as a durable timer.
@@ -50,7 +51,7 @@ import json
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from durabletask import task as dt
 from durabletask.internal.exceptions import AbandonOrchestrationError
@@ -114,6 +115,26 @@ from protocol.runs import ORCHESTRATOR_NAME, RunInput
 #: finish activity's work (``RunActivities.finish_here``). Answers the run's summary, or
 #: None when that failed and the finish activity is to do it with its retries.
 LocalFinish = Callable[[FinishInput], dict[str, Any] | None]
+
+#: Queues one attempt of a WORKER task in the orchestration's own work item, where the
+#: engine process hosts the activities too: the dispatch activity's work
+#: (``RunActivities.dispatch_here``). True when the task is queued; False when that
+#: failed or the attempt cannot be queued, and the dispatch activity is to do it (and
+#: answer why not) with its retries.
+LocalDispatch = Callable[[DispatchInput], bool]
+
+
+@runtime_checkable
+class SeesScheduledActivities(Protocol):
+    """An orchestration context that knows which activities its execution's history holds
+    as scheduled (engine/adapters/backend/sessions.py, ``HistoryContext``): what a replay
+    needs to follow a dispatch done in a work item (:data:`LocalDispatch`)."""
+
+    @property
+    def is_replaying(self) -> bool: ...
+
+    def scheduled_next(self, name: str) -> str | None: ...
+
 
 #: The interpreter's own bookkeeping activities (record, dispatch, finish, resolve a
 #: child) are idempotent; a transient run-store, queue or payload-store error is retried
@@ -241,9 +262,11 @@ class _Run:
         decider: Decider,
         max_message_bytes: int = RunLimits().max_message_bytes,
         local_finish: LocalFinish | None = None,
+        local_dispatch: LocalDispatch | None = None,
     ) -> None:
         self.max_message_bytes = max_message_bytes
         self.local_finish = local_finish
+        self.local_dispatch = local_dispatch
         self.ctx = ctx
         self.run = run
         self.decider = decider
@@ -389,25 +412,25 @@ class _Run:
             entry.poll_input = mocks[action.attempt - 1].model_dump()
             self._arm_timer(task_id, self.now())
         elif kind == TaskType.WORKER:
-            dispatch: dt.Task[Any] = self.ctx.call_activity(
-                ACTIVITY_DISPATCH,
-                retry_policy=BOOKKEEPING_RETRY,
-                input=self._encoded(
-                    "the dispatch of a task",
-                    DispatchInput(
-                        workflow_id=self.ctx.instance_id,
-                        workflow_type=self.run.name,
-                        correlation_id=self.run.correlation_id,
-                        priority=self.run.priority,
-                        task_to_domain=self.run.task_to_domain,
-                        task=action,
-                        records=self._take_records(task_id),
-                        now_ms=self.now(),
-                        traceparent=self.run.traceparent,
-                    ),
-                ),
+            data = DispatchInput(
+                workflow_id=self.ctx.instance_id,
+                workflow_type=self.run.name,
+                correlation_id=self.run.correlation_id,
+                priority=self.run.priority,
+                task_to_domain=self.run.task_to_domain,
+                task=action,
+                records=self._take_records(task_id),
+                now_ms=self.now(),
+                traceparent=self.run.traceparent,
             )
-            self._track(task_id, "dispatch", dispatch)
+            encoded = self._encoded("the dispatch of a task", data)
+            if self._dispatched_here(data):
+                self.pending[task_id].records = []
+            else:
+                dispatch: dt.Task[Any] = self.ctx.call_activity(
+                    ACTIVITY_DISPATCH, retry_policy=BOOKKEEPING_RETRY, input=encoded
+                )
+                self._track(task_id, "dispatch", dispatch)
             self._track(task_id, "result", self._wait_event(result_event(task_id)))
             # a Task API that still raises it: applied, never needed
             self._track(task_id, "started", self._wait_event(started_event(task_id)))
@@ -426,6 +449,27 @@ class _Run:
             self.pending[task_id].phase = "delay"
         else:
             self._launch(task_id)
+
+    def _dispatched_here(self, data: DispatchInput) -> bool:
+        """Whether the attempt of ``data`` is (or, in a replay, was) queued in its work
+        item rather than by the dispatch activity (:data:`LocalDispatch`): the first time,
+        where the process can and it succeeds. A replay follows the history, whoever ran
+        the work item first: the activity was scheduled exactly when the history holds,
+        under the id it would get now, the dispatch activity of this attempt (a dispatch
+        done in the work item takes no id; the deadline timer armed with it follows, so
+        another task's dispatch is not found there, and the attempt is compared even
+        so). A context that cannot tell (durabletask's own executor) always takes the
+        activity."""
+        ctx = self.ctx
+        if not isinstance(ctx, SeesScheduledActivities):
+            return False
+        if not ctx.is_replaying:
+            return self.local_dispatch is not None and self.local_dispatch(data)
+        scheduled = ctx.scheduled_next(ACTIVITY_DISPATCH)
+        if scheduled is None:
+            return True
+        task = json.loads(scheduled).get("task") or {}
+        return (task.get("taskId"), task.get("attempt")) != (data.task.task_id, data.task.attempt)
 
     def _launch(self, task_id: str) -> None:
         entry = self.pending[task_id]
@@ -996,11 +1040,14 @@ def finish_run(
 
 
 def make_workflow_interpreter(
-    definitions: DefinitionCache, local_finish: LocalFinish | None = None
+    definitions: DefinitionCache,
+    local_finish: LocalFinish | None = None,
+    local_dispatch: LocalDispatch | None = None,
 ) -> dt.Orchestrator[Any, Any]:
     """The ``WorkflowInterpreter`` orchestration, reading definitions from ``definitions``
-    (the engine process's cache of immutable snapshots); ``local_finish`` where the
-    process hosts the activities too (:data:`LocalFinish`)."""
+    (the engine process's cache of immutable snapshots); ``local_finish`` and
+    ``local_dispatch`` where the process hosts the activities too (:data:`LocalFinish`,
+    :data:`LocalDispatch`)."""
 
     def workflow_interpreter(
         ctx: dt.OrchestrationContext, raw_input: Any
@@ -1015,7 +1062,14 @@ def make_workflow_interpreter(
             raise DecisionDeferred(f"the run's definition: {exc}") from exc
         except Exception as exc:  # a defect, or a snapshot that is no definition
             return (yield from _fail(ctx, run, _defect(exc)))
-        runner = _Run(ctx, run, decider, definitions.limits.max_message_bytes, local_finish)
+        runner = _Run(
+            ctx,
+            run,
+            decider,
+            definitions.limits.max_message_bytes,
+            local_finish,
+            local_dispatch,
+        )
         try:
             if run.state is not None:
                 state = RunState.model_validate(run.state)
@@ -1082,8 +1136,10 @@ __all__ = [
     "BOOKKEEPING_RETRY",
     "STEPS_PER_EXECUTION",
     "DecisionDeferred",
+    "LocalDispatch",
     "LocalFinish",
     "MessageTooLarge",
+    "SeesScheduledActivities",
     "check_message",
     "finish_run",
     "make_workflow_interpreter",

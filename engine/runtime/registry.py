@@ -28,11 +28,18 @@ __all__ = ["activities", "orchestrators"]
 
 def orchestrators(services: EngineServices, *, hosts_activities: bool = False) -> dict[str, Any]:
     """The orchestrations by name: the one ``WorkflowInterpreter``. Where the process
-    ``hosts_activities`` too (role ``all``), a run's end is recorded in the work item that
-    reaches it (``engine.runtime.interpreter.LocalFinish``); an orchestrator-only process
-    writes nothing and leaves it to the finish activity."""
-    local_finish = RunActivities(services).finish_here if hosts_activities else None
-    return {ORCHESTRATOR_NAME: make_workflow_interpreter(services.definitions, local_finish)}
+    ``hosts_activities`` too (role ``all``), a WORKER task is queued and a run's end
+    recorded in the work item that reaches them (``engine.runtime.interpreter``'s
+    ``LocalDispatch`` and ``LocalFinish``); an orchestrator-only process writes nothing
+    and leaves them to the dispatch and finish activities."""
+    if not hosts_activities:
+        return {ORCHESTRATOR_NAME: make_workflow_interpreter(services.definitions)}
+    local = RunActivities(services)
+    return {
+        ORCHESTRATOR_NAME: make_workflow_interpreter(
+            services.definitions, local.finish_here, local.dispatch_here
+        )
+    }
 
 
 def activities(services: EngineServices) -> dict[str, Any]:

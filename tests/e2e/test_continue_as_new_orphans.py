@@ -44,6 +44,9 @@ def slow_dispatch(monkeypatch: pytest.MonkeyPatch) -> Iterator[threading.Event]:
         return result
 
     monkeypatch.setattr(RunActivities, "dispatch", slow)
+    # every task goes to the dispatch activity, as from an orchestrator-only process (the
+    # platform's engine hosts the activities too, and would queue it in the work item)
+    monkeypatch.setattr(RunActivities, "dispatch_here", lambda self, data: False)
     yield queued
 
 

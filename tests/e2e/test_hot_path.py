@@ -307,18 +307,20 @@ def test_a_three_step_run_costs_a_fixed_number_of_transactions(platform: Any) ->
     # on the lease later, with other results' marks (mark_settled_later), not in a
     # transaction of the result's own
     assert counts.of("result") == {"queue write": 1, "store read": 1, "store write": 1}
-    # one write per activity: dispatch (and its send), the HTTP step's records; and the
-    # end, written by the work item that reaches it (the engine hosts the activities too)
+    # one write per step: the WORKER task's dispatch (and its send), the HTTP step's
+    # records; and the end. The dispatch and the end are written by the work items that
+    # reach them (the engine hosts the activities too)
     assert counts.of("engine") == {"queue write": 1, "store write": 3}, counts.by
-    # activities: dispatch, HTTP (no finish activity: the end was recorded in the last
-    # work item); one event: the result (a hand-out raises none; the run reads it from
-    # the store when a deadline is due); the WORKER step's one timer (the earliest its
-    # response timeout can fall, armed with the dispatch)
+    # activities: HTTP alone (no dispatch activity: the WORKER task was queued in the
+    # first work item; no finish activity: the end was recorded in the last); one event:
+    # the result (a hand-out raises none; the run reads it from the store when a deadline
+    # is due); the WORKER step's one timer (the earliest its response timeout can fall,
+    # armed with the dispatch)
     round_trips = _history(platform, workflow_id)
-    assert round_trips == {"TaskScheduled": 2, "EventRaised": 1, "TimerCreated": 1}, round_trips
-    # after the first, each of the run's work items (dispatch done, the result, HTTP done;
-    # the first two may come as one) applied only its new events to the orchestration
-    # kept live in the engine: none replayed the history from its start
+    assert round_trips == {"TaskScheduled": 1, "EventRaised": 1, "TimerCreated": 1}, round_trips
+    # after the first, each of the run's work items (the result, HTTP done) applied only
+    # its new events to the orchestration kept live in the engine: none replayed the
+    # history from its start
     assert misses == 0 and hits >= 2, (hits, misses)
 
 

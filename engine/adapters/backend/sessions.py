@@ -22,6 +22,10 @@ given back after ``ABANDON_PAUSE_SECONDS``), and when it is the least recently u
 past ``capacity``. It is stored before the completion is sent, since the backend
 hands out the instance's next work item only once it has taken this one's completion.
 
+The context a session keeps is a :class:`HistoryContext`: besides replaying, it knows
+which activities the history holds by action id, which the interpreter needs to replay a
+WORKER task queued in a work item rather than by the dispatch activity.
+
 durabletask 1.12 has no hook for this; :class:`SessionWorkerMixin` overrides the
 worker's ``_execute_orchestrator`` and drives durabletask's executor and context the way
 ``_OrchestrationExecutor.execute`` does (replayed events with ``_is_replaying`` set, new
@@ -56,11 +60,39 @@ ABANDON_PAUSE_SECONDS = 1.0
 @dataclass
 class _Session:
     executor: Any  # durabletask.worker._OrchestrationExecutor
-    ctx: Any  # durabletask.worker._RuntimeOrchestrationContext
+    ctx: Any  # HistoryContext
     #: events applied so far (past + new of every work item)
     applied: int
     first: pb.HistoryEvent
     last: pb.HistoryEvent
+
+
+class HistoryContext(dtw._RuntimeOrchestrationContext):
+    """durabletask's orchestration context, told which activities the execution's history
+    holds as scheduled (``TaskScheduled``, by action id), so that a replay can tell an
+    action the first run of a work item took from one it did without: the interpreter
+    queues a WORKER task in the work item itself where the process hosts the activities
+    (``engine.runtime.interpreter.LocalDispatch``), and a replay schedules the dispatch
+    activity exactly when the history holds it (``scheduled_next``)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._scheduled: dict[int, pb.TaskScheduledEvent] = {}
+
+    def note_history(self, events: Sequence[pb.HistoryEvent]) -> None:
+        """Remember the activities ``events`` (the part of the history about to be
+        replayed) hold as scheduled."""
+        for event in events:
+            if event.HasField("taskScheduled"):
+                self._scheduled[event.eventId] = event.taskScheduled
+
+    def scheduled_next(self, name: str) -> str | None:
+        """The input of the activity ``name`` the history holds as scheduled under the id
+        the next action of this execution would get; None when it holds none there."""
+        found = self._scheduled.get(self._sequence_number + 1)
+        if found is None or found.name != name:
+            return None
+        return str(found.input.value)
 
 
 def _same(a: pb.HistoryEvent, b: pb.HistoryEvent) -> bool:
@@ -253,7 +285,7 @@ class SessionWorkerMixin:
             data_converter=worker._data_converter,
             exception_properties_provider=worker._exception_properties_provider,
         )
-        ctx = dtw._RuntimeOrchestrationContext(
+        ctx = HistoryContext(
             instance_id,
             worker._registry,
             maximum_timer_interval=worker.maximum_timer_interval,
@@ -283,6 +315,8 @@ class SessionWorkerMixin:
         if not new:
             raise ValueError("a work item must carry at least one new event")
         executor, ctx = session.executor, session.ctx
+        if isinstance(ctx, HistoryContext):
+            ctx.note_history(replay)
         try:
             ctx._is_replaying = True
             for event in replay:
@@ -309,6 +343,7 @@ class SchedulerSessionWorker(SessionWorkerMixin, DurableTaskSchedulerWorker):
 
 __all__ = [
     "DEFAULT_SESSION_CAPACITY",
+    "HistoryContext",
     "OrchestrationSessions",
     "SchedulerSessionWorker",
     "SessionWorker",

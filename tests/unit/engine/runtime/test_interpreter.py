@@ -20,6 +20,7 @@ from durabletask import worker
 from durabletask.internal import helpers
 from durabletask.internal import orchestrator_service_pb2 as pb
 
+from engine.adapters.backend.sessions import HistoryContext, SessionWorkerMixin, _Session
 from engine.adapters.run_store_sql import SqlRunStore
 from engine.decider import Decider
 from engine.runtime.activity_io import (
@@ -28,12 +29,14 @@ from engine.runtime.activity_io import (
     ACTIVITY_FINISH,
     ACTIVITY_RECORD,
     ACTIVITY_RESOLVE_CHILD,
+    DispatchInput,
     FinishInput,
 )
 from engine.runtime.definition_cache import DefinitionCache
 from engine.runtime.encoded_json import EncodedJsonConverter
 from engine.runtime.interpreter import (
     STEPS_PER_EXECUTION,
+    LocalDispatch,
     LocalFinish,
     make_workflow_interpreter,
 )
@@ -65,13 +68,25 @@ def store(tmp_path: Path) -> Iterator[SqlRunStore]:
 class Replay:
     """One orchestration instance and its history; :meth:`step` runs the interpreter
     over the history plus new events, as a durabletask worker does per work item, and
-    records the actions it returned as the history events the backend would write."""
+    records the actions it returned as the history events the backend would write.
+
+    With ``sees_history`` each work item is replayed in full as Stepway's workers do on a
+    session miss (engine/adapters/backend/sessions.py: a ``HistoryContext``, which tells
+    the interpreter which activities the history holds); without, by durabletask's own
+    executor."""
 
     def __init__(
-        self, store: SqlRunStore, run: RunInput, local_finish: LocalFinish | None = None
+        self,
+        store: SqlRunStore,
+        run: RunInput,
+        local_finish: LocalFinish | None = None,
+        *,
+        local_dispatch: LocalDispatch | None = None,
+        sees_history: bool = False,
     ) -> None:
         self.store = store
-        self.host(local_finish)
+        self.sees_history = sees_history
+        self.host(local_finish, local_dispatch)
         self.history: list[pb.HistoryEvent] = []
         self.first: list[pb.HistoryEvent] = [
             helpers.new_execution_started_event(
@@ -80,13 +95,16 @@ class Replay:
         ]
         self.now = T0
 
-    def host(self, local_finish: LocalFinish | None) -> None:
-        """Run the next work items in a process with (or without) a local finish."""
+    def host(
+        self, local_finish: LocalFinish | None, local_dispatch: LocalDispatch | None = None
+    ) -> None:
+        """Run the next work items in a process with (or without) a local finish and
+        dispatch."""
         self.registry = worker._Registry()
         self.registry.add_named_orchestrator(
             ORCHESTRATOR_NAME,
             make_workflow_interpreter(
-                DefinitionCache(self.store, PayloadCache(None)), local_finish
+                DefinitionCache(self.store, PayloadCache(None)), local_finish, local_dispatch
             ),
         )
 
@@ -95,7 +113,15 @@ class Replay:
         new = [helpers.new_orchestrator_started_event(self.now), *self.first, *events]
         self.first = []
         executor = worker._OrchestrationExecutor(self.registry, LOG, EncodedJsonConverter())
-        actions = list(executor.execute(INSTANCE, self.history, new).actions)
+        if self.sees_history:
+            ctx = HistoryContext(INSTANCE, self.registry, EncodedJsonConverter(), logger=LOG)
+            executor._orchestration_name = ORCHESTRATOR_NAME
+            first = (self.history or new)[0]
+            session = _Session(executor=executor, ctx=ctx, applied=0, first=first, last=first)
+            SessionWorkerMixin._apply(session, self.history, new)
+            actions = list(ctx.get_actions())
+        else:
+            actions = list(executor.execute(INSTANCE, self.history, new).actions)
         self.history.extend(new)
         for action in actions:
             if action.HasField("scheduleTask"):
@@ -285,6 +311,179 @@ def test_an_end_whose_finish_activity_was_scheduled_replays_as_its_history_says(
     assert ends.given == []  # the end was reached in a replayed event: not recorded again
     assert result.orchestrationStatus == pb.ORCHESTRATION_STATUS_COMPLETED
     assert json.loads(result.result.value) == summary
+
+
+class _Queues:
+    """A local dispatch that records what it was given and answers ``answer`` (or, per
+    task reference and attempt, ``answers``)."""
+
+    def __init__(
+        self, answer: bool = True, answers: dict[tuple[str, int], bool] | None = None
+    ) -> None:
+        self.answer = answer
+        self.answers = answers or {}
+        self.given: list[DispatchInput] = []
+
+    def __call__(self, data: DispatchInput) -> bool:
+        self.given.append(data)
+        return self.answers.get((data.task.ref, data.task.attempt), self.answer)
+
+
+def _worker_result(task_id: str, text: str = "hi") -> pb.HistoryEvent:
+    return raised(
+        result_event(task_id),
+        TaskResultEvent(attempt=1, status="COMPLETED", output={"text": text}).payload(),
+    )
+
+
+def test_a_process_hosting_the_activities_queues_a_worker_task_in_its_work_item(
+    store: SqlRunStore,
+) -> None:
+    """No dispatch activity: the task is queued by the work item that starts it, its
+    deadline timer armed there; the next work item, replayed in full from the history,
+    does not queue it again, and the run ends with the worker's result."""
+    register(store, WORKER_FLOW)
+    queues = _Queues()
+    run = Replay(
+        store,
+        RunInput(name="one_worker", version=1, input={"url": "u"}),
+        local_dispatch=queues,
+        sees_history=True,
+    )
+
+    actions = run.step()
+
+    assert activities(actions) == []
+    assert [at for _, at in timers(actions)] == [T0 + timedelta(seconds=3600)]
+    [given] = queues.given
+    assert (given.task.name, given.task.attempt, given.task.input) == ("parse", 1, {"url": "u"})
+    assert given.workflow_id == INSTANCE and given.workflow_type == "one_worker"
+    assert [r.status for r in given.records] == ["SCHEDULED"]
+
+    [(_, name, finish)] = activities(run.step(_worker_result(given.task.task_id)))
+    assert len(queues.given) == 1  # the replay followed the history
+    assert name == ACTIVITY_FINISH and finish["result"]["output"] == {"text": "hi"}
+    assert [(r["ref"], r["status"]) for r in finish["records"]] == [("p", "COMPLETED")]
+
+
+def test_a_task_queued_in_a_work_item_replays_in_a_process_that_cannot_queue(
+    store: SqlRunStore,
+) -> None:
+    """The engine's roles changed between two work items: an orchestrator-only process
+    replays a task queued by a work item of a process that hosted the activities, and
+    follows the history (no dispatch activity now)."""
+    register(store, WORKER_FLOW)
+    queues = _Queues()
+    run = Replay(
+        store,
+        RunInput(name="one_worker", version=1, input={"url": "u"}),
+        local_dispatch=queues,
+        sees_history=True,
+    )
+    run.step()
+    [given] = queues.given
+
+    run.host(None)
+    [(_, name, _)] = activities(run.step(_worker_result(given.task.task_id)))
+
+    assert name == ACTIVITY_FINISH
+
+
+def test_a_task_the_local_dispatch_declines_goes_to_the_dispatch_activity_and_replays_so(
+    store: SqlRunStore,
+) -> None:
+    """A dispatch the work item could not do (the store down, a queue refusing) goes to
+    the dispatch activity with its retries; a replay in the same process follows the
+    activity its history holds and does not try the local dispatch again."""
+    register(store, WORKER_FLOW)
+    queues = _Queues(answer=False)
+    run = Replay(
+        store,
+        RunInput(name="one_worker", version=1, input={"url": "u"}),
+        local_dispatch=queues,
+        sees_history=True,
+    )
+
+    [(dispatch_id, name, dispatch)] = activities(run.step())
+    assert name == ACTIVITY_DISPATCH and len(queues.given) == 1
+    # the rows the local dispatch was given go with the activity
+    assert [r["status"] for r in dispatch["records"]] == ["SCHEDULED"]
+
+    refused = {"error": "input of task 'p': too large", "terminal": True}
+    actions = run.step(done(dispatch_id, refused))
+    assert len(queues.given) == 1
+    [(_, name, finish)] = activities(actions)
+    assert name == ACTIVITY_FINISH
+    assert finish["result"]["status"] == "FAILED"
+    assert [(r["ref"], r["status"]) for r in finish["records"]] == [
+        ("p", "FAILED_WITH_TERMINAL_ERROR")
+    ]
+
+
+FORKED_WORKERS = {
+    "name": "two_workers",
+    "version": 1,
+    "tasks": [
+        {
+            "name": "fork",
+            "taskReferenceName": "f",
+            "type": "FORK_JOIN",
+            "forkTasks": [
+                [{"name": "parse", "taskReferenceName": "a", "type": "WORKER"}],
+                [{"name": "parse", "taskReferenceName": "b", "type": "WORKER"}],
+            ],
+        },
+        {"name": "join", "taskReferenceName": "j", "type": "JOIN", "joinOn": ["a", "b"]},
+    ],
+}
+
+
+@pytest.mark.parametrize("declined", ["a", "b"])
+def test_tasks_queued_here_and_by_the_activity_in_one_work_item_replay_each_as_it_went(
+    store: SqlRunStore, declined: str
+) -> None:
+    """Two WORKER tasks started together, one queued in the work item and one left to
+    the dispatch activity: each replays as it went, so the activity's answer reaches its
+    own task."""
+    register(store, FORKED_WORKERS)
+    queues = _Queues(answers={(declined, 1): False})
+    run = Replay(
+        store,
+        RunInput(name="two_workers", version=1),
+        local_dispatch=queues,
+        sees_history=True,
+    )
+
+    [(dispatch_id, _, dispatch)] = activities(run.step())
+    assert dispatch["task"]["ref"] == declined
+    assert sorted(d.task.ref for d in queues.given) == ["a", "b"]
+    other = next(d.task for d in queues.given if d.task.ref != declined)
+
+    # the declined task cannot be queued: it fails the run, the other is canceled
+    refused = {"error": f"input of task {declined!r}: too large", "terminal": True}
+    actions = run.step(done(dispatch_id, refused))
+    assert len(queues.given) == 2
+    [(_, name, finish)] = activities(actions)
+    assert name == ACTIVITY_FINISH
+    rows = {r["ref"]: r["status"] for r in finish["records"]}
+    assert rows == {declined: "FAILED_WITH_TERMINAL_ERROR", other.ref: "CANCELED", "j": "CANCELED"}
+
+
+def test_durabletasks_own_executor_always_takes_the_dispatch_activity(
+    store: SqlRunStore,
+) -> None:
+    """A context that cannot tell which activities its history holds (durabletask's own
+    executor, used where Stepway's session worker is not) never queues in the work item:
+    a replay could not follow it."""
+    register(store, WORKER_FLOW)
+    queues = _Queues()
+    run = Replay(
+        store, RunInput(name="one_worker", version=1, input={"url": "u"}), local_dispatch=queues
+    )
+
+    [(_, name, _)] = activities(run.step())
+
+    assert name == ACTIVITY_DISPATCH and queues.given == []
 
 
 def test_a_result_for_another_attempt_is_ignored(store: SqlRunStore) -> None:
