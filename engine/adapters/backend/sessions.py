@@ -86,6 +86,14 @@ class HistoryContext(dtw._RuntimeOrchestrationContext):
             if event.HasField("taskScheduled"):
                 self._scheduled[event.eventId] = event.taskScheduled
 
+    def forget_replayed(self) -> None:
+        """Drop what the replay has passed (ids the execution has given out already):
+        only the next id is ever asked about, so a session holds none of its history's
+        activity inputs between work items."""
+        if self._scheduled:
+            passed = self._sequence_number
+            self._scheduled = {i: e for i, e in self._scheduled.items() if i > passed}
+
     def scheduled_next(self, name: str) -> str | None:
         """The input of the activity ``name`` the history holds as scheduled under the id
         the next action of this execution would get; None when it holds none there."""
@@ -328,6 +336,8 @@ class SessionWorkerMixin:
             raise  # not decided now: the work item goes back (the session with it)
         except Exception as ex:  # the orchestration failed, as durabletask's executor has it
             ctx.set_failed(ex)
+        if isinstance(ctx, HistoryContext):
+            ctx.forget_replayed()
         session.applied += len(replay) + len(new)
         session.last = new[-1]
         return ctx._encoded_custom_status

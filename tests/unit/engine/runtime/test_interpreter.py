@@ -120,6 +120,8 @@ class Replay:
             session = _Session(executor=executor, ctx=ctx, applied=0, first=first, last=first)
             SessionWorkerMixin._apply(session, self.history, new)
             actions = list(ctx.get_actions())
+            # a session keeps none of the history's activity inputs between work items
+            assert ctx._scheduled == {}
         else:
             actions = list(executor.execute(INSTANCE, self.history, new).actions)
         self.history.extend(new)
@@ -329,6 +331,14 @@ class _Queues:
         return self.answers.get((data.task.ref, data.task.attempt), self.answer)
 
 
+def _hosting(store: SqlRunStore, queues: _Queues, run: RunInput | None = None) -> Replay:
+    """A run (of WORKER_FLOW unless ``run``) in processes that host the activities and
+    queue WORKER tasks with ``queues``, each work item replayed in full by Stepway's
+    worker context."""
+    run = run or RunInput(name="one_worker", version=1, input={"url": "u"})
+    return Replay(store, run, local_dispatch=queues, sees_history=True)
+
+
 def _worker_result(task_id: str, text: str = "hi") -> pb.HistoryEvent:
     return raised(
         result_event(task_id),
@@ -344,12 +354,7 @@ def test_a_process_hosting_the_activities_queues_a_worker_task_in_its_work_item(
     does not queue it again, and the run ends with the worker's result."""
     register(store, WORKER_FLOW)
     queues = _Queues()
-    run = Replay(
-        store,
-        RunInput(name="one_worker", version=1, input={"url": "u"}),
-        local_dispatch=queues,
-        sees_history=True,
-    )
+    run = _hosting(store, queues)
 
     actions = run.step()
 
@@ -374,12 +379,7 @@ def test_a_task_queued_in_a_work_item_replays_in_a_process_that_cannot_queue(
     follows the history (no dispatch activity now)."""
     register(store, WORKER_FLOW)
     queues = _Queues()
-    run = Replay(
-        store,
-        RunInput(name="one_worker", version=1, input={"url": "u"}),
-        local_dispatch=queues,
-        sees_history=True,
-    )
+    run = _hosting(store, queues)
     run.step()
     [given] = queues.given
 
@@ -397,12 +397,7 @@ def test_a_task_the_local_dispatch_declines_goes_to_the_dispatch_activity_and_re
     activity its history holds and does not try the local dispatch again."""
     register(store, WORKER_FLOW)
     queues = _Queues(answer=False)
-    run = Replay(
-        store,
-        RunInput(name="one_worker", version=1, input={"url": "u"}),
-        local_dispatch=queues,
-        sees_history=True,
-    )
+    run = _hosting(store, queues)
 
     [(dispatch_id, name, dispatch)] = activities(run.step())
     assert name == ACTIVITY_DISPATCH and len(queues.given) == 1
@@ -447,12 +442,7 @@ def test_tasks_queued_here_and_by_the_activity_in_one_work_item_replay_each_as_i
     own task."""
     register(store, FORKED_WORKERS)
     queues = _Queues(answers={(declined, 1): False})
-    run = Replay(
-        store,
-        RunInput(name="two_workers", version=1),
-        local_dispatch=queues,
-        sees_history=True,
-    )
+    run = _hosting(store, queues, RunInput(name="two_workers", version=1))
 
     [(dispatch_id, _, dispatch)] = activities(run.step())
     assert dispatch["task"]["ref"] == declined
