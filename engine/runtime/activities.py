@@ -169,7 +169,22 @@ class RunActivities:
 
     def record(self, ctx: dt.ActivityContext, raw: Any) -> dict[str, Any]:
         """Record task rows and run warnings (a step with no other I/O)."""
-        data = parse(RecordInput, raw)
+        self._record_traced(parse(RecordInput, raw))
+        return {}
+
+    def record_here(self, data: RecordInput) -> bool:
+        """The record activity's work done in the orchestration's work item of a process
+        that hosts the activities too (``engine.runtime.interpreter.LocalRecord``), with
+        the same idempotent writes and calls. False when it failed, so that the record
+        activity does it again with its retries."""
+        try:
+            self._record_traced(data)
+        except Exception as exc:
+            log.info("run %s: its rows go to the record activity: %s", data.workflow_id, exc)
+            return False
+        return True
+
+    def _record_traced(self, data: RecordInput) -> None:
         with span(
             self.tracer,
             ACTIVITY_RECORD,
@@ -188,7 +203,6 @@ class RunActivities:
                     for child in data.cancel_children or []
                 }
             )
-            return {}
 
     def dispatch(self, ctx: dt.ActivityContext, raw: Any) -> dict[str, Any]:
         """Queue one attempt of a WORKER task."""

@@ -30,6 +30,10 @@ Waits:
   for has its child terminated by the next record or finish activity; if it ended while
   its resolve activity ran, once that activity has returned (the finish waits for it).
 
+A step's rows ride on the I/O it starts (dispatch, activity, child); a step with none
+has them written by the record activity, which the run waits for (or, where the process
+hosts the activities too, by the work item itself: :data:`LocalRecord`).
+
 Payloads read while deciding (the definition snapshot, an offloaded input or value) come
 from the payload store, a definition without a snapshot from the run store. When the
 store is unavailable the decision is not made: the work item is given back to the
@@ -123,17 +127,26 @@ LocalFinish = Callable[[FinishInput], dict[str, Any] | None]
 #: answer why not) with its retries.
 LocalDispatch = Callable[[DispatchInput], bool]
 
+#: Records a step's task rows and warnings (and ends the child runs it canceled) in the
+#: orchestration's own work item, where the engine process hosts the activities too: the
+#: record activity's work (``RunActivities.record_here``). True when done; False when
+#: that failed, and the record activity is to do it with its retries.
+LocalRecord = Callable[[RecordInput], bool]
+
 
 @runtime_checkable
 class SeesScheduledActivities(Protocol):
     """An orchestration context that knows which activities its execution's history holds
     as scheduled (engine/adapters/backend/sessions.py, ``HistoryContext``): what a replay
-    needs to follow a dispatch done in a work item (:data:`LocalDispatch`)."""
+    needs to follow a bookkeeping activity's work done in a work item
+    (:data:`LocalDispatch`, :data:`LocalRecord`)."""
 
     @property
     def is_replaying(self) -> bool: ...
 
-    def scheduled_next(self, name: str) -> str | None: ...
+    def holds_next(self, name: str) -> bool: ...
+
+    def pass_over_next(self) -> None: ...
 
 
 #: The interpreter's own bookkeeping activities (record, dispatch, finish, resolve a
@@ -263,10 +276,12 @@ class _Run:
         max_message_bytes: int = RunLimits().max_message_bytes,
         local_finish: LocalFinish | None = None,
         local_dispatch: LocalDispatch | None = None,
+        local_record: LocalRecord | None = None,
     ) -> None:
         self.max_message_bytes = max_message_bytes
         self.local_finish = local_finish
         self.local_dispatch = local_dispatch
+        self.local_record = local_record
         self.ctx = ctx
         self.run = run
         self.decider = decider
@@ -424,7 +439,7 @@ class _Run:
                 traceparent=self.run.traceparent,
             )
             encoded = self._encoded("the dispatch of a task", data)
-            if self._dispatched_here(data):
+            if self._done_here(ACTIVITY_DISPATCH, self.local_dispatch, data):
                 self.pending[task_id].records = []
             else:
                 dispatch: dt.Task[Any] = self.ctx.call_activity(
@@ -450,26 +465,24 @@ class _Run:
         else:
             self._launch(task_id)
 
-    def _dispatched_here(self, data: DispatchInput) -> bool:
-        """Whether the attempt of ``data`` is (or, in a replay, was) queued in its work
-        item rather than by the dispatch activity (:data:`LocalDispatch`): the first time,
-        where the process can and it succeeds. A replay follows the history, whoever ran
-        the work item first: the activity was scheduled exactly when the history holds,
-        under the id it would get now, the dispatch activity of this attempt (a dispatch
-        done in the work item takes no id; the deadline timer armed with it follows, so
-        another task's dispatch is not found there, and the attempt is compared even
-        so). A context that cannot tell (durabletask's own executor) always takes the
-        activity."""
+    def _done_here(self, activity: str, local: Callable[[Any], bool] | None, data: Any) -> bool:
+        """Whether the work of the bookkeeping ``activity`` for ``data`` is (or, in a
+        replay, was) done in this work item rather than by the activity
+        (:data:`LocalDispatch`, :data:`LocalRecord`): the first time, where the process
+        can and ``local`` succeeds. The id the activity would have had then goes to no
+        action, so that a replay, whoever runs it, follows the history exactly: the
+        activity was scheduled when the history holds one under that id. A context that
+        cannot tell (durabletask's own executor) always takes the activity."""
         ctx = self.ctx
         if not isinstance(ctx, SeesScheduledActivities):
             return False
-        if not ctx.is_replaying:
-            return self.local_dispatch is not None and self.local_dispatch(data)
-        scheduled = ctx.scheduled_next(ACTIVITY_DISPATCH)
-        if scheduled is None:
-            return True
-        task = json.loads(scheduled).get("task") or {}
-        return (task.get("taskId"), task.get("attempt")) != (data.task.task_id, data.task.attempt)
+        if ctx.is_replaying:
+            if ctx.holds_next(activity):
+                return False
+        elif local is None or not local(data):
+            return False
+        ctx.pass_over_next()
+        return True
 
     def _launch(self, task_id: str) -> None:
         entry = self.pending[task_id]
@@ -944,19 +957,18 @@ class _Run:
         warnings = self._take_warnings()
         children, self.cancel_children = self.cancel_children, []
         if records or warnings or children:
+            data = RecordInput(
+                workflow_id=self.ctx.instance_id,
+                records=records,
+                warnings=warnings,
+                cancel_children=children or None,
+                traceparent=self.run.traceparent,
+            )
+            encoded = self._encoded("the task records of a step", data)
+            if self._done_here(ACTIVITY_RECORD, self.local_record, data):
+                return
             yield self.ctx.call_activity(
-                ACTIVITY_RECORD,
-                retry_policy=BOOKKEEPING_RETRY,
-                input=self._encoded(
-                    "the task records of a step",
-                    RecordInput(
-                        workflow_id=self.ctx.instance_id,
-                        records=records,
-                        warnings=warnings,
-                        cancel_children=children or None,
-                        traceparent=self.run.traceparent,
-                    ),
-                ),
+                ACTIVITY_RECORD, retry_policy=BOOKKEEPING_RETRY, input=encoded
             )
 
     def finish(self, result: RunResult) -> Generator[dt.Task[Any], Any, dict[str, Any]]:
@@ -1043,11 +1055,12 @@ def make_workflow_interpreter(
     definitions: DefinitionCache,
     local_finish: LocalFinish | None = None,
     local_dispatch: LocalDispatch | None = None,
+    local_record: LocalRecord | None = None,
 ) -> dt.Orchestrator[Any, Any]:
     """The ``WorkflowInterpreter`` orchestration, reading definitions from ``definitions``
-    (the engine process's cache of immutable snapshots); ``local_finish`` and
-    ``local_dispatch`` where the process hosts the activities too (:data:`LocalFinish`,
-    :data:`LocalDispatch`)."""
+    (the engine process's cache of immutable snapshots); ``local_finish``,
+    ``local_dispatch`` and ``local_record`` where the process hosts the activities too
+    (:data:`LocalFinish`, :data:`LocalDispatch`, :data:`LocalRecord`)."""
 
     def workflow_interpreter(
         ctx: dt.OrchestrationContext, raw_input: Any
@@ -1069,6 +1082,7 @@ def make_workflow_interpreter(
             definitions.limits.max_message_bytes,
             local_finish,
             local_dispatch,
+            local_record,
         )
         try:
             if run.state is not None:
@@ -1138,6 +1152,7 @@ __all__ = [
     "DecisionDeferred",
     "LocalDispatch",
     "LocalFinish",
+    "LocalRecord",
     "MessageTooLarge",
     "SeesScheduledActivities",
     "check_message",

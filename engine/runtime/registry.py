@@ -28,16 +28,16 @@ __all__ = ["activities", "orchestrators"]
 
 def orchestrators(services: EngineServices, *, hosts_activities: bool = False) -> dict[str, Any]:
     """The orchestrations by name: the one ``WorkflowInterpreter``. Where the process
-    ``hosts_activities`` too (role ``all``), a WORKER task is queued and a run's end
-    recorded in the work item that reaches them (``engine.runtime.interpreter``'s
-    ``LocalDispatch`` and ``LocalFinish``); an orchestrator-only process writes nothing
-    and leaves them to the dispatch and finish activities."""
+    ``hosts_activities`` too (role ``all``), a WORKER task is queued, a step's rows and a
+    run's end recorded in the work items that reach them (``engine.runtime.interpreter``'s
+    ``LocalDispatch``, ``LocalRecord`` and ``LocalFinish``); an orchestrator-only process
+    writes nothing and leaves them to the dispatch, record and finish activities."""
     if not hosts_activities:
         return {ORCHESTRATOR_NAME: make_workflow_interpreter(services.definitions)}
     local = RunActivities(services)
     return {
         ORCHESTRATOR_NAME: make_workflow_interpreter(
-            services.definitions, local.finish_here, local.dispatch_here
+            services.definitions, local.finish_here, local.dispatch_here, local.record_here
         )
     }
 

@@ -1,8 +1,9 @@
-"""A WORKER task queued in the orchestration's work item that starts it, where the engine
-hosts the activities too (engine/runtime/interpreter.py, ``LocalDispatch``), on the
-embedded backend over its gRPC protocol: no dispatch activity in the history, replays
-(with every work item replayed in full) that follow it, and a dispatch that fails there
-taken over by the dispatch activity."""
+"""A WORKER task queued, and a step's rows recorded, in the orchestration's work item that
+reaches them, where the engine hosts the activities too (engine/runtime/interpreter.py,
+``LocalDispatch``, ``LocalRecord``), on the embedded backend over its gRPC protocol: no
+dispatch or record activity in the history, replays (with every work item replayed in
+full) that follow it, and a dispatch that fails there taken over by the dispatch
+activity."""
 
 from __future__ import annotations
 
@@ -14,7 +15,12 @@ from durabletask import history
 from engine.language.definitions import RunStatus, TaskStatus
 from engine.ports.run_store import RunStoreUnavailable
 from engine.runtime.activities import RunActivities
-from engine.runtime.activity_io import ACTIVITY_DISPATCH, DispatchInput, DispatchResult
+from engine.runtime.activity_io import (
+    ACTIVITY_DISPATCH,
+    ACTIVITY_RECORD,
+    DispatchInput,
+    DispatchResult,
+)
 
 STEPS = 3
 
@@ -97,3 +103,43 @@ def test_a_dispatch_that_fails_in_its_work_item_goes_to_the_dispatch_activity(
 
     assert refused == [1]
     assert _activities(platform, workflow_id).count(ACTIVITY_DISPATCH) == 1
+
+
+def test_the_rows_of_steps_with_no_io_are_recorded_by_their_work_items(platform: Any) -> None:
+    """Two approvals and a fork whose branches end apart: each step's rows are written by
+    its work item (no record activity), with every work item replayed in full."""
+    platform.engine.sessions.capacity = 0
+    platform.register_task_def({"name": "step", "retryCount": 0})
+    platform.register(
+        {
+            "name": "approvals",
+            "version": 1,
+            "tasks": [
+                {"name": "approve", "taskReferenceName": "h1", "type": "HUMAN"},
+                {
+                    "name": "fork",
+                    "taskReferenceName": "f",
+                    "type": "FORK_JOIN",
+                    "forkTasks": [
+                        [{"name": "approve", "taskReferenceName": "h2", "type": "HUMAN"}],
+                        [{"name": "step", "taskReferenceName": "w", "type": "WORKER"}],
+                    ],
+                },
+                {"name": "join", "taskReferenceName": "j", "type": "JOIN", "joinOn": ["h2", "w"]},
+            ],
+            "outputParameters": {"by": "${h1.output.by}", "then": "${h2.output.by}"},
+        }
+    )
+    workflow_id = platform.start("approvals")
+    platform.complete_ref(workflow_id, "h1", {"by": "ann"})
+    platform.work("step", lambda task_input: {})  # the branch ends; the JOIN waits for h2
+    platform.complete_ref(workflow_id, "h2", {"by": "bob"})
+    run = platform.wait(workflow_id)
+
+    assert run.status == RunStatus.COMPLETED, run.reason_for_incompletion
+    assert run.output == {"by": "ann", "then": "bob"}
+    rows = platform.tasks(workflow_id)
+    assert {ref: rows[ref].status for ref in ("h1", "h2", "w", "j")} == dict.fromkeys(
+        ("h1", "h2", "w", "j"), TaskStatus.COMPLETED
+    )
+    assert ACTIVITY_RECORD not in _activities(platform, workflow_id)

@@ -24,7 +24,8 @@ hands out the instance's next work item only once it has taken this one's comple
 
 The context a session keeps is a :class:`HistoryContext`: besides replaying, it knows
 which activities the history holds by action id, which the interpreter needs to replay a
-WORKER task queued in a work item rather than by the dispatch activity.
+WORKER task queued, or a step's rows recorded, in a work item rather than by an
+activity.
 
 durabletask 1.12 has no hook for this; :class:`SessionWorkerMixin` overrides the
 worker's ``_execute_orchestrator`` and drives durabletask's executor and context the way
@@ -70,37 +71,41 @@ class _Session:
 class HistoryContext(dtw._RuntimeOrchestrationContext):
     """durabletask's orchestration context, told which activities the execution's history
     holds as scheduled (``TaskScheduled``, by action id), so that a replay can tell an
-    action the first run of a work item took from one it did without: the interpreter
-    queues a WORKER task in the work item itself where the process hosts the activities
-    (``engine.runtime.interpreter.LocalDispatch``), and a replay schedules the dispatch
-    activity exactly when the history holds it (``scheduled_next``)."""
+    action the first run of a work item took from one it did without: where the process
+    hosts the activities, the interpreter does a bookkeeping activity's work (queue a
+    WORKER task, record a step's rows) in the work item itself and gives the id the
+    activity would have had to no action (``pass_over_next``;
+    ``engine.runtime.interpreter.LocalDispatch``), and a replay schedules the activity
+    exactly when the history holds one under that id (``holds_next``)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._scheduled: dict[int, pb.TaskScheduledEvent] = {}
+        self._scheduled: dict[int, str] = {}
 
     def note_history(self, events: Sequence[pb.HistoryEvent]) -> None:
         """Remember the activities ``events`` (the part of the history about to be
-        replayed) hold as scheduled."""
+        replayed) hold as scheduled, by id."""
         for event in events:
             if event.HasField("taskScheduled"):
-                self._scheduled[event.eventId] = event.taskScheduled
+                self._scheduled[event.eventId] = event.taskScheduled.name
 
     def forget_replayed(self) -> None:
         """Drop what the replay has passed (ids the execution has given out already):
-        only the next id is ever asked about, so a session holds none of its history's
-        activity inputs between work items."""
+        only the next id is ever asked about."""
         if self._scheduled:
             passed = self._sequence_number
-            self._scheduled = {i: e for i, e in self._scheduled.items() if i > passed}
+            self._scheduled = {i: n for i, n in self._scheduled.items() if i > passed}
 
-    def scheduled_next(self, name: str) -> str | None:
-        """The input of the activity ``name`` the history holds as scheduled under the id
-        the next action of this execution would get; None when it holds none there."""
-        found = self._scheduled.get(self._sequence_number + 1)
-        if found is None or found.name != name:
-            return None
-        return str(found.input.value)
+    def holds_next(self, name: str) -> bool:
+        """Whether the history holds the activity ``name`` as scheduled under the id the
+        next action of this execution would get."""
+        return self._scheduled.get(self._sequence_number + 1) == name
+
+    def pass_over_next(self) -> None:
+        """Give the next action id to no action: the action's work was done in the work
+        item. (Ids with no event are usual: a timer created and canceled in one work
+        item leaves one too.)"""
+        self.next_sequence_number()
 
 
 def _same(a: pb.HistoryEvent, b: pb.HistoryEvent) -> bool:

@@ -31,6 +31,7 @@ from engine.runtime.activity_io import (
     ACTIVITY_RESOLVE_CHILD,
     DispatchInput,
     FinishInput,
+    RecordInput,
 )
 from engine.runtime.definition_cache import DefinitionCache
 from engine.runtime.encoded_json import EncodedJsonConverter
@@ -38,6 +39,7 @@ from engine.runtime.interpreter import (
     STEPS_PER_EXECUTION,
     LocalDispatch,
     LocalFinish,
+    LocalRecord,
     make_workflow_interpreter,
 )
 from engine.runtime.payload_cache import PayloadCache
@@ -82,11 +84,12 @@ class Replay:
         local_finish: LocalFinish | None = None,
         *,
         local_dispatch: LocalDispatch | None = None,
+        local_record: LocalRecord | None = None,
         sees_history: bool = False,
     ) -> None:
         self.store = store
         self.sees_history = sees_history
-        self.host(local_finish, local_dispatch)
+        self.host(local_finish, local_dispatch, local_record)
         self.history: list[pb.HistoryEvent] = []
         self.first: list[pb.HistoryEvent] = [
             helpers.new_execution_started_event(
@@ -96,15 +99,21 @@ class Replay:
         self.now = T0
 
     def host(
-        self, local_finish: LocalFinish | None, local_dispatch: LocalDispatch | None = None
+        self,
+        local_finish: LocalFinish | None,
+        local_dispatch: LocalDispatch | None = None,
+        local_record: LocalRecord | None = None,
     ) -> None:
-        """Run the next work items in a process with (or without) a local finish and
-        dispatch."""
+        """Run the next work items in a process with (or without) a local finish,
+        dispatch and record."""
         self.registry = worker._Registry()
         self.registry.add_named_orchestrator(
             ORCHESTRATOR_NAME,
             make_workflow_interpreter(
-                DefinitionCache(self.store, PayloadCache(None)), local_finish, local_dispatch
+                DefinitionCache(self.store, PayloadCache(None)),
+                local_finish,
+                local_dispatch,
+                local_record,
             ),
         )
 
@@ -457,6 +466,81 @@ def test_tasks_queued_here_and_by_the_activity_in_one_work_item_replay_each_as_i
     assert name == ACTIVITY_FINISH
     rows = {r["ref"]: r["status"] for r in finish["records"]}
     assert rows == {declined: "FAILED_WITH_TERMINAL_ERROR", other.ref: "CANCELED", "j": "CANCELED"}
+
+
+class _Records:
+    """A local record that records what it was given and answers, call by call, from
+    ``answers`` (then True)."""
+
+    def __init__(self, *answers: bool) -> None:
+        self.answers = list(answers)
+        self.given: list[RecordInput] = []
+
+    def __call__(self, data: RecordInput) -> bool:
+        self.given.append(data)
+        return self.answers.pop(0) if self.answers else True
+
+
+TWO_APPROVALS = {
+    "name": "two_approvals",
+    "version": 1,
+    "tasks": [
+        {"name": "approve", "taskReferenceName": "h1", "type": "HUMAN"},
+        {"name": "approve", "taskReferenceName": "h2", "type": "HUMAN"},
+    ],
+    "outputParameters": {"by": "${h2.output.by}"},
+}
+
+
+def _approved(data: RecordInput, ref: str) -> pb.HistoryEvent:
+    [task_id] = {r.task_id for r in data.records if r.ref == ref}
+    payload = TaskResultEvent(attempt=1, status="COMPLETED", output={"by": ref}).payload()
+    return raised(result_event(task_id), payload)
+
+
+@pytest.mark.parametrize("declined", [(), (False,), (True, False)])
+def test_a_steps_rows_are_recorded_in_its_work_item_and_replays_follow_either_way(
+    store: SqlRunStore, declined: tuple[bool, ...]
+) -> None:
+    """Two HUMAN tasks: each step's rows (the task waiting, the one before COMPLETED)
+    are recorded in the work item that decides it, where the process hosts the
+    activities; one the local record could not write goes to the record activity. Every
+    work item replayed in full follows the history, whichever way each went."""
+    register(store, TWO_APPROVALS)
+    records = _Records(*declined)
+    run = Replay(
+        store,
+        RunInput(name="two_approvals", version=1),
+        local_record=records,
+        sees_history=True,
+    )
+
+    def step(*events: pb.HistoryEvent) -> list[Any]:
+        actions = run.step(*events)
+        recorded = activities(actions, ACTIVITY_RECORD)
+        if recorded:  # the local record declined: the activity writes the rows
+            [(record_id, _, _)] = recorded
+            actions = run.step(done(record_id))
+        return actions
+
+    step()
+    [first] = records.given
+    assert [(r.ref, r.status) for r in first.records] == [("h1", "IN_PROGRESS")]
+    step(_approved(first, "h1"))
+    assert len(records.given) == 2
+    second = records.given[1]
+    assert [(r.ref, r.status) for r in second.records] == [
+        ("h1", "COMPLETED"),
+        ("h2", "IN_PROGRESS"),
+    ]
+    [(_, name, finish)] = activities(run.step(_approved(second, "h2")))
+
+    assert len(records.given) == 2  # the replays wrote nothing again
+    assert name == ACTIVITY_FINISH
+    assert finish["result"]["status"] == "COMPLETED"
+    assert finish["result"]["output"] == {"by": "h2"}
+    scheduled = [e.taskScheduled.name for e in run.history if e.HasField("taskScheduled")]
+    assert scheduled.count(ACTIVITY_RECORD) == declined.count(False)
 
 
 def test_durabletasks_own_executor_always_takes_the_dispatch_activity(
