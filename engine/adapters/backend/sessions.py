@@ -103,8 +103,8 @@ class HistoryContext(dtw._RuntimeOrchestrationContext):
 
     def pass_over_next(self) -> None:
         """Give the next action id to no action: the action's work was done in the work
-        item. (Ids with no event are usual: a timer created and canceled in one work
-        item leaves one too.)"""
+        item. (Ids with no event are nothing new: durabletask's own context leaves one
+        for a timer created and canceled in one work item.)"""
         self.next_sequence_number()
 
 
