@@ -23,6 +23,7 @@ from engine.adapters.queue_provisioning_sqlite import SqliteQueueProvisioner
 from engine.adapters.queue_sqlite import SqliteTaskQueue
 from engine.adapters.run_store_sql import SqlRunStore
 from engine.ports.payload_store import PayloadLimits
+from engine.runtime.activities import RunActivities
 from engine.runtime.builtins import ActivityDeps
 from engine.runtime.encoded_json import EncodedJsonConverter
 from engine.runtime.evaluators import EvaluatorLimits, EvaluatorPool
@@ -139,8 +140,9 @@ def make_engine_worker(
         data_converter=EncodedJsonConverter(),
         session_capacity=sessions,
     )
-    hosted = orchestrators(services, hosts_activities=role == "all")
-    register(worker, role, hosted, activities(services))
+    bound = RunActivities(services)  # one per process: its caches serve both halves
+    hosted = orchestrators(services, hosts_activities=role == "all", bound=bound)
+    register(worker, role, hosted, activities(services, bound))
     return worker
 
 

@@ -23,8 +23,9 @@ from __future__ import annotations
 import dataclasses
 import logging
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from durabletask import task as dt
 from opentelemetry.trace import SpanKind
@@ -99,6 +100,8 @@ __all__ = ["RunActivities", "store_row"]
 
 log = logging.getLogger(__name__)
 
+T = TypeVar("T")
+
 #: the ends of a run that start its definition's failure workflow (Conductor's
 #: failureWorkflow)
 _FAILURE_WORKFLOW_STATUSES = (RunStatus.FAILED, RunStatus.TIMED_OUT, RunStatus.TERMINATED)
@@ -119,6 +122,17 @@ def _iteration(ref: str, def_ref: str) -> int:
 
 def _now_ms() -> int:
     return int(datetime.now(UTC).timestamp() * 1000)
+
+
+def _in_work_item(work: Callable[[], T], workflow_id: str, goes_to: str) -> T | None:
+    """An activity's work done in an orchestration's work item (``*_here``): what it
+    returned, or None when it raised, logged as going to the activity, which does it
+    again with its retries."""
+    try:
+        return work()
+    except Exception as exc:
+        log.info("run %s: %s activity: %s", workflow_id, goes_to, exc)
+        return None
 
 
 def store_row(workflow_id: str, change: TaskChange) -> TaskRecord:
@@ -169,22 +183,19 @@ class RunActivities:
 
     def record(self, ctx: dt.ActivityContext, raw: Any) -> dict[str, Any]:
         """Record task rows and run warnings (a step with no other I/O)."""
-        self._record_traced(parse(RecordInput, raw))
-        return {}
+        return self._record_traced(parse(RecordInput, raw))
 
     def record_here(self, data: RecordInput) -> bool:
         """The record activity's work done in the orchestration's work item of a process
         that hosts the activities too (``engine.runtime.interpreter.LocalRecord``), with
         the same idempotent writes and calls. False when it failed, so that the record
         activity does it again with its retries."""
-        try:
-            self._record_traced(data)
-        except Exception as exc:
-            log.info("run %s: its rows go to the record activity: %s", data.workflow_id, exc)
-            return False
-        return True
+        done = _in_work_item(
+            lambda: self._record_traced(data), data.workflow_id, "its rows go to the record"
+        )
+        return done is not None
 
-    def _record_traced(self, data: RecordInput) -> None:
+    def _record_traced(self, data: RecordInput) -> dict[str, Any]:
         with span(
             self.tracer,
             ACTIVITY_RECORD,
@@ -203,6 +214,7 @@ class RunActivities:
                     for child in data.cancel_children or []
                 }
             )
+        return {}
 
     def dispatch(self, ctx: dt.ActivityContext, raw: Any) -> dict[str, Any]:
         """Queue one attempt of a WORKER task."""
@@ -232,16 +244,12 @@ class RunActivities:
         the same idempotent writes and send. True when the attempt is queued; False when
         it failed or cannot be queued, so that the dispatch activity does it again with
         its retries and answers the error."""
-        try:
-            return self._dispatch_traced(data).error is None
-        except Exception as exc:
-            log.info(
-                "run %s: task %s goes to the dispatch activity: %s",
-                data.workflow_id,
-                data.task.task_id,
-                exc,
-            )
-            return False
+        result = _in_work_item(
+            lambda: self._dispatch_traced(data),
+            data.workflow_id,
+            f"task {data.task.task_id} goes to the dispatch",
+        )
+        return result is not None and result.error is None
 
     def resolve_child(self, ctx: dt.ActivityContext, raw: Any) -> dict[str, Any]:
         """Resolve a SUB_WORKFLOW's definition version and write the child's run row."""
@@ -271,11 +279,9 @@ class RunActivities:
         that hosts the activities too (``engine.runtime.interpreter.LocalFinish``), with
         the same idempotent writes and calls. None when it fails, so that the finish
         activity does it again with its retries."""
-        try:
-            return self._finish_traced(data)
-        except Exception as exc:
-            log.info("run %s: its end goes to the finish activity: %s", data.workflow_id, exc)
-            return None
+        return _in_work_item(
+            lambda: self._finish_traced(data), data.workflow_id, "its end goes to the finish"
+        )
 
     def _failure_workflow(self, run: RunInput, status: RunStatus) -> str | None:
         """The failure workflow an end of ``run`` with ``status`` starts, if any."""

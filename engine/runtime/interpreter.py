@@ -55,7 +55,7 @@ import json
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from durabletask import task as dt
 from durabletask.internal.exceptions import AbandonOrchestrationError
@@ -119,6 +119,8 @@ from protocol.runs import ORCHESTRATOR_NAME, RunInput
 #: finish activity's work (``RunActivities.finish_here``). Answers the run's summary, or
 #: None when that failed and the finish activity is to do it with its retries.
 LocalFinish = Callable[[FinishInput], dict[str, Any] | None]
+
+_Input = TypeVar("_Input", DispatchInput, RecordInput)
 
 #: Queues one attempt of a WORKER task in the orchestration's own work item, where the
 #: engine process hosts the activities too: the dispatch activity's work
@@ -465,7 +467,9 @@ class _Run:
         else:
             self._launch(task_id)
 
-    def _done_here(self, activity: str, local: Callable[[Any], bool] | None, data: Any) -> bool:
+    def _done_here(
+        self, activity: str, local: Callable[[_Input], bool] | None, data: _Input
+    ) -> bool:
         """Whether the work of the bookkeeping ``activity`` for ``data`` is (or, in a
         replay, was) done in this work item rather than by the activity
         (:data:`LocalDispatch`, :data:`LocalRecord`): the first time, where the process

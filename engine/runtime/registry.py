@@ -26,15 +26,22 @@ from protocol.runs import ORCHESTRATOR_NAME
 __all__ = ["activities", "orchestrators"]
 
 
-def orchestrators(services: EngineServices, *, hosts_activities: bool = False) -> dict[str, Any]:
+def orchestrators(
+    services: EngineServices,
+    *,
+    hosts_activities: bool = False,
+    bound: RunActivities | None = None,
+) -> dict[str, Any]:
     """The orchestrations by name: the one ``WorkflowInterpreter``. Where the process
     ``hosts_activities`` too (role ``all``), a WORKER task is queued, a step's rows and a
     run's end recorded in the work items that reach them (``engine.runtime.interpreter``'s
     ``LocalDispatch``, ``LocalRecord`` and ``LocalFinish``); an orchestrator-only process
-    writes nothing and leaves them to the dispatch, record and finish activities."""
+    writes nothing and leaves them to the dispatch, record and finish activities.
+    ``bound``: the process's activities (:func:`activities`), so that the work done in a
+    work item and by an activity share one instance and its caches."""
     if not hosts_activities:
         return {ORCHESTRATOR_NAME: make_workflow_interpreter(services.definitions)}
-    local = RunActivities(services)
+    local = bound or RunActivities(services)
     return {
         ORCHESTRATOR_NAME: make_workflow_interpreter(
             services.definitions, local.finish_here, local.dispatch_here, local.record_here
@@ -42,9 +49,9 @@ def orchestrators(services: EngineServices, *, hosts_activities: bool = False) -
     }
 
 
-def activities(services: EngineServices) -> dict[str, Any]:
-    """The interpreter's activities by name."""
-    bound = RunActivities(services)
+def activities(services: EngineServices, bound: RunActivities | None = None) -> dict[str, Any]:
+    """The interpreter's activities by name (the methods of ``bound``, if given)."""
+    bound = bound or RunActivities(services)
     return {
         ACTIVITY_RECORD: bound.record,
         ACTIVITY_DISPATCH: bound.dispatch,

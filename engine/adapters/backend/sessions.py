@@ -61,7 +61,7 @@ ABANDON_PAUSE_SECONDS = 1.0
 @dataclass
 class _Session:
     executor: Any  # durabletask.worker._OrchestrationExecutor
-    ctx: Any  # HistoryContext
+    ctx: HistoryContext
     #: events applied so far (past + new of every work item)
     applied: int
     first: pb.HistoryEvent
@@ -328,8 +328,7 @@ class SessionWorkerMixin:
         if not new:
             raise ValueError("a work item must carry at least one new event")
         executor, ctx = session.executor, session.ctx
-        if isinstance(ctx, HistoryContext):
-            ctx.note_history(replay)
+        ctx.note_history(replay)
         try:
             ctx._is_replaying = True
             for event in replay:
@@ -341,8 +340,7 @@ class SessionWorkerMixin:
             raise  # not decided now: the work item goes back (the session with it)
         except Exception as ex:  # the orchestration failed, as durabletask's executor has it
             ctx.set_failed(ex)
-        if isinstance(ctx, HistoryContext):
-            ctx.forget_replayed()
+        ctx.forget_replayed()
         session.applied += len(replay) + len(new)
         session.last = new[-1]
         return ctx._encoded_custom_status
