@@ -276,6 +276,16 @@ run_starts = sa.Table(
     sa.Column("created_at", sa.BigInteger, nullable=False),
 )
 
+step_results = sa.Table(
+    "step_results",
+    metadata,
+    sa.Column("workflow_id", _ID, primary_key=True),
+    sa.Column("task_id", _ID, primary_key=True),
+    sa.Column("attempt", sa.Integer, primary_key=True),
+    sa.Column("result", _json(), nullable=False),
+    sa.Column("created_at", sa.BigInteger, nullable=False),
+)
+
 _NO_DOMAIN = ""
 
 #: ``delete_pending_starts`` deletes at most this many ids per statement; a statement is
@@ -898,9 +908,52 @@ class SqlRunStore:
             conn.execute(sa.delete(leases).where(leases.c.task_id.in_(task_ids)))
             conn.execute(sa.delete(tasks).where(tasks.c.workflow_id == workflow_id))
             conn.execute(sa.delete(run_starts).where(run_starts.c.workflow_id == workflow_id))
+            conn.execute(sa.delete(step_results).where(step_results.c.workflow_id == workflow_id))
             return (
                 conn.execute(sa.delete(runs).where(runs.c.workflow_id == workflow_id)).rowcount == 1
             )
+
+    def put_step_result(
+        self, workflow_id: str, task_id: str, attempt: int, result: dict[str, Any], now: int
+    ) -> None:
+        def build() -> Any:
+            ins = self._insert(step_results)
+            return ins.on_conflict_do_update(
+                index_elements=[
+                    step_results.c.workflow_id,
+                    step_results.c.task_id,
+                    step_results.c.attempt,
+                ],
+                set_={"result": ins.excluded.result, "created_at": ins.excluded.created_at},
+            )
+
+        values = {
+            "workflow_id": workflow_id,
+            "task_id": task_id,
+            "attempt": attempt,
+            "result": result,
+            "created_at": now,
+        }
+        with self._write() as conn:
+            self._exec(conn, "put_step_result", build, values)
+
+    def get_step_result(
+        self, workflow_id: str, task_id: str, attempt: int
+    ) -> dict[str, Any] | None:
+        def build() -> Any:
+            return sa.select(step_results.c.result).where(
+                step_results.c.workflow_id == _b("b_workflow_id"),
+                step_results.c.task_id == _b("b_task_id"),
+                step_results.c.attempt == sa.bindparam("b_attempt", type_=sa.Integer),
+            )
+
+        params = {"b_workflow_id": workflow_id, "b_task_id": task_id, "b_attempt": attempt}
+        with self._read() as conn:
+            row = self._exec(conn, "get_step_result", build, params).first()
+        if row is None:
+            return None
+        result = row["result"]
+        return result if isinstance(result, dict) else None
 
     def search_runs(self, query: RunQuery) -> SearchResult:
         conds: list[sa.ColumnElement[bool]] = []

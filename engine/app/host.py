@@ -27,6 +27,7 @@ from engine.runtime.activities import RunActivities
 from engine.runtime.builtins import ActivityDeps
 from engine.runtime.encoded_json import EncodedJsonConverter
 from engine.runtime.evaluators import EvaluatorLimits, EvaluatorPool
+from engine.runtime.local_steps import LocalSteps
 from engine.runtime.registry import activities, orchestrators
 from engine.runtime.run_limits import RunLimits
 from engine.runtime.services import EngineServices
@@ -49,7 +50,8 @@ def engine_concurrency(
     ``STEPWAY_MAX_CONCURRENT_WORK_ITEMS`` (both kinds; activities too unless
     ``activities`` is given). Orchestration work items default to durabletask's thread
     count (CPUs + 4): they compute under the GIL and wait only briefly (the run store, an
-    evaluator process for a SWITCH script).
+    evaluator process for a SWITCH script; in role ``all``, half of them at most in a
+    quick built-in step, engine/runtime/local_steps.py).
 
     Each kind gets a pool of exactly as many threads as its limit (the embedded backend's
     direct dispatch, engine/adapters/backend/direct_dispatch.py), so a work item never
@@ -132,15 +134,19 @@ def make_engine_worker(
     tree (``durabletask-worker``), so the process's logging configuration applies
     (durabletask's own default logger ignores it). ``sessions``: live orchestrations
     kept between their work items (engine/adapters/backend/sessions.py)."""
+    concurrency = concurrency or engine_concurrency()
     worker = make_worker(
         backend,
-        concurrency_options=concurrency or engine_concurrency(),
+        concurrency_options=concurrency,
         logger=logging.getLogger("durabletask-worker"),
         # the interpreter's activity inputs are encoded once (engine/runtime/encoded_json.py)
         data_converter=EncodedJsonConverter(),
         session_capacity=sessions,
     )
-    bound = RunActivities(services)  # one per process: its caches serve both halves
+    # one per process: its caches serve both halves; at most half the orchestration
+    # threads in built-in steps done in work items (engine/runtime/local_steps.py)
+    orchestration_threads = concurrency.maximum_concurrent_orchestration_work_items
+    bound = RunActivities(services, LocalSteps(slots=orchestration_threads // 2))
     hosted = orchestrators(services, hosts_activities=role == "all", bound=bound)
     register(worker, role, hosted, activities(services, bound))
     return worker

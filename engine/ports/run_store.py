@@ -426,7 +426,22 @@ class RunStore(Protocol):
         ...
 
     def delete_run(self, workflow_id: str) -> bool:
-        """Delete a run with its task rows, task logs, leases and pending start."""
+        """Delete a run with its task rows, task logs, leases, pending start and step
+        results."""
+        ...
+
+    def put_step_result(
+        self, workflow_id: str, task_id: str, attempt: int, result: dict[str, Any], now: int
+    ) -> None:
+        """Keep the result of a built-in step's attempt done in an orchestration's work
+        item (``engine.runtime.interpreter.LocalBuiltin``), replacing one kept before
+        (the work item done again)."""
+        ...
+
+    def get_step_result(
+        self, workflow_id: str, task_id: str, attempt: int
+    ) -> dict[str, Any] | None:
+        """The result kept by ``put_step_result``, or None."""
         ...
 
     def mark_retried(self, task_id: str, now: int) -> bool:

@@ -65,6 +65,7 @@ from engine.runtime.activity_io import (
 )
 from engine.runtime.builtins import ActivityDeps, ActivityResult, run_activity, run_poll
 from engine.runtime.encoded_json import parse
+from engine.runtime.local_steps import LocalSteps
 from engine.runtime.payload_refs import dereference
 from engine.runtime.services import EngineServices
 from engine.runtime.settlement import (
@@ -171,8 +172,11 @@ _WRITTEN_AT_TRANSITION = frozenset({TaskType.WORKER, TaskType.SUB_WORKFLOW})
 class RunActivities:
     """The interpreter's activities, bound to the services of one engine process."""
 
-    def __init__(self, services: EngineServices) -> None:
+    def __init__(self, services: EngineServices, local_steps: LocalSteps | None = None) -> None:
+        """``local_steps``: the gate of the built-in steps done in work items
+        (:meth:`builtin_here`); by default one at a time."""
         self.services = services
+        self.local_steps = local_steps or LocalSteps(slots=1)
         self.store = services.run_store
         self.settlement = MessageSettlement(services.run_store, services.queue)
         self.tracer = tracer(services.tracer_provider, "stepway.engine")
@@ -306,8 +310,62 @@ class RunActivities:
             return summary.wire()
 
     def builtin(self, ctx: dt.ActivityContext, raw: Any) -> dict[str, Any]:
-        """Run one attempt of a built-in activity type (HTTP, CALL_TOOL, ...)."""
+        """Run one attempt of a built-in activity type (HTTP, CALL_TOOL, ...); or, for
+        an HTTP call a work item of this process began and left to this activity
+        (:meth:`builtin_here`), wait for that call's outcome instead of calling again."""
         data = parse(BuiltinInput, raw)
+        task = data.task
+        handed = self.local_steps.take((data.workflow_id, task.task_id, task.attempt))
+        if handed is not None:
+            envelope: dict[str, Any] = handed.result()
+            return envelope
+        return self._builtin_traced(data)
+
+    def builtin_here(self, data: BuiltinInput) -> dict[str, Any] | None:
+        """The built-in activity's work done in the orchestration's work item of a process
+        that hosts the activities too (``engine.runtime.interpreter.LocalBuiltin``): the
+        same writes and call, and its result envelope kept in the run store
+        (``put_step_result``) for the replays of that work item, which find no activity
+        in the history. None when it failed (the call may have gone out: an outage of a
+        store after it), so that the built-in activity does it again with its own
+        handling of outages, as a run of the activity that met the outage would; and
+        None when its gate declines it (:class:`LocalSteps`: no slot free, the task was
+        slow before) or it cannot be finished here within the gate's ``within_seconds``
+        (a script's evaluation is cut short there and evaluated again by the activity; an
+        HTTP call goes on, and the activity takes its outcome), or it is an HTTP call of
+        a method not safe to make again."""
+        task = data.task
+        gate = self.local_steps
+        deps = dataclasses.replace(self._inline_deps(), within_seconds=gate.within_seconds)
+
+        def call() -> dict[str, Any]:
+            return self._builtin_traced(data, deps)
+
+        def work() -> dict[str, Any]:
+            if task.type == TaskType.HTTP:
+                key = (data.workflow_id, task.task_id, task.attempt)
+                envelope = gate.hand_over(key, call)
+            else:
+                envelope = call()
+            self.store.put_step_result(
+                data.workflow_id, task.task_id, task.attempt, envelope, _now_ms()
+            )
+            return envelope
+
+        return _in_work_item(
+            lambda: gate.run((task.type, task.name, task.def_ref), work),
+            data.workflow_id,
+            f"task {task.task_id} goes to the built-in",
+        )
+
+    def builtin_result(self, workflow_id: str, task_id: str, attempt: int) -> dict[str, Any] | None:
+        """The result envelope :meth:`builtin_here` kept for this attempt, or None
+        (``engine.runtime.interpreter.BuiltinResult``)."""
+        return self.store.get_step_result(workflow_id, task_id, attempt)
+
+    def _builtin_traced(
+        self, data: BuiltinInput, deps: ActivityDeps | None = None
+    ) -> dict[str, Any]:
         task = data.task
         with span(
             self.tracer,
@@ -331,7 +389,7 @@ class RunActivities:
             task_input.setdefault(
                 ACTIVITY_PREFIX_KEY, activity_prefix(data.workflow_id, task.task_id)
             )
-            result = run_activity(self._inline_deps(), task.type, task_input)
+            result = run_activity(deps or self._inline_deps(), task.type, task_input)
             where = PolledTask(
                 workflow_id=data.workflow_id,
                 task_id=task.task_id,

@@ -22,6 +22,9 @@ Waits:
 * HUMAN and WAIT without a duration: the external event named by the task id.
 * Activity types: the activity returns a result envelope; retries are the Decider's (so
   Retry-After and terminal errors are honoured), with the retry delay as a durable timer.
+  Where the process hosts the activities too, a quick HTTP, INLINE or JSON_JQ_TRANSFORM
+  step is done in the work item that starts it instead, its envelope kept in the run
+  store for replays (:data:`LocalBuiltin`).
   An activity that fails because the run store or a task queue is unavailable is not a
   failed attempt: it runs again after a durable timer (the delays of the bookkeeping's
   retries), and its attempt fails only once those are spent.
@@ -52,6 +55,7 @@ task of the same id.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -134,6 +138,29 @@ LocalDispatch = Callable[[DispatchInput], bool]
 #: record activity's work (``RunActivities.record_here``). True when done; False when
 #: that failed, and the record activity is to do it with its retries.
 LocalRecord = Callable[[RecordInput], bool]
+
+#: Does one attempt of a built-in step (:data:`HERE_TYPES`) in the orchestration's own
+#: work item, where the engine process hosts the activities too: the built-in activity's
+#: work (``RunActivities.builtin_here``), its result envelope kept in the run store for
+#: replays. The envelope; None when that failed, and the built-in activity is to do it.
+LocalBuiltin = Callable[[BuiltinInput], dict[str, Any] | None]
+
+#: The result envelope a :data:`LocalBuiltin` kept for (workflow id, task id, attempt),
+#: or None (``RunActivities.builtin_result``): what a replay of its work item reads where
+#: it would have read the activity's completion from the history.
+BuiltinResult = Callable[[str, str, int], dict[str, Any] | None]
+
+#: the built-in task types a process that hosts the activities does in the work item that
+#: starts them (:data:`LocalBuiltin`): calls bounded by the outbound and evaluator limits,
+#: with no poll and no run of their own to start
+HERE_TYPES = frozenset(
+    {TaskType.HTTP, TaskType.INLINE, TaskType.LAMBDA, TaskType.JSON_JQ_TRANSFORM}
+)
+
+#: wall-clock seconds of built-in steps one work item does itself; once they are spent,
+#: the next built-in step of the work item goes to the activity (the work item ends, and
+#: a terminate or a worker's result waiting for it is taken in)
+LOCAL_BUILTIN_SECONDS = 0.25
 
 
 @runtime_checkable
@@ -279,11 +306,20 @@ class _Run:
         local_finish: LocalFinish | None = None,
         local_dispatch: LocalDispatch | None = None,
         local_record: LocalRecord | None = None,
+        local_builtin: LocalBuiltin | None = None,
+        builtin_result: BuiltinResult | None = None,
     ) -> None:
         self.max_message_bytes = max_message_bytes
         self.local_finish = local_finish
         self.local_dispatch = local_dispatch
         self.local_record = local_record
+        self.local_builtin = local_builtin
+        self.builtin_result = builtin_result
+        #: a built-in step done in this work item whose outcome is still to be handled:
+        #: its task id and result envelope
+        self.ready: list[tuple[str, dict[str, Any]]] = []
+        #: wall-clock seconds of built-in steps done here since the run last waited
+        self.here_seconds = 0.0
         self.ctx = ctx
         self.run = run
         self.decider = decider
@@ -417,7 +453,10 @@ class _Run:
 
     # -- starting actions ------------------------------------------------------------------
 
-    def start(self, action: ScheduleTask) -> None:
+    def start(self, action: ScheduleTask, *, alone: bool = True) -> None:
+        """Start ``action``; ``alone``: the only action of its decision (a built-in step
+        is done in the work item only then, so that the branches of a fork still run at
+        once)."""
         task_id = action.task_id
         self.pending[task_id] = _Pending(action)
         kind = action.type
@@ -465,7 +504,7 @@ class _Run:
             self._arm_timer(task_id, self.now() + int(action.delay_seconds * 1000))
             self.pending[task_id].phase = "delay"
         else:
-            self._launch(task_id)
+            self._launch(task_id, alone=alone)
 
     def _done_here(
         self, activity: str, local: Callable[[_Input], bool] | None, data: _Input
@@ -488,7 +527,60 @@ class _Run:
         ctx.pass_over_next()
         return True
 
-    def _launch(self, task_id: str) -> None:
+    def _builtin_here(self, data: BuiltinInput, alone: bool) -> dict[str, Any] | None:
+        """The result envelope of the built-in step ``data`` when it is (or, in a replay,
+        was) done in this work item rather than by the activity (:data:`LocalBuiltin`),
+        else None: the first time, where the process can, the step is the only action of
+        its decision and the work item has not spent :data:`LOCAL_BUILTIN_SECONDS` on
+        such steps. As with :meth:`_done_here`, the activity's id goes to no action and a
+        replay follows the history: the activity's when the history holds it under that
+        id, else the envelope the work item kept in the run store."""
+        ctx = self.ctx
+        if data.task.type not in HERE_TYPES or not isinstance(ctx, SeesScheduledActivities):
+            return None
+        task = data.task
+        if ctx.is_replaying:
+            if ctx.holds_next(ACTIVITY_BUILTIN):
+                return None
+            if self.builtin_result is None:
+                raise DecisionDeferred(
+                    f"task {task.ref!r} was done in a work item of an engine of role all; "
+                    "its result is in the run store, which this process does not read"
+                )
+            envelope = self.builtin_result(data.workflow_id, task.task_id, task.attempt)
+            if envelope is None:
+                raise LookupError(
+                    f"the result of task {task.ref!r} (attempt {task.attempt}), done in an "
+                    "earlier work item, is not in the run store"
+                )
+        else:
+            if (
+                self.local_builtin is None
+                or not alone
+                or self.here_seconds >= LOCAL_BUILTIN_SECONDS
+            ):
+                return None
+            began = time.monotonic()
+            done = self.local_builtin(data)
+            self.here_seconds += time.monotonic() - began
+            if done is None:
+                return None
+            envelope = done
+        ctx.pass_over_next()
+        return envelope
+
+    def _take_ready(self) -> dt.Task[Any] | None:
+        """The built-in step done in this work item whose outcome is next, as the
+        completed activity it stands for (tracked under its role), or None."""
+        if not self.ready:
+            return None
+        task_id, envelope = self.ready.pop(0)
+        done: dt.CompletableTask[Any] = dt.CompletableTask()
+        done.complete(envelope)
+        self._track(task_id, "activity", done)
+        return done
+
+    def _launch(self, task_id: str, *, alone: bool = True) -> None:
         entry = self.pending[task_id]
         action = entry.action
         entry.phase = "run"
@@ -513,27 +605,20 @@ class _Run:
                 ),
             )
             return
-        self._track(
-            task_id,
-            "activity",
-            self.ctx.call_activity(
-                ACTIVITY_BUILTIN,
-                input=self._encoded(
-                    "the input of a built-in task",
-                    BuiltinInput(
-                        workflow_id=self.ctx.instance_id,
-                        task=action,
-                        records=self._take_records(task_id),
-                        traceparent=self.run.traceparent,
-                        run=(
-                            self._run_without_state()
-                            if action.type == TaskType.START_WORKFLOW
-                            else None
-                        ),
-                    ),
-                ),
-            ),
+        data = BuiltinInput(
+            workflow_id=self.ctx.instance_id,
+            task=action,
+            records=self._take_records(task_id),
+            traceparent=self.run.traceparent,
+            run=self._run_without_state() if action.type == TaskType.START_WORKFLOW else None,
         )
+        encoded = self._encoded("the input of a built-in task", data)
+        envelope = self._builtin_here(data, alone)
+        if envelope is not None:
+            entry.records = []  # written with the step
+            self.ready.append((task_id, envelope))
+            return
+        self._track(task_id, "activity", self.ctx.call_activity(ACTIVITY_BUILTIN, input=encoded))
 
     def _again_after_outage(self, task_id: str, error: Exception) -> bool:
         """Run a built-in task's activity (or its poll) again after a durable delay when
@@ -857,22 +942,28 @@ class _Run:
             self.apply(decision)
             if decision.finished is not None:
                 return (yield from self.finish(decision.finished))
+            alone = len(decision.actions) == 1
             for action in decision.actions:
-                self.start(action)
-            if self._unrecorded():
-                yield from self.flush_records()
-            if not self.pending:
-                return (yield from self.finish(self.decider.stall(self.state, self.now())))
-
-            race: list[dt.Task[Any]] = list(control.values())
-            for entry in self.pending.values():
-                race.extend(entry.tasks.values())
-            # a canceled attempt's resolve activity: once it returns, its child is ended
-            race.extend(task for task, _ in self.resolving)
-            winner = yield dt.when_any(race)
-            now = self.now()
-            if self.resolving:
-                self._take_resolved()
+                self.start(action, alone=alone)
+            # a built-in step done in this work item: its outcome is handled at once
+            here = self._take_ready()
+            if here is not None:
+                winner, now = here, self.now()
+            else:
+                if self._unrecorded():
+                    yield from self.flush_records()
+                if not self.pending:
+                    return (yield from self.finish(self.decider.stall(self.state, self.now())))
+                race: list[dt.Task[Any]] = list(control.values())
+                for entry in self.pending.values():
+                    race.extend(entry.tasks.values())
+                # a canceled attempt's resolve activity: once it returns, its child is ended
+                race.extend(task for task, _ in self.resolving)
+                winner = yield dt.when_any(race)
+                self.here_seconds = 0.0
+                now = self.now()
+                if self.resolving:
+                    self._take_resolved()
 
             if winner is control.get("terminate"):
                 raised = control["terminate"].get_result()
@@ -1060,11 +1151,14 @@ def make_workflow_interpreter(
     local_finish: LocalFinish | None = None,
     local_dispatch: LocalDispatch | None = None,
     local_record: LocalRecord | None = None,
+    local_builtin: LocalBuiltin | None = None,
+    builtin_result: BuiltinResult | None = None,
 ) -> dt.Orchestrator[Any, Any]:
     """The ``WorkflowInterpreter`` orchestration, reading definitions from ``definitions``
     (the engine process's cache of immutable snapshots); ``local_finish``,
-    ``local_dispatch`` and ``local_record`` where the process hosts the activities too
-    (:data:`LocalFinish`, :data:`LocalDispatch`, :data:`LocalRecord`)."""
+    ``local_dispatch``, ``local_record``, ``local_builtin`` and ``builtin_result`` where
+    the process hosts the activities too (:data:`LocalFinish`, :data:`LocalDispatch`,
+    :data:`LocalRecord`, :data:`LocalBuiltin`, :data:`BuiltinResult`)."""
 
     def workflow_interpreter(
         ctx: dt.OrchestrationContext, raw_input: Any
@@ -1087,6 +1181,8 @@ def make_workflow_interpreter(
             local_finish,
             local_dispatch,
             local_record,
+            local_builtin,
+            builtin_result,
         )
         try:
             if run.state is not None:
@@ -1115,8 +1211,10 @@ def make_workflow_interpreter(
             run.started_at_ms = _ms(ctx.current_utc_datetime)
         try:
             return (yield from runner.interpret(state))
-        except dt.TaskFailedError:
-            raise  # the bookkeeping failed after its retries: nothing left to record with
+        except (dt.TaskFailedError, DecisionDeferred):
+            # the bookkeeping failed after its retries: nothing left to record with; or
+            # the work item goes back undecided
+            raise
         except MessageTooLarge as exc:
             return (yield from _fail(ctx, run, str(exc)))
         except _UNDECIDABLE as exc:  # not the run's failure: decided again later
@@ -1152,8 +1250,12 @@ def _fail(
 
 __all__ = [
     "BOOKKEEPING_RETRY",
+    "HERE_TYPES",
+    "LOCAL_BUILTIN_SECONDS",
     "STEPS_PER_EXECUTION",
+    "BuiltinResult",
     "DecisionDeferred",
+    "LocalBuiltin",
     "LocalDispatch",
     "LocalFinish",
     "LocalRecord",

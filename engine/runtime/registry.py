@@ -44,7 +44,12 @@ def orchestrators(
     local = bound or RunActivities(services)
     return {
         ORCHESTRATOR_NAME: make_workflow_interpreter(
-            services.definitions, local.finish_here, local.dispatch_here, local.record_here
+            services.definitions,
+            local.finish_here,
+            local.dispatch_here,
+            local.record_here,
+            local.builtin_here,
+            local.builtin_result,
         )
     }
 

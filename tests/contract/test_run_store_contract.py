@@ -743,6 +743,34 @@ def test_delete_run_removes_tasks_logs_and_leases(store: SqlRunStore) -> None:
     assert not store.delete_run("w1")
 
 
+def test_step_results_are_kept_per_attempt_replaced_and_deleted_with_their_run(
+    store: SqlRunStore,
+) -> None:
+    """The result of a built-in step done in a work item, read back by its replays: per
+    run, task and attempt, JSON as given, replaced when the work item is done again, and
+    gone with its run (not with another's)."""
+    store.create_run(run("w1"))
+    store.create_run(run("w2"))
+    envelope = {"status": "COMPLETED", "output": {"n": 1, "text": "é\u2028", "list": [1, None]}}
+    store.put_step_result("w1", "t1", 1, envelope, T0)
+    store.put_step_result("w1", "t1", 2, {"status": "FAILED", "reason": "boom"}, T0)
+    store.put_step_result("w2", "t1", 1, {"status": "COMPLETED", "output": {}}, T0)
+
+    assert store.get_step_result("w1", "t1", 1) == envelope
+    assert store.get_step_result("w1", "t1", 2) == {"status": "FAILED", "reason": "boom"}
+    assert store.get_step_result("w1", "t1", 3) is None
+    assert store.get_step_result("w1", "t2", 1) is None
+
+    again = {"status": "COMPLETED", "output": {"n": 2}}
+    store.put_step_result("w1", "t1", 1, again, T0 + 1)
+    assert store.get_step_result("w1", "t1", 1) == again
+
+    assert store.delete_run("w1")
+    assert store.get_step_result("w1", "t1", 1) is None
+    assert store.get_step_result("w1", "t1", 2) is None
+    assert store.get_step_result("w2", "t1", 1) == {"status": "COMPLETED", "output": {}}
+
+
 def test_delete_tasks_of_a_run_all_or_some(store: SqlRunStore) -> None:
     """A restart deletes every task row of the run, a rerun those after a task."""
     store.create_run(run("w1"))

@@ -252,6 +252,8 @@ def running_platform(
     services = build_local_services(settings, config)
     if payloads is not None:
         services = dataclasses.replace(services, payloads=payloads)
+    if services.activity_deps.evaluators is not None:
+        services.activity_deps.evaluators.start()  # as `stepway dev` and `stepway engine`
     worker = make_engine_worker(config, services)
     start_worker(worker)
     client = make_engine_client(config)

@@ -261,7 +261,10 @@ def test_http_retry_policy_from_the_task_definition_and_retry_after(
 
     for workflow_id in (flaky_id, throttled_id):
         events = history_events(platform, workflow_id)
-        assert scheduled_activities(events, "stepway.builtin") == 2
+        # each attempt done in the work item that starts it (the engine hosts the
+        # activities too: engine/runtime/interpreter.py, LocalBuiltin), the second after
+        # the delay's durable timer
+        assert scheduled_activities(events, "stepway.builtin") == 0
         assert timers_created(events) >= 1
 
 
@@ -366,14 +369,18 @@ def test_large_http_response_is_offloaded_to_the_payload_store(
     assert run.status == RunStatus.COMPLETED, run.reason_for_incompletion
     # expressions see the body as if it were inline
     assert run.variables == {"first": "row-0-" + "x" * 40, "status": 200}
-    # the row and the history keep only the reference
+    # the row, the history and the step's result kept for replays (the step was done in
+    # the work item that started it: engine/runtime/interpreter.py, LocalBuiltin) hold
+    # only the reference
     row = platform.tasks(workflow_id)["export"]
     assert row.output_data is None and row.output_ref
     assert workflow_id in row.output_ref  # keyed under the run
     stored = json.loads(platform.services.payloads.get(row.output_ref))
     assert stored["response"]["body"] == big
     history = str(platform.client.get_orchestration_history(workflow_id))
-    assert row.output_ref in history and "row-399-" not in history
+    assert "row-399-" not in history
+    kept = platform.services.run_store.get_step_result(workflow_id, row.task_id, row.attempt)
+    assert kept is not None and kept["output"] == {"outputRef": row.output_ref}
 
 
 # -- CALL_TOOL ---------------------------------------------------------------------------
@@ -547,9 +554,10 @@ def test_logic_app_asynchronous_is_polled_on_durable_timers(
         assert request.method == "GET"
         assert request.header("Authorization") == f"Bearer token-for:{LOGIC_SCOPE}"
     # polling happens in the orchestration: one start activity, one poll activity per
-    # poll, each after its own durable timer (the second built-in activity is the INLINE)
+    # poll, each after its own durable timer (the INLINE is done in the work item of the
+    # last poll's completion: engine/runtime/interpreter.py, LocalBuiltin)
     events = history_events(platform, workflow_id)
-    assert scheduled_activities(events, "stepway.builtin") == 2
+    assert scheduled_activities(events, "stepway.builtin") == 1
     assert scheduled_activities(events, "stepway.poll") == polls
     assert timers_created(events) >= polls
     row = platform.tasks(workflow_id)["flow"]
@@ -768,10 +776,11 @@ def test_inline_and_jq_transform(builtin_platform: Any) -> None:
     rows = platform.tasks(workflow_id)
     assert rows["bad_jq"].status == TaskStatus.COMPLETED_WITH_ERRORS
     assert "jq" in (rows["bad_jq"].reason_for_incompletion or "")
-    # each was evaluated once, by an activity whose result the history records (a replay
-    # reads it and never evaluates again)
+    # each was evaluated once, in the work item that reached it (the engine hosts the
+    # activities too: engine/runtime/interpreter.py, LocalBuiltin), which kept its result
+    # for replays (they read it and never evaluate again: tests/e2e/test_local_builtins.py)
     events = history_events(platform, workflow_id)
-    assert scheduled_activities(events, "stepway.builtin") == 3
+    assert scheduled_activities(events, "stepway.builtin") == 0
 
 
 def test_mixed_builtin_and_worker_tasks(

@@ -51,6 +51,8 @@ class _HistoryWatch:
         self.servicer = backend.servicer
         self.instance_id = instance_id
         self.longest = 0
+        #: samples that found the instance
+        self.seen = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
@@ -60,6 +62,7 @@ class _HistoryWatch:
             with self.servicer._lock:
                 instance = self.servicer._instances.get(self.instance_id)
                 if instance is not None:
+                    self.seen += 1
                     self.longest = max(self.longest, len(instance.history))
 
     def stop(self) -> int:
@@ -138,8 +141,10 @@ def test_thousand_step_sequence_keeps_history_bounded(
     assert run.status == RunStatus.COMPLETED, run.reason_for_incompletion
     assert run.output == {"last": 200}
     assert _executions(platform, workflow_id) >= steps // STEPS_PER_EXECUTION - 1
-    # one execution holds about STEPS_PER_EXECUTION steps of a few events each
-    assert 0 < longest < 20 * STEPS_PER_EXECUTION, longest
+    # one execution holds about STEPS_PER_EXECUTION steps of a few events each (none
+    # where the steps are done in the work items that reach them, as here: the engine
+    # hosts the activities too)
+    assert watch.seen > 0 and longest < 20 * STEPS_PER_EXECUTION, (watch.seen, longest)
     rows = platform.tasks(workflow_id)
     assert len(rows) == steps
     assert all(r.status == TaskStatus.COMPLETED for r in rows.values())

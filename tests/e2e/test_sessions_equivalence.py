@@ -133,5 +133,6 @@ def test_sessions_decide_what_a_full_replay_decides(platform: Any, shadow: _Shad
         assert rows["a"].attempt == 2 and rows["a"].status == TaskStatus.COMPLETED
 
     assert shadow.differences == []
-    # the comparison covered work items that the sessions served
-    assert shadow.served_by_session >= len(runs) * 5, (shadow.compared, shadow.served_by_session)
+    # the comparison covered work items that the sessions served (four a run after its
+    # first: the loop's INLINE steps are done in the work item of the last result)
+    assert shadow.served_by_session >= len(runs) * 4, (shadow.compared, shadow.served_by_session)

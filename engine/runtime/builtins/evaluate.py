@@ -42,7 +42,7 @@ def _evaluate(
     if deps.evaluators is None:
         return None, ActivityResult.terminal(f"{what}: this engine process has no evaluators")
     try:
-        return deps.evaluators.evaluate(kind, program, data), None
+        return deps.evaluators.evaluate(kind, program, data, within=deps.within_seconds), None
     except EvaluationError as exc:
         if exc.is_limit:
             return None, ActivityResult.terminal(f"{what}: {exc}")

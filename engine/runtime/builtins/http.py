@@ -61,7 +61,13 @@ from engine.runtime.builtins.results import (
     never_raises,
     offload,
 )
+from engine.runtime.local_steps import NotHere
 from protocol.limits import JsonTooDeep, loads_limited
+
+#: the methods a step done in a work item may call (RFC 9110 9.2.1: safe, so that an
+#: activity of another process, which cannot take the call the work item began, may make
+#: it again: engine/runtime/local_steps.py)
+_SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 _HTTP_KEYS = (
@@ -268,6 +274,8 @@ def http_activity(deps: ActivityDeps, task_input: dict[str, Any]) -> ActivityRes
         method = str(spec.get("method") or "GET").upper()
         if method not in METHODS:
             raise InputError(f"unsupported HTTP method {method!r}")
+        if deps.within_seconds is not None and method not in _SAFE_METHODS:
+            raise NotHere(f"{method} is not safe to make again")
         content_type = str(spec.get("contentType") or "application/json")
         headers = string_headers(spec.get("headers"))
         lower = {k.lower() for k in headers}

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from engine.runtime.evaluators import EvaluatorPool
 
 from engine.ports.payload_store import PayloadStoreUnavailable
+from engine.runtime.local_steps import NotHere
 from protocol.limits import JsonTooDeep
 from protocol.payload_keys import ACTIVITY_PREFIX_KEY, unowned_activity_prefix
 
@@ -223,6 +224,10 @@ class ActivityDeps:
       (:class:`engine.runtime.evaluators.EvaluatorPool`); without them those tasks fail.
     * ``http_clients``: the outbound HTTP clients, reused across calls (https connections
       kept alive); copies of these deps share them.
+    * ``within_seconds``: set for a step done in an orchestration's work item
+      (engine/runtime/local_steps.py): a script's evaluation is bounded by it and one
+      past it raises ``NotHere``, as does an HTTP call of a method not safe to make
+      again.
     """
 
     payload_store: PayloadStoreLike | None = None
@@ -242,6 +247,7 @@ class ActivityDeps:
     #: the reusable outbound HTTP clients of the engine process
     #: (``engine.runtime.builtins.outbound.OutboundClients``)
     http_clients: Any = field(default_factory=lambda: _outbound_clients())
+    within_seconds: float | None = None
 
 
 def _outbound_clients() -> Any:
@@ -353,7 +359,7 @@ def never_raises(fn: Activity) -> Activity:
             return fn(deps, task_input)
         except JsonTooDeep as exc:  # an answer nested too deep: the same every time
             return ActivityResult.terminal(str(exc))
-        except PayloadStoreUnavailable:
+        except (PayloadStoreUnavailable, NotHere):
             raise
         except Exception as exc:
             log.exception("activity %s raised", getattr(fn, "__name__", fn))

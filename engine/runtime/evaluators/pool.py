@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from engine.runtime.evaluators.limits import EvaluationError, EvaluatorLimits
+from engine.runtime.local_steps import NotHere
 from protocol.limits import JsonTooDeep, loads_limited
 
 __all__ = ["EvaluatorPool", "Kind", "PoolClosed", "ScriptsInProcesses"]
@@ -266,11 +267,30 @@ class EvaluatorPool:
             self._idle.append(child)
             self._cond.notify_all()
 
-    def _acquire(self, urgent: bool = False) -> _Child:
+    def _acquire(self, urgent: bool = False, wait: bool = True) -> _Child:
         """A process for one evaluation. An ``urgent`` caller (a Decider's script, on an
         orchestration's thread) is served before every other waiting one (INLINE and jq
         activities, of which up to the engine's activity limit may wait): an
-        orchestration waits for an evaluation in progress at most, never for a queue."""
+        orchestration waits for an evaluation in progress at most, never for a queue.
+        Without ``wait``, an idle process or :class:`NotHere` (none is idle: a step done
+        in a work item waits for none; one is started in the background if the pool is
+        not full, for the next)."""
+        if not wait:
+            with self._cond:
+                while self._idle and not self._closed and not self._urgent:
+                    child = self._idle.pop(0)
+                    if child.alive:
+                        return child
+                    self._live -= 1
+                    self._cond.notify_all()
+                start = not self._closed and self._live < self.limits.processes
+                if start:
+                    self._live += 1
+            if start:
+                threading.Thread(
+                    target=self._spawn_into_idle, name="stepway-evaluator-start", daemon=True
+                ).start()
+            raise NotHere("no evaluator process is idle", remember=False)
         with self._cond:
             if urgent:
                 self._urgent += 1
@@ -325,12 +345,15 @@ class EvaluatorPool:
 
     # -- evaluating ----------------------------------------------------------------------
 
-    def evaluate(self, kind: Kind, program: str, data: Any) -> Any:
+    def evaluate(self, kind: Kind, program: str, data: Any, within: float | None = None) -> Any:
         """The result of ``program`` (JavaScript for ``js``, with ``data`` as its bindings
         object; jq for ``jq``, with ``data`` as its input, giving the list of every
-        output). Raises :class:`EvaluationError` naming the limit on a breach."""
+        output). Raises :class:`EvaluationError` naming the limit on a breach.
+        ``within``: a step done in an orchestration's work item: an idle process only,
+        at most this many seconds of CPU and wall-clock time; past them (or with no
+        process idle) :class:`NotHere`, not a breach (the full limits may not be)."""
         text = json.dumps(data, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-        return self.evaluate_text(kind, program, text.encode("utf-8"))
+        return self.evaluate_text(kind, program, text.encode("utf-8"), within=within)
 
     def evaluate_text(
         self,
@@ -340,30 +363,43 @@ class EvaluatorPool:
         bounds: dict[str, float] | None = None,
         *,
         urgent: bool = False,
+        within: float | None = None,
     ) -> Any:
         """:meth:`evaluate` of JSON text; ``urgent``: served before other waiting callers
         (:meth:`_acquire`)."""
         limits = self.limits
-        child = self._acquire(urgent)
+        wall = limits.wall_seconds
+        if within is not None:
+            wall = min(wall, within)
+            cpu = min(within, (bounds or {}).get("cpuSeconds", within))
+            bounds = {**(bounds or {}), "cpuSeconds": cpu}
+        child = self._acquire(urgent, wait=within is None)
         healthy = False
         try:
-            deadline = time.monotonic() + limits.wall_seconds
+            deadline = time.monotonic() + wall
             try:
                 answer = child.request(
                     kind, program, data, deadline, limits.max_output_bytes, bounds
                 )
             except TimeoutError:
                 child.kill()
+                if within is not None:
+                    raise NotHere(f"the evaluation took more than {within:g} s") from None
                 raise EvaluationError(
                     f"the evaluation exceeded the wall-clock limit of {limits.wall_seconds:g} s",
                     "wall",
                 ) from None
             if answer is None:
                 child.kill()
-                raise self._death(child)
+                death = self._death(child)
+                if within is not None and death.limit == "cpu":
+                    raise NotHere(f"the evaluation took more than {within:g} s of CPU")
+                raise death
             healthy = True
             if isinstance(answer, dict):
                 limit = answer.get("limit")
+                if within is not None and limit in ("cpu", "wall"):
+                    raise NotHere(f"the evaluation took more than {within:g} s")
                 raise EvaluationError(str(answer.get("message") or "failed"), limit)
             try:
                 return loads_limited(answer, limits.max_depth + 1, "the result")

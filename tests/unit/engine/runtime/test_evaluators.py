@@ -22,6 +22,7 @@ from engine.runtime.evaluators import (
     EvaluatorPool,
     ScriptsInProcesses,
 )
+from engine.runtime.local_steps import NotHere
 
 DEEP_JS = (
     "(function () { var o = {}; for (var i = 0; i < 100000; i++) { o = {a: o}; } return o; })()"
@@ -299,3 +300,49 @@ def test_a_deciders_script_is_served_before_waiting_activities() -> None:
             thread.join(30)
     assert finished[:2] == ["first", "script"], finished
     assert sorted(finished[2:]) == [f"queued{i}" for i in range(6)]
+
+
+# --- a step done in an orchestration's work item (within: engine/runtime/local_steps.py) --
+
+
+def test_an_evaluation_within_a_bound_answers_as_any_other(pool: EvaluatorPool) -> None:
+    assert pool.evaluate("js", "$.a * 2", {"$": {"a": 21}}, within=5) == 42
+    assert pool.evaluate("jq", ".a + 1", {"a": 1}, within=5) == [2]
+
+
+@pytest.mark.parametrize(
+    ("kind", "program"),
+    [("jq", "last(range(1e10))"), ("js", "while (true) {}")],
+)
+def test_an_evaluation_past_its_bound_is_not_done_here_nor_a_breach(
+    pool: EvaluatorPool, kind: str, program: str
+) -> None:
+    """Past ``within`` (far below the pool's CPU limit) the caller is told to leave the
+    evaluation to an activity, whose full limits may not be met: NotHere, not the
+    EvaluationError of a breach; the pool goes on."""
+    started = time.monotonic()
+    with pytest.raises(NotHere) as raised:
+        pool.evaluate(kind, program, {"$": {}} if kind == "js" else {}, within=0.2)  # type: ignore[arg-type]
+    assert time.monotonic() - started < 0.9  # well before the pool's 1 s CPU limit
+    assert raised.value.remember
+    assert pool.evaluate("js", "1 + 1", {"$": {}}) == 2
+
+
+def test_an_evaluation_within_a_bound_waits_for_no_process() -> None:
+    """With no process idle, NotHere at once (the task is not marked: it was not slow),
+    and a process is started for the next."""
+    one = EvaluatorPool(EvaluatorLimits(processes=1))
+    try:
+        with pytest.raises(NotHere) as raised:
+            one.evaluate("js", "1", {"$": {}}, within=1)
+        assert not raised.value.remember
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                assert one.evaluate("js", "$.a", {"$": {"a": 3}}, within=1) == 3
+                break
+            except NotHere:
+                assert time.monotonic() < deadline, "no process was started"
+                time.sleep(0.05)
+    finally:
+        one.close()

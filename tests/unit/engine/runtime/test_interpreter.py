@@ -23,12 +23,14 @@ from durabletask.internal import orchestrator_service_pb2 as pb
 from engine.adapters.backend.sessions import HistoryContext, SessionWorkerMixin, _Session
 from engine.adapters.run_store_sql import SqlRunStore
 from engine.decider import Decider
+from engine.runtime import interpreter
 from engine.runtime.activity_io import (
     ACTIVITY_BUILTIN,
     ACTIVITY_DISPATCH,
     ACTIVITY_FINISH,
     ACTIVITY_RECORD,
     ACTIVITY_RESOLVE_CHILD,
+    BuiltinInput,
     DispatchInput,
     FinishInput,
     RecordInput,
@@ -37,6 +39,9 @@ from engine.runtime.definition_cache import DefinitionCache
 from engine.runtime.encoded_json import EncodedJsonConverter
 from engine.runtime.interpreter import (
     STEPS_PER_EXECUTION,
+    BuiltinResult,
+    DecisionDeferred,
+    LocalBuiltin,
     LocalDispatch,
     LocalFinish,
     LocalRecord,
@@ -85,11 +90,13 @@ class Replay:
         *,
         local_dispatch: LocalDispatch | None = None,
         local_record: LocalRecord | None = None,
+        local_builtin: LocalBuiltin | None = None,
+        builtin_result: BuiltinResult | None = None,
         sees_history: bool = False,
     ) -> None:
         self.store = store
         self.sees_history = sees_history
-        self.host(local_finish, local_dispatch, local_record)
+        self.host(local_finish, local_dispatch, local_record, local_builtin, builtin_result)
         self.history: list[pb.HistoryEvent] = []
         self.first: list[pb.HistoryEvent] = [
             helpers.new_execution_started_event(
@@ -103,9 +110,11 @@ class Replay:
         local_finish: LocalFinish | None,
         local_dispatch: LocalDispatch | None = None,
         local_record: LocalRecord | None = None,
+        local_builtin: LocalBuiltin | None = None,
+        builtin_result: BuiltinResult | None = None,
     ) -> None:
         """Run the next work items in a process with (or without) a local finish,
-        dispatch and record."""
+        dispatch, record and built-in steps (and the results they kept)."""
         self.registry = worker._Registry()
         self.registry.add_named_orchestrator(
             ORCHESTRATOR_NAME,
@@ -114,6 +123,8 @@ class Replay:
                 local_finish,
                 local_dispatch,
                 local_record,
+                local_builtin,
+                builtin_result,
             ),
         )
 
@@ -858,3 +869,258 @@ def test_a_defect_whose_finish_fails_for_good_is_recorded_failed_alone(
     [(_, name, finish)] = activities(actions)
     assert name == ACTIVITY_FINISH
     assert finish["result"]["status"] == "FAILED" and finish["records"] == []
+
+
+# --- built-in steps done in the work item (LocalBuiltin) --------------------------------
+
+BUILTIN_THEN_WORKER = {
+    "name": "builtin_then_worker",
+    "version": 1,
+    "tasks": [
+        {
+            "name": "call",
+            "taskReferenceName": "h",
+            "type": "HTTP",
+            "inputParameters": {"http_request": {"uri": "http://example.test/n"}},
+        },
+        {
+            "name": "parse",
+            "taskReferenceName": "p",
+            "type": "WORKER",
+            "inputParameters": {"n": "${h.output.n}"},
+        },
+        {
+            "name": "double",
+            "taskReferenceName": "i",
+            "type": "INLINE",
+            "inputParameters": {
+                "evaluatorType": "javascript",
+                "expression": "$.n * 2",
+                "n": "${h.output.n}",
+            },
+        },
+    ],
+    "outputParameters": {
+        "n": "${h.output.n}",
+        "text": "${p.output.text}",
+        "r": "${i.output.result}",
+    },
+}
+
+TWO_CALLS = {
+    "name": "two_calls",
+    "version": 1,
+    "tasks": [
+        {
+            "name": "call",
+            "taskReferenceName": ref,
+            "type": "HTTP",
+            "inputParameters": {"http_request": {"uri": f"http://example.test/{ref}"}},
+        }
+        for ref in ("h1", "h2")
+    ],
+    "outputParameters": {"first": "${h1.output.n}", "second": "${h2.output.n}"},
+}
+
+FORKED_CALLS = {
+    "name": "forked_calls",
+    "version": 1,
+    "tasks": [
+        {
+            "name": "fork",
+            "taskReferenceName": "f",
+            "type": "FORK_JOIN",
+            "forkTasks": [[step] for step in TWO_CALLS["tasks"]],  # type: ignore[attr-defined]
+        },
+        {"name": "join", "taskReferenceName": "j", "type": "JOIN", "joinOn": ["h1", "h2"]},
+    ],
+    "outputParameters": {"first": "${h1.output.n}", "second": "${h2.output.n}"},
+}
+
+
+class _Builtins:
+    """A local built-in step that answers each task with a COMPLETED envelope of
+    ``outputs[ref]`` (None, declined, for the refs in ``declined``) and keeps it; its
+    :meth:`result` reads what it kept, as ``RunActivities.builtin_result`` does."""
+
+    def __init__(self, outputs: dict[str, dict[str, Any]], declined: tuple[str, ...] = ()):
+        self.outputs = outputs
+        self.declined = declined
+        self.done: list[BuiltinInput] = []
+        self.kept: dict[tuple[str, int], dict[str, Any]] = {}
+        self.read: list[str] = []
+
+    def __call__(self, data: BuiltinInput) -> dict[str, Any] | None:
+        self.done.append(data)
+        if data.task.ref in self.declined:
+            return None
+        envelope = {"status": "COMPLETED", "output": self.outputs[data.task.ref]}
+        self.kept[(data.task.task_id, data.task.attempt)] = envelope
+        return envelope
+
+    def result(self, workflow_id: str, task_id: str, attempt: int) -> dict[str, Any] | None:
+        assert workflow_id == INSTANCE
+        self.read.append(task_id)
+        return self.kept.get((task_id, attempt))
+
+
+def _doing_builtins(store: SqlRunStore, name: str, builtins: _Builtins) -> Replay:
+    """A run of ``name`` in processes that do built-in steps in their work items, each
+    work item replayed in full by Stepway's worker context."""
+    return Replay(
+        store,
+        RunInput(name=name, version=1),
+        local_builtin=builtins,
+        builtin_result=builtins.result,
+        sees_history=True,
+    )
+
+
+def _scheduled(run: Replay) -> list[str]:
+    return [e.taskScheduled.name for e in run.history if e.HasField("taskScheduled")]
+
+
+def test_a_builtin_step_is_done_in_its_work_item_and_replays_read_the_result_it_kept(
+    store: SqlRunStore,
+) -> None:
+    """HTTP, then a WORKER task, then INLINE: the HTTP step is done in the first work
+    item (no built-in activity), the next work items, each replayed in full, read its
+    result from what it kept instead of calling again, and the INLINE step is done in
+    the work item of the worker's result."""
+    register(store, BUILTIN_THEN_WORKER)
+    builtins = _Builtins({"h": {"n": 2}, "i": {"result": 4}})
+    run = _doing_builtins(store, "builtin_then_worker", builtins)
+
+    [(dispatch_id, name, dispatch)] = activities(run.step())
+    assert name == ACTIVITY_DISPATCH
+    [http] = builtins.done
+    assert (http.task.ref, http.task.attempt, http.workflow_id) == ("h", 1, INSTANCE)
+    assert [(r.ref, r.status) for r in http.records] == [("h", "SCHEDULED")]
+    # the next step's input and rows from the result the work item got
+    assert dispatch["task"]["input"] == {"n": 2}
+    assert [(r["ref"], r["status"]) for r in dispatch["records"]] == [
+        ("h", "COMPLETED"),
+        ("p", "SCHEDULED"),
+    ]
+    assert builtins.read == []
+
+    assert activities(run.step(done(dispatch_id, {"queue": "parse"}))) == []
+    assert builtins.read == [http.task.task_id] and len(builtins.done) == 1
+
+    [(_, name, finish)] = activities(run.step(_worker_result(dispatch["task"]["taskId"], "hi")))
+    assert [d.task.ref for d in builtins.done] == ["h", "i"]
+    assert builtins.read == [http.task.task_id] * 2
+    assert name == ACTIVITY_FINISH
+    assert finish["result"]["output"] == {"n": 2, "text": "hi", "r": 4}
+    assert [(r["ref"], r["status"]) for r in finish["records"]] == [("i", "COMPLETED")]
+    assert ACTIVITY_BUILTIN not in _scheduled(run)
+
+
+def test_a_builtin_step_done_in_a_work_item_is_not_replayed_where_its_result_cannot_be_read(
+    store: SqlRunStore,
+) -> None:
+    """An orchestrator-only process (no run store to read the kept result from) gives
+    the work item back undecided instead of calling again or guessing."""
+    register(store, BUILTIN_THEN_WORKER)
+    builtins = _Builtins({"h": {"n": 2}, "i": {"result": 4}})
+    run = _doing_builtins(store, "builtin_then_worker", builtins)
+    [(dispatch_id, _, _)] = activities(run.step())
+
+    run.host(None)
+    with pytest.raises(DecisionDeferred, match="'h' was done in a work item"):
+        run.step(done(dispatch_id, {"queue": "parse"}))
+    assert len(builtins.done) == 1
+
+
+def test_a_builtin_step_whose_kept_result_is_gone_fails_the_run_naming_it(
+    store: SqlRunStore,
+) -> None:
+    register(store, BUILTIN_THEN_WORKER)
+    builtins = _Builtins({"h": {"n": 2}, "i": {"result": 4}})
+    run = _doing_builtins(store, "builtin_then_worker", builtins)
+    [(dispatch_id, _, _)] = activities(run.step())
+    builtins.kept.clear()
+
+    [(_, name, finish)] = activities(run.step(done(dispatch_id, {"queue": "parse"})))
+
+    assert name == ACTIVITY_FINISH and finish["result"]["status"] == "FAILED"
+    assert "the result of task 'h' (attempt 1)" in finish["result"]["reason"]
+    assert len(builtins.done) == 1  # never called again
+
+
+def test_a_builtin_step_the_work_item_declines_goes_to_the_activity_and_replays_so(
+    store: SqlRunStore,
+) -> None:
+    """The first call declined (a store unavailable in the work item): the built-in
+    activity does it, with the rows the work item was given; the second step is done in
+    the work item of the first's completion; the replays follow each as it went."""
+    register(store, TWO_CALLS)
+    builtins = _Builtins({"h1": {"n": 1}, "h2": {"n": 2}}, declined=("h1",))
+    run = _doing_builtins(store, "two_calls", builtins)
+
+    [(call_id, name, call)] = activities(run.step())
+    assert name == ACTIVITY_BUILTIN and call["task"]["ref"] == "h1"
+    assert [r["status"] for r in call["records"]] == ["SCHEDULED"]
+
+    [(_, name, finish)] = activities(
+        run.step(done(call_id, {"status": "COMPLETED", "output": {"n": 1}}))
+    )
+    assert [d.task.ref for d in builtins.done] == ["h1", "h2"]
+    assert name == ACTIVITY_FINISH
+    assert finish["result"]["output"] == {"first": 1, "second": 2}
+    assert _scheduled(run) == [ACTIVITY_BUILTIN, ACTIVITY_FINISH]
+
+
+def test_builtin_steps_started_together_go_to_the_activity(store: SqlRunStore) -> None:
+    """The branches of a fork run at once: two calls started by one decision are both
+    built-in activities, not done one after the other in the work item."""
+    register(store, FORKED_CALLS)
+    builtins = _Builtins({"h1": {"n": 1}, "h2": {"n": 2}})
+    run = _doing_builtins(store, "forked_calls", builtins)
+
+    calls = activities(run.step())
+
+    assert sorted((name, call["task"]["ref"]) for _, name, call in calls) == [
+        (ACTIVITY_BUILTIN, "h1"),
+        (ACTIVITY_BUILTIN, "h2"),
+    ]
+    assert builtins.done == []
+
+
+def test_a_work_item_that_spent_its_time_on_builtin_steps_leaves_the_next_to_the_activity(
+    store: SqlRunStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Once the work item has spent LOCAL_BUILTIN_SECONDS on built-in steps, the next
+    goes to the activity (the work item ends, so that a terminate waiting for it is
+    taken in); a replay follows both."""
+    monkeypatch.setattr(interpreter, "LOCAL_BUILTIN_SECONDS", 1e-9)
+    register(store, TWO_CALLS)
+    builtins = _Builtins({"h1": {"n": 1}, "h2": {"n": 2}})
+    run = _doing_builtins(store, "two_calls", builtins)
+
+    [(call_id, name, call)] = activities(run.step())
+    assert [d.task.ref for d in builtins.done] == ["h1"]
+    assert name == ACTIVITY_BUILTIN and call["task"]["ref"] == "h2"
+
+    [(_, name, finish)] = activities(
+        run.step(done(call_id, {"status": "COMPLETED", "output": {"n": 2}}))
+    )
+    assert len(builtins.done) == 1 and len(builtins.read) == 1
+    assert name == ACTIVITY_FINISH and finish["result"]["output"] == {"first": 1, "second": 2}
+
+
+def test_durabletasks_own_executor_always_takes_the_builtin_activity(
+    store: SqlRunStore,
+) -> None:
+    register(store, TWO_CALLS)
+    builtins = _Builtins({"h1": {"n": 1}, "h2": {"n": 2}})
+    run = Replay(
+        store,
+        RunInput(name="two_calls", version=1),
+        local_builtin=builtins,
+        builtin_result=builtins.result,
+    )
+
+    [(_, name, _)] = activities(run.step())
+
+    assert name == ACTIVITY_BUILTIN and builtins.done == []
