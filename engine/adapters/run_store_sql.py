@@ -282,6 +282,7 @@ step_results = sa.Table(
     sa.Column("workflow_id", _ID, primary_key=True),
     sa.Column("task_id", _ID, primary_key=True),
     sa.Column("attempt", sa.Integer, primary_key=True),
+    sa.Column("execution", sa.Integer, nullable=False),
     sa.Column("result", _json(), nullable=False),
     sa.Column("created_at", sa.BigInteger, nullable=False),
 )
@@ -914,8 +915,20 @@ class SqlRunStore:
             )
 
     def put_step_result(
-        self, workflow_id: str, task_id: str, attempt: int, result: dict[str, Any], now: int
+        self,
+        workflow_id: str,
+        task_id: str,
+        attempt: int,
+        result: dict[str, Any],
+        now: int,
+        execution: int = 0,
     ) -> None:
+        def earlier() -> Any:
+            return sa.delete(step_results).where(
+                step_results.c.workflow_id == _b("b_workflow_id"),
+                step_results.c.execution < sa.bindparam("b_execution", type_=sa.Integer),
+            )
+
         def build() -> Any:
             ins = self._insert(step_results)
             return ins.on_conflict_do_update(
@@ -931,10 +944,17 @@ class SqlRunStore:
             "workflow_id": workflow_id,
             "task_id": task_id,
             "attempt": attempt,
+            "execution": execution,
             "result": result,
             "created_at": now,
         }
         with self._write() as conn:
+            self._exec(
+                conn,
+                "delete_earlier_step_results",
+                earlier,
+                {"b_workflow_id": workflow_id, "b_execution": execution},
+            )
             self._exec(conn, "put_step_result", build, values)
 
     def get_step_result(

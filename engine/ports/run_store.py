@@ -431,11 +431,19 @@ class RunStore(Protocol):
         ...
 
     def put_step_result(
-        self, workflow_id: str, task_id: str, attempt: int, result: dict[str, Any], now: int
+        self,
+        workflow_id: str,
+        task_id: str,
+        attempt: int,
+        result: dict[str, Any],
+        now: int,
+        execution: int = 0,
     ) -> None:
         """Keep the result of a built-in step's attempt done in an orchestration's work
-        item (``engine.runtime.interpreter.LocalBuiltin``), replacing one kept before
-        (the work item done again)."""
+        item (``engine.runtime.interpreter.LocalBuiltin``) in the run's ``execution``
+        (its continue-as-new count), replacing one kept before (the work item done
+        again), and delete in the same write those kept in the run's earlier executions
+        (no replay reads them again)."""
         ...
 
     def get_step_result(

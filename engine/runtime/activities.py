@@ -321,19 +321,20 @@ class RunActivities:
             return envelope
         return self._builtin_traced(data)
 
-    def builtin_here(self, data: BuiltinInput) -> dict[str, Any] | None:
+    def builtin_here(self, data: BuiltinInput, execution: int = 0) -> dict[str, Any] | None:
         """The built-in activity's work done in the orchestration's work item of a process
         that hosts the activities too (``engine.runtime.interpreter.LocalBuiltin``): the
         same writes and call, and its result envelope kept in the run store
-        (``put_step_result``) for the replays of that work item, which find no activity
-        in the history. None when it failed (the call may have gone out: an outage of a
-        store after it), so that the built-in activity does it again with its own
-        handling of outages, as a run of the activity that met the outage would; and
-        None when its gate declines it (:class:`LocalSteps`: no slot free, the task was
-        slow before) or it cannot be finished here within the gate's ``within_seconds``
-        (a script's evaluation is cut short there and evaluated again by the activity; an
-        HTTP call goes on, and the activity takes its outcome), or it is an HTTP call of
-        a method not safe to make again."""
+        (``put_step_result``, under the run's ``execution``) for the replays of that
+        work item, which find no activity in the history.
+
+        None, and the built-in activity does the step, when it failed (the call may have
+        gone out: an outage of a store after it; the activity handles outages as ever),
+        when the gate declines it (:class:`LocalSteps`: no slot free, the task slow
+        before), when it cannot be finished within the gate's ``within_seconds`` (a
+        script's evaluation is cut short and evaluated again by the activity; an HTTP
+        call goes on and the activity takes its outcome), and for an HTTP method not
+        safe to make again."""
         task = data.task
         gate = self.local_steps
         deps = dataclasses.replace(self._inline_deps(), within_seconds=gate.within_seconds)
@@ -348,7 +349,7 @@ class RunActivities:
             else:
                 envelope = call()
             self.store.put_step_result(
-                data.workflow_id, task.task_id, task.attempt, envelope, _now_ms()
+                data.workflow_id, task.task_id, task.attempt, envelope, _now_ms(), execution
             )
             return envelope
 

@@ -142,8 +142,9 @@ LocalRecord = Callable[[RecordInput], bool]
 #: Does one attempt of a built-in step (:data:`HERE_TYPES`) in the orchestration's own
 #: work item, where the engine process hosts the activities too: the built-in activity's
 #: work (``RunActivities.builtin_here``), its result envelope kept in the run store for
-#: replays. The envelope; None when that failed, and the built-in activity is to do it.
-LocalBuiltin = Callable[[BuiltinInput], dict[str, Any] | None]
+#: replays under the run's execution (its continue-as-new count, the second argument).
+#: The envelope; None when that failed, and the built-in activity is to do it.
+LocalBuiltin = Callable[[BuiltinInput, int], dict[str, Any] | None]
 
 #: The result envelope a :data:`LocalBuiltin` kept for (workflow id, task id, attempt),
 #: or None (``RunActivities.builtin_result``): what a replay of its work item reads where
@@ -561,7 +562,7 @@ class _Run:
             ):
                 return None
             began = time.monotonic()
-            done = self.local_builtin(data)
+            done = self.local_builtin(data, self.run.executions)
             self.here_seconds += time.monotonic() - began
             if done is None:
                 return None

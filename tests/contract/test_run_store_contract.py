@@ -771,6 +771,29 @@ def test_step_results_are_kept_per_attempt_replaced_and_deleted_with_their_run(
     assert store.get_step_result("w2", "t1", 1) == {"status": "COMPLETED", "output": {}}
 
 
+def test_a_step_result_of_a_later_execution_deletes_those_of_earlier_ones(
+    store: SqlRunStore,
+) -> None:
+    """A run continued as new replays only its current execution: keeping a result in
+    execution n deletes the run's results of executions before n (not n's, not another
+    run's), so a run keeps one execution's."""
+    for workflow_id in ("w1", "w2"):
+        store.create_run(run(workflow_id))
+        store.put_step_result(workflow_id, "a", 1, {"status": "COMPLETED", "n": 0}, T0, 0)
+    store.put_step_result("w1", "b", 1, {"status": "COMPLETED", "n": 1}, T0, 1)
+
+    store.put_step_result("w1", "c", 1, {"status": "COMPLETED", "n": 2}, T0, 1)
+    assert store.get_step_result("w1", "a", 1) is None
+    assert store.get_step_result("w1", "b", 1) == {"status": "COMPLETED", "n": 1}
+    assert store.get_step_result("w1", "c", 1) == {"status": "COMPLETED", "n": 2}
+    assert store.get_step_result("w2", "a", 1) == {"status": "COMPLETED", "n": 0}
+
+    store.put_step_result("w1", "d", 1, {"status": "COMPLETED", "n": 3}, T0, 2)
+    assert store.get_step_result("w1", "b", 1) is None
+    assert store.get_step_result("w1", "c", 1) is None
+    assert store.get_step_result("w1", "d", 1) == {"status": "COMPLETED", "n": 3}
+
+
 def test_delete_tasks_of_a_run_all_or_some(store: SqlRunStore) -> None:
     """A restart deletes every task row of the run, a rerun those after a task."""
     store.create_run(run("w1"))

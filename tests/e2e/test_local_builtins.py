@@ -21,6 +21,7 @@ from durabletask import history
 from engine.language.definitions import RunStatus, TaskStatus
 from engine.ports.run_store import RunStoreUnavailable
 from engine.runtime.activity_io import ACTIVITY_BUILTIN
+from engine.runtime.interpreter import STEPS_PER_EXECUTION
 
 
 class _Server(ThreadingHTTPServer):
@@ -302,3 +303,35 @@ def _builtin_refs(platform: Any, workflow_id: str) -> list[str]:
         for event in platform.client.get_orchestration_history(workflow_id)
         if isinstance(event, history.TaskScheduledEvent) and event.name == ACTIVITY_BUILTIN
     ]
+
+
+def test_a_long_run_keeps_the_results_of_its_last_execution_only(
+    platform: Any, server: _Server
+) -> None:
+    """25 HTTP steps span three executions (continue-as-new every STEPS_PER_EXECUTION
+    outcomes): the results kept for replays of the earlier executions are deleted as the
+    later ones keep theirs, so a run holds one execution's."""
+    steps = 25
+    platform.register(
+        {
+            "name": "many_calls",
+            "version": 1,
+            "tasks": [_call(f"c{i}", f"{server.url}/{i}") for i in range(steps)],
+            "outputParameters": {"last": f"${{c{steps - 1}.output.response.body.n}}"},
+        }
+    )
+
+    workflow_id = platform.start("many_calls")
+    run = platform.wait(workflow_id)
+
+    assert run.status == RunStatus.COMPLETED, run.reason_for_incompletion
+    assert run.output == {"last": steps - 1}
+    assert _activities(platform, workflow_id) == []
+    rows = platform.tasks(workflow_id)
+    store = platform.services.run_store
+    kept = [
+        ref
+        for ref, row in sorted(rows.items(), key=lambda item: item[1].seq)
+        if store.get_step_result(workflow_id, row.task_id, row.attempt) is not None
+    ]
+    assert kept == [f"c{i}" for i in range(2 * STEPS_PER_EXECUTION, steps)]

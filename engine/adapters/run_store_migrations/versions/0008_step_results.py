@@ -9,8 +9,11 @@ JSON_JQ_TRANSFORM step is done in the orchestration's work item instead of by th
 built-in activity (``engine.runtime.interpreter.LocalBuiltin``), so its result is in no
 history event. ``step_results`` keeps it, per run, task and attempt, written before the
 work item completes; a replay of that work item reads it here where it would have read
-the activity's completion from the history. The rows go with their run
-(``delete_run``); the primary key's first column serves that delete.
+the activity's completion from the history. ``execution`` is the run's execution (its
+continue-as-new count): a write deletes the rows of the run's earlier executions, which
+no replay reads again, so a run keeps one execution's (at most about
+``STEPS_PER_EXECUTION`` rows). The rest go with their run (``delete_run``); the primary
+key's first column serves both deletes.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ def upgrade() -> None:
         sa.Column("workflow_id", sa.String(255), primary_key=True),
         sa.Column("task_id", sa.String(255), primary_key=True),
         sa.Column("attempt", sa.Integer, primary_key=True),
+        sa.Column("execution", sa.Integer, nullable=False),
         sa.Column(
             "result", sa.JSON().with_variant(postgresql.JSONB(), "postgresql"), nullable=False
         ),

@@ -950,7 +950,8 @@ class _Builtins:
         self.kept: dict[tuple[str, int], dict[str, Any]] = {}
         self.read: list[str] = []
 
-    def __call__(self, data: BuiltinInput) -> dict[str, Any] | None:
+    def __call__(self, data: BuiltinInput, execution: int) -> dict[str, Any] | None:
+        assert execution == 0
         self.done.append(data)
         if data.task.ref in self.declined:
             return None
