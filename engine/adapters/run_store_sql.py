@@ -81,6 +81,7 @@ from engine.ports.run_store import (
     EndedAttempt,
     HandOut,
     InstructionRecord,
+    KeptStep,
     Lease,
     NewRun,
     PendingStart,
@@ -957,11 +958,9 @@ class SqlRunStore:
             )
             self._exec(conn, "put_step_result", build, values)
 
-    def get_step_result(
-        self, workflow_id: str, task_id: str, attempt: int
-    ) -> dict[str, Any] | None:
+    def get_step_result(self, workflow_id: str, task_id: str, attempt: int) -> KeptStep | None:
         def build() -> Any:
-            return sa.select(step_results.c.result).where(
+            return sa.select(step_results.c.result, step_results.c.created_at).where(
                 step_results.c.workflow_id == _b("b_workflow_id"),
                 step_results.c.task_id == _b("b_task_id"),
                 step_results.c.attempt == sa.bindparam("b_attempt", type_=sa.Integer),
@@ -970,10 +969,9 @@ class SqlRunStore:
         params = {"b_workflow_id": workflow_id, "b_task_id": task_id, "b_attempt": attempt}
         with self._read() as conn:
             row = self._exec(conn, "get_step_result", build, params).first()
-        if row is None:
+        if row is None or not isinstance(row["result"], dict):
             return None
-        result = row["result"]
-        return result if isinstance(result, dict) else None
+        return KeptStep(result=row["result"], kept_at=int(row["created_at"]))
 
     def search_runs(self, query: RunQuery) -> SearchResult:
         conds: list[sa.ColumnElement[bool]] = []

@@ -194,6 +194,16 @@ class PendingStart(_Record):
     created_at: int  # epoch ms (the run's create_time)
 
 
+class KeptStep(_Record):
+    """The result of a built-in step done in an orchestration's work item, kept for the
+    replays of that work item (``put_step_result``)."""
+
+    #: the built-in activity's result envelope
+    result: dict[str, Any]
+    #: when it was kept (epoch ms): the step's end, which a replay decides at again
+    kept_at: int
+
+
 class SearchResult(_Record):
     total_hits: int
     results: list[RunRecord]
@@ -446,10 +456,8 @@ class RunStore(Protocol):
         (no replay reads them again)."""
         ...
 
-    def get_step_result(
-        self, workflow_id: str, task_id: str, attempt: int
-    ) -> dict[str, Any] | None:
-        """The result kept by ``put_step_result``, or None."""
+    def get_step_result(self, workflow_id: str, task_id: str, attempt: int) -> KeptStep | None:
+        """The result kept by ``put_step_result`` and when (its ``now``), or None."""
         ...
 
     def mark_retried(self, task_id: str, now: int) -> bool:

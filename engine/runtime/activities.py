@@ -41,7 +41,14 @@ from engine.ports.payload_store import (
 )
 from engine.ports.queue import QueueError, QueueNotFound
 from engine.ports.queue_provisioning import ensure_queues_exist
-from engine.ports.run_store import DefinitionRecord, NewRun, RunUpdate, TaskRecord, TaskUpdate
+from engine.ports.run_store import (
+    DefinitionRecord,
+    KeptStep,
+    NewRun,
+    RunUpdate,
+    TaskRecord,
+    TaskUpdate,
+)
 from engine.runtime.activity_io import (
     ACTIVITY_BUILTIN,
     ACTIVITY_CHECK,
@@ -321,7 +328,7 @@ class RunActivities:
             return envelope
         return self._builtin_traced(data)
 
-    def builtin_here(self, data: BuiltinInput, execution: int = 0) -> dict[str, Any] | None:
+    def builtin_here(self, data: BuiltinInput, execution: int = 0) -> KeptStep | None:
         """The built-in activity's work done in the orchestration's work item of a process
         that hosts the activities too (``engine.runtime.interpreter.LocalBuiltin``): the
         same writes and call, and its result envelope kept in the run store
@@ -342,16 +349,17 @@ class RunActivities:
         def call() -> dict[str, Any]:
             return self._builtin_traced(data, deps)
 
-        def work() -> dict[str, Any]:
+        def work() -> KeptStep:
             if task.type == TaskType.HTTP:
                 key = (data.workflow_id, task.task_id, task.attempt)
                 envelope = gate.hand_over(key, call)
             else:
                 envelope = call()
+            now = _now_ms()
             self.store.put_step_result(
-                data.workflow_id, task.task_id, task.attempt, envelope, _now_ms(), execution
+                data.workflow_id, task.task_id, task.attempt, envelope, now, execution
             )
-            return envelope
+            return KeptStep(result=envelope, kept_at=now)
 
         return _in_work_item(
             lambda: gate.run((task.type, task.name, task.def_ref), work),
@@ -359,9 +367,9 @@ class RunActivities:
             f"task {task.task_id} goes to the built-in",
         )
 
-    def builtin_result(self, workflow_id: str, task_id: str, attempt: int) -> dict[str, Any] | None:
-        """The result envelope :meth:`builtin_here` kept for this attempt, or None
-        (``engine.runtime.interpreter.BuiltinResult``)."""
+    def builtin_result(self, workflow_id: str, task_id: str, attempt: int) -> KeptStep | None:
+        """The result envelope :meth:`builtin_here` kept for this attempt and when, or
+        None (``engine.runtime.interpreter.BuiltinResult``)."""
         return self.store.get_step_result(workflow_id, task_id, attempt)
 
     def _builtin_traced(

@@ -78,7 +78,7 @@ from engine.language.definitions import RunStatus, TaskStatus, TaskType
 from engine.language.scripting import ScriptsUnavailable
 from engine.ports.payload_store import PayloadStoreUnavailable
 from engine.ports.queue import QueueUnavailable
-from engine.ports.run_store import RunStoreUnavailable
+from engine.ports.run_store import KeptStep, RunStoreUnavailable
 from engine.runtime.activity_io import (
     ACTIVITY_BUILTIN,
     ACTIVITY_CHECK,
@@ -143,13 +143,14 @@ LocalRecord = Callable[[RecordInput], bool]
 #: work item, where the engine process hosts the activities too: the built-in activity's
 #: work (``RunActivities.builtin_here``), its result envelope kept in the run store for
 #: replays under the run's execution (its continue-as-new count, the second argument).
-#: The envelope; None when that failed, and the built-in activity is to do it.
-LocalBuiltin = Callable[[BuiltinInput, int], dict[str, Any] | None]
+#: The envelope and when it was kept (the step's end, at which the run decides next);
+#: None when that failed, and the built-in activity is to do it.
+LocalBuiltin = Callable[[BuiltinInput, int], KeptStep | None]
 
-#: The result envelope a :data:`LocalBuiltin` kept for (workflow id, task id, attempt),
-#: or None (``RunActivities.builtin_result``): what a replay of its work item reads where
-#: it would have read the activity's completion from the history.
-BuiltinResult = Callable[[str, str, int], dict[str, Any] | None]
+#: What a :data:`LocalBuiltin` kept for (workflow id, task id, attempt), or None
+#: (``RunActivities.builtin_result``): what a replay of its work item reads where it
+#: would have read the activity's completion from the history.
+BuiltinResult = Callable[[str, str, int], KeptStep | None]
 
 #: the built-in task types a process that hosts the activities does in the work item that
 #: starts them (:data:`LocalBuiltin`): calls bounded by the outbound and evaluator limits,
@@ -317,8 +318,8 @@ class _Run:
         self.local_builtin = local_builtin
         self.builtin_result = builtin_result
         #: a built-in step done in this work item whose outcome is still to be handled:
-        #: its task id and result envelope
-        self.ready: list[tuple[str, dict[str, Any]]] = []
+        #: its task id, and its result envelope with when it was kept
+        self.ready: list[tuple[str, KeptStep]] = []
         #: wall-clock seconds of built-in steps done here since the run last waited
         self.here_seconds = 0.0
         self.ctx = ctx
@@ -528,7 +529,7 @@ class _Run:
         ctx.pass_over_next()
         return True
 
-    def _builtin_here(self, data: BuiltinInput, alone: bool) -> dict[str, Any] | None:
+    def _builtin_here(self, data: BuiltinInput, alone: bool) -> KeptStep | None:
         """The result envelope of the built-in step ``data`` when it is (or, in a replay,
         was) done in this work item rather than by the activity (:data:`LocalBuiltin`),
         else None: the first time, where the process can, the step is the only action of
@@ -548,8 +549,8 @@ class _Run:
                     f"task {task.ref!r} was done in a work item of an engine of role all; "
                     "its result is in the run store, which this process does not read"
                 )
-            envelope = self.builtin_result(data.workflow_id, task.task_id, task.attempt)
-            if envelope is None:
+            kept = self.builtin_result(data.workflow_id, task.task_id, task.attempt)
+            if kept is None:
                 raise LookupError(
                     f"the result of task {task.ref!r} (attempt {task.attempt}), done in an "
                     "earlier work item, is not in the run store"
@@ -566,20 +567,23 @@ class _Run:
             self.here_seconds += time.monotonic() - began
             if done is None:
                 return None
-            envelope = done
+            kept = done
         ctx.pass_over_next()
-        return envelope
+        return kept
 
-    def _take_ready(self) -> dt.Task[Any] | None:
+    def _take_ready(self) -> tuple[dt.Task[Any], int] | None:
         """The built-in step done in this work item whose outcome is next, as the
-        completed activity it stands for (tracked under its role), or None."""
+        completed activity it stands for (tracked under its role), with the time the
+        run decides at next: when the step ended (kept with its result, so a replay
+        decides at the same time), not the work item's start, so that each step's rows
+        show when it ran. None if there is none."""
         if not self.ready:
             return None
-        task_id, envelope = self.ready.pop(0)
+        task_id, kept = self.ready.pop(0)
         done: dt.CompletableTask[Any] = dt.CompletableTask()
-        done.complete(envelope)
+        done.complete(kept.result)
         self._track(task_id, "activity", done)
-        return done
+        return done, max(kept.kept_at, self.now())
 
     def _launch(self, task_id: str, *, alone: bool = True) -> None:
         entry = self.pending[task_id]
@@ -614,10 +618,10 @@ class _Run:
             run=self._run_without_state() if action.type == TaskType.START_WORKFLOW else None,
         )
         encoded = self._encoded("the input of a built-in task", data)
-        envelope = self._builtin_here(data, alone)
-        if envelope is not None:
+        kept = self._builtin_here(data, alone)
+        if kept is not None:
             entry.records = []  # written with the step
-            self.ready.append((task_id, envelope))
+            self.ready.append((task_id, kept))
             return
         self._track(task_id, "activity", self.ctx.call_activity(ACTIVITY_BUILTIN, input=encoded))
 
@@ -949,7 +953,7 @@ class _Run:
             # a built-in step done in this work item: its outcome is handled at once
             here = self._take_ready()
             if here is not None:
-                winner, now = here, self.now()
+                winner, now = here
             else:
                 if self._unrecorded():
                     yield from self.flush_records()

@@ -35,6 +35,7 @@ from engine.ports.run_store import (
     MAX_TASK_LOG_ENTRIES,
     TASK_LOGS_DROPPED,
     HandOut,
+    KeptStep,
     NewRun,
     PendingStart,
     RunQuery,
@@ -743,6 +744,11 @@ def test_delete_run_removes_tasks_logs_and_leases(store: SqlRunStore) -> None:
     assert not store.delete_run("w1")
 
 
+def _kept(store: SqlRunStore, workflow_id: str, task_id: str, attempt: int) -> Any:
+    kept = store.get_step_result(workflow_id, task_id, attempt)
+    return None if kept is None else kept.result
+
+
 def test_step_results_are_kept_per_attempt_replaced_and_deleted_with_their_run(
     store: SqlRunStore,
 ) -> None:
@@ -756,19 +762,19 @@ def test_step_results_are_kept_per_attempt_replaced_and_deleted_with_their_run(
     store.put_step_result("w1", "t1", 2, {"status": "FAILED", "reason": "boom"}, T0)
     store.put_step_result("w2", "t1", 1, {"status": "COMPLETED", "output": {}}, T0)
 
-    assert store.get_step_result("w1", "t1", 1) == envelope
-    assert store.get_step_result("w1", "t1", 2) == {"status": "FAILED", "reason": "boom"}
-    assert store.get_step_result("w1", "t1", 3) is None
-    assert store.get_step_result("w1", "t2", 1) is None
+    assert _kept(store, "w1", "t1", 1) == envelope
+    assert _kept(store, "w1", "t1", 2) == {"status": "FAILED", "reason": "boom"}
+    assert _kept(store, "w1", "t1", 3) is None
+    assert _kept(store, "w1", "t2", 1) is None
 
     again = {"status": "COMPLETED", "output": {"n": 2}}
     store.put_step_result("w1", "t1", 1, again, T0 + 1)
-    assert store.get_step_result("w1", "t1", 1) == again
+    assert store.get_step_result("w1", "t1", 1) == KeptStep(result=again, kept_at=T0 + 1)
 
     assert store.delete_run("w1")
-    assert store.get_step_result("w1", "t1", 1) is None
-    assert store.get_step_result("w1", "t1", 2) is None
-    assert store.get_step_result("w2", "t1", 1) == {"status": "COMPLETED", "output": {}}
+    assert _kept(store, "w1", "t1", 1) is None
+    assert _kept(store, "w1", "t1", 2) is None
+    assert _kept(store, "w2", "t1", 1) == {"status": "COMPLETED", "output": {}}
 
 
 def test_a_step_result_of_a_later_execution_deletes_those_of_earlier_ones(
@@ -783,15 +789,15 @@ def test_a_step_result_of_a_later_execution_deletes_those_of_earlier_ones(
     store.put_step_result("w1", "b", 1, {"status": "COMPLETED", "n": 1}, T0, 1)
 
     store.put_step_result("w1", "c", 1, {"status": "COMPLETED", "n": 2}, T0, 1)
-    assert store.get_step_result("w1", "a", 1) is None
-    assert store.get_step_result("w1", "b", 1) == {"status": "COMPLETED", "n": 1}
-    assert store.get_step_result("w1", "c", 1) == {"status": "COMPLETED", "n": 2}
-    assert store.get_step_result("w2", "a", 1) == {"status": "COMPLETED", "n": 0}
+    assert _kept(store, "w1", "a", 1) is None
+    assert _kept(store, "w1", "b", 1) == {"status": "COMPLETED", "n": 1}
+    assert _kept(store, "w1", "c", 1) == {"status": "COMPLETED", "n": 2}
+    assert _kept(store, "w2", "a", 1) == {"status": "COMPLETED", "n": 0}
 
     store.put_step_result("w1", "d", 1, {"status": "COMPLETED", "n": 3}, T0, 2)
-    assert store.get_step_result("w1", "b", 1) is None
-    assert store.get_step_result("w1", "c", 1) is None
-    assert store.get_step_result("w1", "d", 1) == {"status": "COMPLETED", "n": 3}
+    assert _kept(store, "w1", "b", 1) is None
+    assert _kept(store, "w1", "c", 1) is None
+    assert _kept(store, "w1", "d", 1) == {"status": "COMPLETED", "n": 3}
 
 
 def test_delete_tasks_of_a_run_all_or_some(store: SqlRunStore) -> None:

@@ -380,7 +380,7 @@ def test_large_http_response_is_offloaded_to_the_payload_store(
     history = str(platform.client.get_orchestration_history(workflow_id))
     assert "row-399-" not in history
     kept = platform.services.run_store.get_step_result(workflow_id, row.task_id, row.attempt)
-    assert kept is not None and kept["output"] == {"outputRef": row.output_ref}
+    assert kept is not None and kept.result["output"] == {"outputRef": row.output_ref}
 
 
 # -- CALL_TOOL ---------------------------------------------------------------------------

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterator
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,7 @@ from durabletask.internal import orchestrator_service_pb2 as pb
 from engine.adapters.backend.sessions import HistoryContext, SessionWorkerMixin, _Session
 from engine.adapters.run_store_sql import SqlRunStore
 from engine.decider import Decider
+from engine.ports.run_store import KeptStep
 from engine.runtime import interpreter
 from engine.runtime.activity_io import (
     ACTIVITY_BUILTIN,
@@ -938,6 +939,10 @@ FORKED_CALLS = {
 }
 
 
+def _ms(moment: datetime) -> int:
+    return int(moment.replace(tzinfo=UTC).timestamp() * 1000)
+
+
 class _Builtins:
     """A local built-in step that answers each task with a COMPLETED envelope of
     ``outputs[ref]`` (None, declined, for the refs in ``declined``) and keeps it; its
@@ -947,19 +952,21 @@ class _Builtins:
         self.outputs = outputs
         self.declined = declined
         self.done: list[BuiltinInput] = []
-        self.kept: dict[tuple[str, int], dict[str, Any]] = {}
+        self.kept: dict[tuple[str, int], KeptStep] = {}
         self.read: list[str] = []
 
-    def __call__(self, data: BuiltinInput, execution: int) -> dict[str, Any] | None:
+    def __call__(self, data: BuiltinInput, execution: int) -> KeptStep | None:
         assert execution == 0
         self.done.append(data)
         if data.task.ref in self.declined:
             return None
         envelope = {"status": "COMPLETED", "output": self.outputs[data.task.ref]}
-        self.kept[(data.task.task_id, data.task.attempt)] = envelope
-        return envelope
+        # the step ended a second after the work item began per step done so far
+        kept = KeptStep(result=envelope, kept_at=_ms(T0) + 1000 * len(self.done))
+        self.kept[(data.task.task_id, data.task.attempt)] = kept
+        return kept
 
-    def result(self, workflow_id: str, task_id: str, attempt: int) -> dict[str, Any] | None:
+    def result(self, workflow_id: str, task_id: str, attempt: int) -> KeptStep | None:
         assert workflow_id == INSTANCE
         self.read.append(task_id)
         return self.kept.get((task_id, attempt))
@@ -997,12 +1004,13 @@ def test_a_builtin_step_is_done_in_its_work_item_and_replays_read_the_result_it_
     [http] = builtins.done
     assert (http.task.ref, http.task.attempt, http.workflow_id) == ("h", 1, INSTANCE)
     assert [(r.ref, r.status) for r in http.records] == [("h", "SCHEDULED")]
-    # the next step's input and rows from the result the work item got
+    # the next step's input and rows from the result the work item got, at the time
+    # the step ended (kept with it), not the work item's start
     assert dispatch["task"]["input"] == {"n": 2}
-    assert [(r["ref"], r["status"]) for r in dispatch["records"]] == [
-        ("h", "COMPLETED"),
-        ("p", "SCHEDULED"),
-    ]
+    ended = _ms(T0) + 1000
+    assert [
+        (r["ref"], r["status"], r["endTime"], r["scheduledTime"]) for r in dispatch["records"]
+    ] == [("h", "COMPLETED", ended, _ms(T0)), ("p", "SCHEDULED", None, ended)]
     assert builtins.read == []
 
     assert activities(run.step(done(dispatch_id, {"queue": "parse"}))) == []
