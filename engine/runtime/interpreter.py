@@ -125,6 +125,7 @@ from protocol.runs import ORCHESTRATOR_NAME, RunInput
 LocalFinish = Callable[[FinishInput], dict[str, Any] | None]
 
 _Input = TypeVar("_Input", DispatchInput, RecordInput)
+_T = TypeVar("_T")
 
 #: Queues one attempt of a WORKER task in the orchestration's own work item, where the
 #: engine process hosts the activities too: the dispatch activity's work
@@ -169,8 +170,8 @@ LOCAL_BUILTIN_SECONDS = 0.25
 class SeesScheduledActivities(Protocol):
     """An orchestration context that knows which activities its execution's history holds
     as scheduled (engine/adapters/backend/sessions.py, ``HistoryContext``): what a replay
-    needs to follow a bookkeeping activity's work done in a work item
-    (:data:`LocalDispatch`, :data:`LocalRecord`)."""
+    needs to follow an activity's work done in a work item (:data:`LocalDispatch`,
+    :data:`LocalRecord`, :data:`LocalBuiltin`; :meth:`_Run._here`)."""
 
     @property
     def is_replaying(self) -> bool: ...
@@ -317,9 +318,10 @@ class _Run:
         self.local_record = local_record
         self.local_builtin = local_builtin
         self.builtin_result = builtin_result
-        #: a built-in step done in this work item whose outcome is still to be handled:
-        #: its task id, and its result envelope with when it was kept
-        self.ready: list[tuple[str, KeptStep]] = []
+        #: the built-in step done in this work item whose outcome is still to be handled
+        #: (one at most: it was the only action of its decision): its task id, and its
+        #: result envelope with when it was kept
+        self.ready: tuple[str, KeptStep] | None = None
         #: wall-clock seconds of built-in steps done here since the run last waited
         self.here_seconds = 0.0
         self.ctx = ctx
@@ -508,67 +510,78 @@ class _Run:
         else:
             self._launch(task_id, alone=alone)
 
+    def _here(
+        self,
+        activity: str,
+        first: Callable[[], _T | None] | None,
+        replayed: Callable[[], _T],
+    ) -> _T | None:
+        """What the work of ``activity`` done in this work item gave (:data:`LocalDispatch`,
+        :data:`LocalRecord`, :data:`LocalBuiltin`), or None when the activity is to do
+        it. The first time ``first`` does it, where the process can (None: it cannot, or
+        declined); the id the activity would have had then goes to no action, so that a
+        replay, whoever runs it, follows the history exactly: it takes the activity when
+        the history holds one under that id, else what ``replayed`` gives (what the
+        first time gave). A context that cannot tell (durabletask's own executor) always
+        takes the activity."""
+        ctx = self.ctx
+        if not isinstance(ctx, SeesScheduledActivities):
+            return None
+        if ctx.is_replaying:
+            if ctx.holds_next(activity):
+                return None
+            done: _T | None = replayed()
+        else:
+            done = first() if first is not None else None
+            if done is None:
+                return None
+        ctx.pass_over_next()
+        return done
+
     def _done_here(
         self, activity: str, local: Callable[[_Input], bool] | None, data: _Input
     ) -> bool:
         """Whether the work of the bookkeeping ``activity`` for ``data`` is (or, in a
-        replay, was) done in this work item rather than by the activity
-        (:data:`LocalDispatch`, :data:`LocalRecord`): the first time, where the process
-        can and ``local`` succeeds. The id the activity would have had then goes to no
-        action, so that a replay, whoever runs it, follows the history exactly: the
-        activity was scheduled when the history holds one under that id. A context that
-        cannot tell (durabletask's own executor) always takes the activity."""
-        ctx = self.ctx
-        if not isinstance(ctx, SeesScheduledActivities):
-            return False
-        if ctx.is_replaying:
-            if ctx.holds_next(activity):
-                return False
-        elif local is None or not local(data):
-            return False
-        ctx.pass_over_next()
-        return True
+        replay, was) done in this work item by ``local`` (:meth:`_here`); its replay
+        needs nothing of it."""
+        first = None if local is None else (lambda: True if local(data) else None)
+        return self._here(activity, first, lambda: True) is not None
 
     def _builtin_here(self, data: BuiltinInput, alone: bool) -> KeptStep | None:
-        """The result envelope of the built-in step ``data`` when it is (or, in a replay,
-        was) done in this work item rather than by the activity (:data:`LocalBuiltin`),
-        else None: the first time, where the process can, the step is the only action of
-        its decision and the work item has not spent :data:`LOCAL_BUILTIN_SECONDS` on
-        such steps. As with :meth:`_done_here`, the activity's id goes to no action and a
-        replay follows the history: the activity's when the history holds it under that
-        id, else the envelope the work item kept in the run store."""
-        ctx = self.ctx
-        if data.task.type not in HERE_TYPES or not isinstance(ctx, SeesScheduledActivities):
+        """The result of the built-in step ``data`` when it is (or, in a replay, was)
+        done in this work item rather than by the activity (:data:`LocalBuiltin`,
+        :meth:`_here`): the first time, where the process can, the step is the only
+        action of its decision and the work item has not spent
+        :data:`LOCAL_BUILTIN_SECONDS` on such steps; a replay reads what that kept."""
+        if data.task.type not in HERE_TYPES:
             return None
-        task = data.task
-        if ctx.is_replaying:
-            if ctx.holds_next(ACTIVITY_BUILTIN):
-                return None
-            if self.builtin_result is None:
-                raise DecisionDeferred(
-                    f"task {task.ref!r} was done in a work item of an engine of role all; "
-                    "its result is in the run store, which this process does not read"
-                )
-            kept = self.builtin_result(data.workflow_id, task.task_id, task.attempt)
-            if kept is None:
-                raise LookupError(
-                    f"the result of task {task.ref!r} (attempt {task.attempt}), done in an "
-                    "earlier work item, is not in the run store"
-                )
-        else:
-            if (
-                self.local_builtin is None
-                or not alone
-                or self.here_seconds >= LOCAL_BUILTIN_SECONDS
-            ):
+        local = self.local_builtin
+
+        def first() -> KeptStep | None:
+            if local is None or not alone or self.here_seconds >= LOCAL_BUILTIN_SECONDS:
                 return None
             began = time.monotonic()
-            done = self.local_builtin(data, self.run.executions)
-            self.here_seconds += time.monotonic() - began
-            if done is None:
-                return None
-            kept = done
-        ctx.pass_over_next()
+            try:
+                return local(data, self.run.executions)
+            finally:
+                self.here_seconds += time.monotonic() - began
+
+        return self._here(ACTIVITY_BUILTIN, first, lambda: self._kept(data))
+
+    def _kept(self, data: BuiltinInput) -> KeptStep:
+        """What the work item that did the built-in step ``data`` kept, for its replay."""
+        task = data.task
+        if self.builtin_result is None:
+            raise DecisionDeferred(
+                f"task {task.ref!r} was done in a work item of an engine of role all; "
+                "its result is in the run store, which this process does not read"
+            )
+        kept = self.builtin_result(data.workflow_id, task.task_id, task.attempt)
+        if kept is None:
+            raise LookupError(
+                f"the result of task {task.ref!r} (attempt {task.attempt}), done in an "
+                "earlier work item, is not in the run store"
+            )
         return kept
 
     def _take_ready(self) -> tuple[dt.Task[Any], int] | None:
@@ -577,9 +590,9 @@ class _Run:
         run decides at next: when the step ended (kept with its result, so a replay
         decides at the same time), not the work item's start, so that each step's rows
         show when it ran. None if there is none."""
-        if not self.ready:
+        if self.ready is None:
             return None
-        task_id, kept = self.ready.pop(0)
+        (task_id, kept), self.ready = self.ready, None
         done: dt.CompletableTask[Any] = dt.CompletableTask()
         done.complete(kept.result)
         self._track(task_id, "activity", done)
@@ -621,7 +634,8 @@ class _Run:
         kept = self._builtin_here(data, alone)
         if kept is not None:
             entry.records = []  # written with the step
-            self.ready.append((task_id, kept))
+            assert self.ready is None, "a second built-in step done before the first's outcome"
+            self.ready = (task_id, kept)
             return
         self._track(task_id, "activity", self.ctx.call_activity(ACTIVITY_BUILTIN, input=encoded))
 

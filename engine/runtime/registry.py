@@ -34,9 +34,10 @@ def orchestrators(
 ) -> dict[str, Any]:
     """The orchestrations by name: the one ``WorkflowInterpreter``. Where the process
     ``hosts_activities`` too (role ``all``), a WORKER task is queued, a step's rows and a
-    run's end recorded in the work items that reach them (``engine.runtime.interpreter``'s
-    ``LocalDispatch``, ``LocalRecord`` and ``LocalFinish``); an orchestrator-only process
-    writes nothing and leaves them to the dispatch, record and finish activities.
+    run's end recorded and a quick built-in step done in the work items that reach them
+    (``engine.runtime.interpreter``'s ``LocalDispatch``, ``LocalRecord``, ``LocalFinish``
+    and ``LocalBuiltin``); an orchestrator-only process writes nothing and leaves them to
+    the dispatch, record, finish and built-in activities.
     ``bound``: the process's activities (:func:`activities`), so that the work done in a
     work item and by an activity share one instance and its caches."""
     if not hosts_activities:

@@ -24,8 +24,8 @@ hands out the instance's next work item only once it has taken this one's comple
 
 The context a session keeps is a :class:`HistoryContext`: besides replaying, it knows
 which activities the history holds by action id, which the interpreter needs to replay a
-WORKER task queued, or a step's rows recorded, in a work item rather than by an
-activity.
+WORKER task queued, a step's rows recorded, or a built-in step done, in a work item
+rather than by an activity.
 
 durabletask 1.12 has no hook for this; :class:`SessionWorkerMixin` overrides the
 worker's ``_execute_orchestrator`` and drives durabletask's executor and context the way
@@ -72,10 +72,10 @@ class HistoryContext(dtw._RuntimeOrchestrationContext):
     """durabletask's orchestration context, told which activities the execution's history
     holds as scheduled (``TaskScheduled``, by action id), so that a replay can tell an
     action the first run of a work item took from one it did without: where the process
-    hosts the activities, the interpreter does a bookkeeping activity's work (queue a
-    WORKER task, record a step's rows) in the work item itself and gives the id the
-    activity would have had to no action (``pass_over_next``;
-    ``engine.runtime.interpreter.LocalDispatch``), and a replay schedules the activity
+    hosts the activities, the interpreter does an activity's work (queue a WORKER task,
+    record a step's rows, do a built-in step) in the work item itself and gives the id
+    the activity would have had to no action (``pass_over_next``;
+    ``engine.runtime.interpreter._Run._here``), and a replay schedules the activity
     exactly when the history holds one under that id (``holds_next``)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:

@@ -277,12 +277,9 @@ class EvaluatorPool:
         not full, for the next)."""
         if not wait:
             with self._cond:
-                while self._idle and not self._closed and not self._urgent:
-                    child = self._idle.pop(0)
-                    if child.alive:
-                        return child
-                    self._live -= 1
-                    self._cond.notify_all()
+                idle = None if self._closed or self._urgent else self._take_idle()
+                if idle is not None:
+                    return idle
                 start = not self._closed and self._live < self.limits.processes
                 if start:
                     self._live += 1
@@ -299,13 +296,9 @@ class EvaluatorPool:
                     if self._closed:
                         raise PoolClosed("the evaluator pool is closed")
                     if urgent or not self._urgent:
-                        while self._idle:
-                            # the one idle longest: it has had the most time to make its
-                            # next script context (engine/runtime/evaluators/child.py)
-                            child = self._idle.pop(0)
-                            if child.alive:
-                                return child
-                            self._live -= 1
+                        idle = self._take_idle()
+                        if idle is not None:
+                            return idle
                         if self._live < self.limits.processes:
                             self._live += 1
                             break
@@ -321,6 +314,17 @@ class EvaluatorPool:
                 self._live -= 1
                 self._cond.notify_all()
             raise
+
+    def _take_idle(self) -> _Child | None:
+        """The live idle process idle longest (it has had the most time to make its next
+        script context: engine/runtime/evaluators/child.py), dropping dead ones; None if
+        there is none. Called holding ``_cond``."""
+        while self._idle:
+            child = self._idle.pop(0)
+            if child.alive:
+                return child
+            self._live -= 1
+        return None
 
     def _release(self, child: _Child, healthy: bool) -> None:
         if healthy and child.alive:
