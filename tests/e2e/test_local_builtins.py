@@ -26,7 +26,8 @@ from engine.runtime.interpreter import STEPS_PER_EXECUTION
 
 class _Server(ThreadingHTTPServer):
     """Answers ``GET /<n>`` with ``{"n": n}``, counting the requests per path; ``GET
-    /slow/<n>`` the same after 0.4 s, ``GET /pause/<n>`` after 0.1 s; ``GET
+    /slow/<n>`` the same after 0.4 s, ``GET /pause/<n>`` after 0.1 s, ``GET /hang/<n>``
+    after 3 s; ``GET
     /together/<n>`` only once two such requests are in flight at once (else, after 5 s,
     ``{"together": false}``)."""
 
@@ -59,6 +60,8 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             if self.path.startswith("/slow/"):
                 time.sleep(0.4)
+            elif self.path.startswith("/hang/"):
+                time.sleep(3)
             elif self.path.startswith("/pause/"):
                 time.sleep(0.1)
             body = {"n": int(self.path.rsplit("/", 1)[-1])}
@@ -363,3 +366,27 @@ def test_the_rows_of_steps_done_in_one_work_item_show_when_each_ran(
     assert a.end_time - a.scheduled_time >= 90, (a.scheduled_time, a.end_time)
     assert b.scheduled_time >= a.end_time
     assert b.end_time - b.scheduled_time >= 90, (b.scheduled_time, b.end_time)
+
+
+def test_a_terminate_is_taken_in_while_a_call_begun_in_a_work_item_goes_on(
+    platform: Any, server: _Server
+) -> None:
+    """A GET that answers after 3 s, begun in the work item: the work item leaves it to
+    the activity after 0.25 s, so a terminate raised meanwhile ends the run at once, not
+    when the call answers."""
+    platform.register(
+        {"name": "hangs", "version": 1, "tasks": [_call("h", f"{server.url}/hang/1")]}
+    )
+    workflow_id = platform.start("hangs")
+    deadline = time.monotonic() + 5
+    while not server.calls:  # the call is in flight
+        assert time.monotonic() < deadline, "the call was never made"
+        time.sleep(0.01)
+
+    began = time.monotonic()
+    platform.terminate(workflow_id, "enough")
+    run = platform.wait(workflow_id)
+
+    assert run.status == RunStatus.TERMINATED and run.reason_for_incompletion == "enough"
+    assert time.monotonic() - began < 2.0  # well before the call's answer
+    assert server.calls == {"/hang/1": 1}
