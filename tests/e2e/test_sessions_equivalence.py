@@ -1,7 +1,13 @@
 """Orchestration sessions change no decision: on every work item of runs that fork, loop,
 retry a failed worker task, evaluate scripts and set variables, the actions the
 interpreter returns from its live session are the ones a full replay of the work item's
-history returns (engine/adapters/backend/sessions.py)."""
+history returns (engine/adapters/backend/sessions.py).
+
+Whether a built-in step is done in the work item the first time (engine/runtime/local_steps.py)
+depends on the moment: a free slot, an idle evaluator process, the time the step took. It is
+an input of the work item, as the clock is, and fixed by the history and the run store from
+then on. The shadow's full replay is given the live session's gate outcomes, in order, so the
+two are compared on the same inputs."""
 
 from __future__ import annotations
 
@@ -14,6 +20,7 @@ import pytest
 
 from engine.adapters.backend import sessions
 from engine.language.definitions import RunStatus, TaskStatus
+from engine.runtime.local_steps import LocalSteps
 
 
 class _Shadow:
@@ -26,6 +33,8 @@ class _Shadow:
         self.differences: list[tuple[str, list[str], list[str]]] = []
         self.local = threading.local()
         self.lock = threading.Lock()
+        #: work items whose live session did a built-in step in the work item (the gate said yes)
+        self.with_steps_here = 0
 
 
 def _kinds(actions: Sequence[pb.OrchestratorAction]) -> list[str]:
@@ -37,6 +46,29 @@ def shadow(monkeypatch: pytest.MonkeyPatch) -> _Shadow:
     seen = _Shadow()
     execute = sessions.SessionWorkerMixin._execute_orchestrator
     apply = sessions.SessionWorkerMixin._apply
+    gate_run = LocalSteps.run
+
+    def run_gated(gate: LocalSteps, task: tuple[str, ...], work: Any) -> Any:
+        """The live session's gate outcomes are kept, in order; the fresh replay's first
+        executions are given them (without doing the step again)."""
+        mode = getattr(seen.local, "mode", None)
+        if mode == "fresh":
+            outcomes = seen.local.outcomes
+            if not outcomes:
+                return None
+            raised, value = outcomes.pop(0)
+            if raised:
+                raise value
+            return value
+        try:
+            value = gate_run(gate, task, work)
+        except Exception as exc:
+            if mode == "live":
+                seen.local.outcomes.append((True, exc))
+            raise
+        if mode == "live":
+            seen.local.outcomes.append((False, value))
+        return value
 
     def execute_orchestrator(self: Any, req: pb.OrchestratorRequest, stub: Any, token: Any) -> None:
         seen.local.work = (self, req)
@@ -45,14 +77,24 @@ def shadow(monkeypatch: pytest.MonkeyPatch) -> _Shadow:
     def apply_shadowed(
         session: Any, replay: Sequence[pb.HistoryEvent], new: Sequence[pb.HistoryEvent]
     ) -> Any:
-        status = apply(session, replay, new)
+        seen.local.mode, seen.local.outcomes = "live", []
+        try:
+            status = apply(session, replay, new)
+        finally:
+            seen.local.mode = None
         worker, req = seen.local.work
         live = [a.SerializeToString(deterministic=True) for a in session.ctx.get_actions()]
+        here = any(not raised and value is not None for raised, value in seen.local.outcomes)
         fresh = sessions.SessionWorkerMixin._fresh(req.instanceId, worker, req)
-        apply(fresh, req.pastEvents, req.newEvents)
+        seen.local.mode = "fresh"
+        try:
+            apply(fresh, req.pastEvents, req.newEvents)
+        finally:
+            seen.local.mode = None
         replayed = [a.SerializeToString(deterministic=True) for a in fresh.ctx.get_actions()]
         with seen.lock:
             seen.compared += 1
+            seen.with_steps_here += here
             if len(replay) < len(req.pastEvents):
                 seen.served_by_session += 1
             if live != replayed:
@@ -67,6 +109,7 @@ def shadow(monkeypatch: pytest.MonkeyPatch) -> _Shadow:
 
     monkeypatch.setattr(sessions.SessionWorkerMixin, "_execute_orchestrator", execute_orchestrator)
     monkeypatch.setattr(sessions.SessionWorkerMixin, "_apply", staticmethod(apply_shadowed))
+    monkeypatch.setattr(LocalSteps, "run", run_gated)
     return seen
 
 
@@ -136,3 +179,5 @@ def test_sessions_decide_what_a_full_replay_decides(platform: Any, shadow: _Shad
     # the comparison covered work items that the sessions served (four a run after its
     # first: the loop's INLINE steps are done in the work item of the last result)
     assert shadow.served_by_session >= len(runs) * 4, (shadow.compared, shadow.served_by_session)
+    # and work items that did built-in steps in them (the gate's outcomes were compared too)
+    assert shadow.with_steps_here >= 1, shadow.compared
