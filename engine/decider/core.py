@@ -998,8 +998,17 @@ class Decider:
 
     @staticmethod
     def _start_in_progress(ts: TaskState, delay: float) -> None:
+        """A scheduled attempt's start: a system task starts at its scheduled time
+        (Conductor's ``WorkflowExecutor.scheduleTask`` sets the ``startTime`` of every
+        system task it schedules; the engine begins it when that time comes), WAIT and
+        HUMAN IN_PROGRESS from then; a worker task when a worker polls it
+        (:meth:`on_started`)."""
         handler = handler_for(ts.type)
-        if isinstance(handler, ScheduledTask) and handler.starts_in_progress and not delay:
+        if not isinstance(handler, ScheduledTask) or handler.polled:
+            return
+        if not handler.starts_in_progress:
+            ts.start_time = ts.scheduled_time
+        elif not delay:
             ts.status = TaskStatus.IN_PROGRESS
             ts.start_time = ts.scheduled_time
 

@@ -101,6 +101,9 @@ class ScheduledTask(TaskHandler):
     #: the attempt is IN_PROGRESS from when it is scheduled (Conductor's WAIT and HUMAN
     #: start at once), not SCHEDULED until a worker takes it
     starts_in_progress: ClassVar[bool] = False
+    #: a worker starts the attempt when it polls it (its ``startTime``); the engine starts
+    #: every other one (a system task) at its scheduled time
+    polled: ClassVar[bool] = False
 
     def start(self, decider: Decider, start: TaskStart) -> None:
         decider.schedule(start)

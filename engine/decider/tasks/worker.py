@@ -8,4 +8,4 @@ from engine.decider.tasks.base import ScheduledTask
 
 
 class WorkerTask(ScheduledTask):
-    pass
+    polled = True

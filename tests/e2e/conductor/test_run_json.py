@@ -12,7 +12,15 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.conductor.harness import Conductor, seqs, simple, unique, workflow
+from tests.e2e.conductor.harness import (
+    Conductor,
+    echo_server,
+    seqs,
+    simple,
+    task,
+    unique,
+    workflow,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 
@@ -185,3 +193,63 @@ def test_a_just_scheduled_worker_task_shows_its_type(conductor: Conductor) -> No
     assert first["workflowTask"]["name"] == a
     assert run["workflowDefinition"]["name"] == name
     conductor.http.delete(f"/api/workflow/{workflow_id}")
+
+
+def test_system_tasks_start_when_scheduled_and_worker_tasks_when_polled(
+    conductor: Conductor,
+) -> None:
+    """Conductor's ``WorkflowExecutor.scheduleTask`` sets the ``startTime`` of every system
+    task it schedules, synchronous (INLINE, JSON_JQ_TRANSFORM) or not (HTTP); a worker
+    task's is set when a worker polls it, 0 until then. Here the INLINE and the jq steps
+    are done in the work item that reaches them and the POST by the built-in activity
+    (engine/runtime/local_steps.py): every path shows when its step began."""
+    a, name = unique("json_started"), unique("json_started_wf")
+    conductor.taskdefs({"name": a, "retryCount": 0})
+    with echo_server() as url:
+        conductor.register(
+            workflow(
+                name,
+                [
+                    {
+                        "name": "calc",
+                        "taskReferenceName": "calc",
+                        "type": "INLINE",
+                        "inputParameters": {"evaluatorType": "javascript", "expression": "1 + 1"},
+                    },
+                    {
+                        "name": "shape",
+                        "taskReferenceName": "shape",
+                        "type": "JSON_JQ_TRANSFORM",
+                        "inputParameters": {"v": "${calc.output.result}", "queryExpression": ".v"},
+                    },
+                    {
+                        "name": "post",
+                        "taskReferenceName": "post",
+                        "type": "HTTP",
+                        "inputParameters": {
+                            "http_request": {"uri": url, "method": "POST", "body": {"n": 1}}
+                        },
+                    },
+                    {
+                        "name": "set",
+                        "taskReferenceName": "set",
+                        "type": "SET_VARIABLE",
+                        "inputParameters": {"done": True},
+                    },
+                    simple(a, "w"),
+                ],
+            )
+        )
+        workflow_id = conductor.start(name)
+        run = conductor.wait_task(workflow_id, "w", "SCHEDULED")
+    for ref in ("calc", "shape", "post", "set"):
+        found = task(run, ref)
+        assert found["status"] == "COMPLETED", (ref, found["reasonForIncompletion"])
+        assert 0 < found["scheduledTime"] <= found["startTime"] <= found["endTime"], (ref, found)
+    assert task(run, "post")["outputData"]["response"]["body"]["got"] == {"n": 1}
+    waiting = task(run, "w")
+    assert (waiting["startTime"], waiting["scheduledTime"] > 0) == (0, True), waiting
+    conductor.poll_and_complete(a, {"ok": True})
+    run = conductor.wait_status(workflow_id, "COMPLETED")
+    done = task(run, "w")
+    assert 0 < done["scheduledTime"] <= done["startTime"] <= done["endTime"], done
