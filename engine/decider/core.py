@@ -992,12 +992,12 @@ class Decider:
         delay = float(wt.start_delay)
         action = self._action(ts, node, delay, now_ms)
         ts.scheduled_time = ts.first_scheduled_time = now_ms + int(delay * 1000)
-        self._start_in_progress(ts, delay)
+        self._started_when_scheduled(ts, delay)
         state.pending[ts.task_id] = ts.ref
         start.actions.append(action)
 
     @staticmethod
-    def _start_in_progress(ts: TaskState, delay: float) -> None:
+    def _started_when_scheduled(ts: TaskState, delay: float) -> None:
         """A scheduled attempt's start: a system task starts at its scheduled time
         (Conductor's ``WorkflowExecutor.scheduleTask`` sets the ``startTime`` of every
         system task it schedules; the engine begins it when that time comes), WAIT and
@@ -1031,7 +1031,7 @@ class Decider:
         ts.start_time = ts.end_time = ts.worker_id = None
         ts.output = {}
         ts.alerts = []
-        self._start_in_progress(ts, delay)
+        self._started_when_scheduled(ts, delay)
         # the input again, with this attempt's id as ${CPEWF_TASK_ID} (Conductor
         # resolves a retry's input anew)
         ctx = self.context(state)

@@ -210,6 +210,29 @@ def test_a_retry_is_a_new_row_with_a_new_task_id() -> None:
     assert (rows[second.task_id].status, rows[second.task_id].seq) == (TaskStatus.SCHEDULED, 2)
 
 
+def test_a_system_task_starts_when_scheduled_and_a_worker_task_when_polled() -> None:
+    """Conductor's WorkflowExecutor.scheduleTask sets the startTime of every system task it
+    schedules; a worker task's is set when a worker polls it. A retried system task
+    starts again at its own scheduled time (after the retry delay); a DYNAMIC task that
+    resolves to a worker type waits for its poll like any worker task."""
+    d = decider(
+        t("h", "HTTP", inputParameters={"http_request": {"uri": "http://example.test/"}}),
+        t("dyn", "DYNAMIC", dynamicTaskNameParam="tn", inputParameters={"tn": "w"}),
+        defs={"h": {"retryCount": 1, "retryDelaySeconds": 5}},
+    )
+    sim = Sim(d, now=1_000)
+    assert (sim.task("h").scheduled_time, sim.task("h").start_time) == (1_000, 1_000)
+    sim.now = 2_000
+    sim.fail("h")
+    retry = sim.task("h")
+    assert (retry.attempt, retry.scheduled_time, retry.start_time) == (2, 7_000, 7_000)
+    sim.outcome("h", at=7_500)
+    assert sim.task("h").end_time == 7_500
+    assert sim.task("dyn").start_time is None  # queued for a worker of type "w"
+    sim.started("dyn", at=8_000)
+    assert sim.task("dyn").start_time == 8_000
+
+
 def test_records_include_inline_tasks() -> None:
     d = decider(t("v", "SET_VARIABLE", inputParameters={"k": 1}), t("a"))
     sim = Sim(d)
