@@ -950,12 +950,13 @@ class SqlRunStore:
             "created_at": now,
         }
         with self._write() as conn:
-            self._exec(
-                conn,
-                "delete_earlier_step_results",
-                earlier,
-                {"b_workflow_id": workflow_id, "b_execution": execution},
-            )
+            if execution > 0:  # the first execution has no earlier one
+                self._exec(
+                    conn,
+                    "delete_earlier_step_results",
+                    earlier,
+                    {"b_workflow_id": workflow_id, "b_execution": execution},
+                )
             self._exec(conn, "put_step_result", build, values)
 
     def get_step_result(self, workflow_id: str, task_id: str, attempt: int) -> KeptStep | None:
