@@ -123,7 +123,15 @@ def span(
 
     An exception marks the span failed with the exception's type only: messages are
     not recorded, since they can quote payloads (a validation error, a SQL error's
-    parameters)."""
+    parameters).
+
+    With tracing off (a no-op tracer) it yields the invalid span and sets no current
+    span: OpenTelemetry's no-op tracer would still attach it to the context, which costs
+    about 5 microseconds a span against 2 without it; nothing
+    reads it there but :func:`traceparent_of`, which answers None for it either way."""
+    if type(tracer_) is trace.NoOpTracer:
+        yield trace.INVALID_SPAN
+        return
     context = context_of(parent)
     if context is None and root:
         context = Context()
