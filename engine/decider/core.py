@@ -103,6 +103,7 @@ from engine.decider.state import (
 )
 from engine.decider.tasks import TaskFailed, TaskStart, handler_for, human_timeout
 from engine.decider.tasks.base import ScheduledTask
+from engine.decider.tasks.dynamic import SYSTEM_TYPES as DYNAMIC_SYSTEM_TYPES
 from engine.language.definitions import (
     RunStatus,
     TaskDef,
@@ -306,10 +307,13 @@ class Decider:
         return False
 
     def resolve_dynamic(self, def_ref: str, name: str) -> None:
-        """A DYNAMIC task resolved to worker type ``name``: its node takes that type's
-        task definition."""
+        """A DYNAMIC task resolved to type ``name`` (a worker type, or a system task
+        type it runs as such): its node takes the task definition of that name (a
+        worker type with none: Conductor's default; a system task needs none)."""
         node = self.nodes[def_ref]
-        td = node.task.task_definition or self.task_defs.get(name) or TaskDef(name=name)
+        td = node.task.task_definition or self.task_defs.get(name)
+        if td is None and name not in DYNAMIC_SYSTEM_TYPES:
+            td = TaskDef(name=name)
         self.nodes[def_ref] = dataclasses.replace(node, task_def=td)
 
     def _index(

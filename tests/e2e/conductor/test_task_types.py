@@ -305,6 +305,78 @@ def test_dynamic_task_runs_the_type_named_by_its_input(conductor: Conductor) -> 
     assert task(run, "dyn")["outputData"] == {"ran": chosen}
 
 
+def _dynamic(ref: str, to_run: str, **input_parameters: Any) -> dict[str, Any]:
+    return {
+        "name": f"dynamic_{ref}",
+        "taskReferenceName": ref,
+        "type": "DYNAMIC",
+        "dynamicTaskNameParam": "taskToExecute",
+        "inputParameters": {"taskToExecute": to_run, **input_parameters},
+    }
+
+
+def test_dynamic_task_runs_a_system_task_named_by_its_input(conductor: Conductor) -> None:
+    """Conductor's docs: the name a DYNAMIC task takes "can be a system task or a Worker
+    task"; DynamicTaskMapper makes it a task of that type and name, with the DYNAMIC
+    task's input."""
+    name = unique("dynamic_system_wf")
+    with echo_server() as url:
+        conductor.register(
+            workflow(
+                name,
+                [
+                    _dynamic("calc", "INLINE", evaluatorType="javascript", expression="2 * 21"),
+                    _dynamic(
+                        "shape",
+                        "JSON_JQ_TRANSFORM",
+                        v="${calc.output.result}",
+                        queryExpression=".v + 1",
+                    ),
+                    _dynamic(
+                        "post",
+                        "HTTP",
+                        http_request={
+                            "uri": url,
+                            "method": "POST",
+                            "body": {"n": "${shape.output.result}"},
+                        },
+                    ),
+                    _dynamic("set", "SET_VARIABLE", seen="${post.output.response.body.got.n}"),
+                    _dynamic("pause", "WAIT", duration="1 seconds"),
+                    _dynamic("nothing", "NOOP"),
+                ],
+                outputParameters={"seen": "${workflow.variables.seen}"},
+            )
+        )
+        workflow_id = conductor.start(name)
+        run = conductor.wait_status(workflow_id, "COMPLETED")
+    assert _pairs(run) == [
+        ("INLINE", "COMPLETED"),
+        ("JSON_JQ_TRANSFORM", "COMPLETED"),
+        ("HTTP", "COMPLETED"),
+        ("SET_VARIABLE", "COMPLETED"),
+        ("WAIT", "COMPLETED"),
+        ("NOOP", "COMPLETED"),
+    ]
+    assert task(run, "calc")["outputData"]["result"] == 42
+    assert task(run, "shape")["outputData"]["result"] == 43
+    assert task(run, "post")["outputData"]["response"]["body"]["got"] == {"n": 43}
+    assert run["output"] == {"seen": 43}
+    assert [t["taskDefName"] for t in run["tasks"]] == [t["taskType"] for t in run["tasks"]]
+    pause = task(run, "pause")
+    assert pause["endTime"] - pause["startTime"] >= 1000, pause
+
+
+def test_dynamic_task_naming_an_operator_fails_naming_it(conductor: Conductor) -> None:
+    name = unique("dynamic_operator_wf")
+    conductor.register(workflow(name, [_dynamic("dyn", "${workflow.input.type}")]))
+    for operator in ("SWITCH", "SUB_WORKFLOW", "FORK"):
+        run = conductor.wait_status(conductor.start(name, {"type": operator}), "FAILED")
+        reason = task(run, "dyn")["reasonForIncompletion"]
+        assert f"taskToExecute = {operator!r}" in reason and "cannot run" in reason, reason
+        assert task(run, "dyn")["status"] == "FAILED"
+
+
 # --- DECISION / SWITCH / EXCLUSIVE_JOIN -----------------------------------------------
 
 

@@ -82,6 +82,83 @@ def test_dynamic_runs_the_named_worker_type() -> None:
     assert sim.actions["after"].input == {"r": 5}
 
 
+def test_dynamic_runs_a_named_system_type_as_that_type() -> None:
+    d = decider(
+        t(
+            "dyn",
+            "DYNAMIC",
+            dynamicTaskNameParam="which",
+            inputParameters={
+                "which": "HTTP",
+                "http_request": {"uri": "http://example.test", "method": "GET"},
+            },
+        ),
+        t("after", inputParameters={"s": "${dyn.output.response.statusCode}"}),
+    )
+    sim = Sim(d)
+    action = sim.actions["dyn"]
+    assert (action.name, action.type, action.task_def) == ("HTTP", "HTTP", None)
+    assert action.input["http_request"]["uri"] == "http://example.test"
+    assert sim.task("dyn").start_time == sim.task("dyn").scheduled_time  # a system task
+    sim.complete("dyn", response={"statusCode": 200})
+    assert sim.actions["after"].input == {"s": 200}
+
+
+def test_dynamic_system_type_takes_the_task_definition_of_its_name() -> None:
+    d = decider(
+        t("dyn", "DYNAMIC", dynamicTaskNameParam="which", inputParameters={"which": "HTTP"}),
+        defs={"HTTP": {"retryCount": 1, "retryDelaySeconds": 0}},
+    )
+    sim = Sim(d)
+    first = sim.actions["dyn"].attempt
+    sim.fail("dyn")
+    retried = sim.actions["dyn"]
+    assert (retried.type, retried.attempt) == ("HTTP", first + 1)
+    # a Decider made afresh for the run (a restart) resolves the name the same way
+    again = d.for_run(sim.state)
+    assert again.nodes["dyn"].task_def is not None
+    assert again.nodes["dyn"].task_def.retry_count == 1
+
+
+def test_dynamic_runs_inline_system_types_in_the_work_item() -> None:
+    d = decider(
+        t(
+            "v",
+            "DYNAMIC",
+            dynamicTaskNameParam="tn",
+            inputParameters={"tn": "SET_VARIABLE", "x": 1},
+        ),
+        t(
+            "end",
+            "DYNAMIC",
+            dynamicTaskNameParam="tn",
+            inputParameters={
+                "tn": "TERMINATE",
+                "terminationStatus": "COMPLETED",
+                "workflowOutput": {"x": "${workflow.variables.x}"},
+            },
+        ),
+        t("never"),
+    )
+    sim = Sim(d)
+    assert sim.all_actions == []
+    assert sim.task("v").type == "SET_VARIABLE" and sim.status("v") == C
+    assert sim.finished is not None and sim.finished.status == RunStatus.COMPLETED
+    assert sim.finished.output == {"x": 1}
+
+
+def test_dynamic_naming_an_operator_fails_without_waiting_for_a_worker() -> None:
+    for name in ("SWITCH", "DECISION", "DO_WHILE", "SUB_WORKFLOW", "FORK", "EVENT"):
+        sim = Sim(
+            decider(t("dyn", "DYNAMIC", dynamicTaskNameParam="w", inputParameters={"w": name}))
+        )
+        assert sim.status("dyn") == TaskStatus.FAILED
+        assert f"w = {name!r} is a task type a DYNAMIC task cannot run" in (
+            sim.task("dyn").reason or ""
+        )
+        assert sim.all_actions == []
+
+
 def test_dynamic_without_a_name_fails() -> None:
     sim = Sim(decider(t("dyn", "DYNAMIC", dynamicTaskNameParam="which")))
     assert sim.status("dyn") == TaskStatus.FAILED
