@@ -826,9 +826,19 @@ class _Run:
                     TaskStatus.FAILED_WITH_TERMINAL_ERROR if child.terminal else TaskStatus.FAILED
                 )
                 return outcome(refused, reason=child.error)
-            self.state = self.decider.on_child_started(
-                self.state, task_id, action.attempt, _child_id(task_id, action.attempt), self.now()
-            )
+            try:
+                self.state = self.decider.on_child_started(
+                    self.state,
+                    task_id,
+                    action.attempt,
+                    _child_id(task_id, action.attempt),
+                    self.now(),
+                )
+            except Exception:
+                # a defect: the run ends FAILED; the child's row the resolve activity
+                # wrote is ended with it, as it has no orchestration to end it
+                self.cancel_children.append(self._canceled_child(action))
+                raise
             child_input = RunInput(
                 name=child.name,
                 version=child.version,
@@ -1250,7 +1260,8 @@ def make_workflow_interpreter(
         except _UNDECIDABLE as exc:  # a read for the ending: decided again later
             raise DecisionDeferred(str(exc)) from exc
         except Exception:
-            return (yield from _fail(ctx, run, reason))
+            children = [child.child_id for child in runner.cancel_children]
+            return (yield from _fail(ctx, run, reason, children))
 
     return workflow_interpreter
 
@@ -1261,10 +1272,15 @@ def _defect(exc: Exception) -> str:
 
 
 def _fail(
-    ctx: dt.OrchestrationContext, run: RunInput, reason: str
+    ctx: dt.OrchestrationContext,
+    run: RunInput,
+    reason: str,
+    cancel_children: list[str] | None = None,
 ) -> Generator[dt.Task[Any], Any, dict[str, Any]]:
-    """Record the run FAILED when the interpreter cannot go on (definition gone, a defect)."""
-    return (yield from finish_run(ctx, run, RunResult(status=RunStatus.FAILED, reason=reason)))
+    """Record the run FAILED when the interpreter cannot go on (definition gone, a defect),
+    ending the child runs in ``cancel_children`` with it."""
+    result = RunResult(status=RunStatus.FAILED, reason=reason)
+    return (yield from finish_run(ctx, run, result, cancel_children=cancel_children))
 
 
 __all__ = [

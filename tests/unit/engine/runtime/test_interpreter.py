@@ -1133,3 +1133,36 @@ def test_durabletasks_own_executor_always_takes_the_builtin_activity(
     [(_, name, _)] = activities(run.step())
 
     assert name == ACTIVITY_BUILTIN and builtins.done == []
+
+
+def test_a_defect_as_a_child_starts_ends_the_child_run_with_the_parent(
+    store: SqlRunStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The resolve activity wrote the child's run row; the Decider raises taking the
+    child's start in: the parent ends FAILED and the child's row is ended with it,
+    never left RUNNING with no orchestration behind it."""
+
+    def on_child_started(self: Decider, *args: Any) -> Any:
+        raise RuntimeError("injected defect")
+
+    monkeypatch.setattr(Decider, "on_child_started", on_child_started)
+    run, resolve_id, child_id = _resolving(store)
+    actions = run.step(done(resolve_id, RESOLVED))
+    assert _started_children(actions) == []
+    [(_, name, finish)] = activities(actions)
+    assert name == ACTIVITY_FINISH
+    assert (finish["result"]["status"], finish["result"]["reason"]) == (
+        "FAILED",
+        "interpreter error: RuntimeError: injected defect",
+    )
+    assert finish["cancelChildren"] == [child_id]
+
+    # and when ending the run as a terminated one raises too: the bare FAILED end
+    def fail(self: Decider, state: Any, reason: str, now_ms: int) -> Any:
+        raise RuntimeError("the ending is broken too")
+
+    monkeypatch.setattr(Decider, "fail", fail, raising=False)
+    run, resolve_id, child_id = _resolving(store)
+    [(_, name, finish)] = activities(run.step(done(resolve_id, RESOLVED)))
+    assert (name, finish["result"]["status"]) == (ACTIVITY_FINISH, "FAILED")
+    assert finish["cancelChildren"] == [child_id]
