@@ -17,6 +17,7 @@ from starlette.types import Receive, Scope, Send
 from control_plane.api import metadata as api_metadata
 from control_plane.api import tasks as api_tasks
 from control_plane.api import workflow as api_workflow
+from control_plane.api import workflow_bulk as api_workflow_bulk
 from control_plane.api.error_handlers import BodySizeLimit, install_error_handlers
 from control_plane.api.errors import ApiError
 from control_plane.api.fast_path import FastPath
@@ -159,6 +160,7 @@ def create_app(
     app.include_router(api_metadata.router)
     app.include_router(api_tasks.router)
     app.include_router(api_workflow.router)
+    app.include_router(api_workflow_bulk.router)
     _payload_routes(app)
     mount_console(app)
 

@@ -21,6 +21,7 @@ import httpx
 import pytest
 from conductor.client.automator.task_handler import TaskHandler, get_registered_workers
 from conductor.client.configuration.configuration import Configuration
+from conductor.client.http.api.workflow_bulk_resource_api import WorkflowBulkResourceApi
 from conductor.client.http.models.rerun_workflow_request import RerunWorkflowRequest
 from conductor.client.http.models.skip_task_request import SkipTaskRequest
 from conductor.client.http.models.start_workflow_request import StartWorkflowRequest
@@ -196,6 +197,60 @@ def test_pause_resume_terminate_and_restart(sdk: Sdk) -> None:
     assert run.status == "RUNNING"
     assert [t.status for t in run.tasks] == ["COMPLETED", "IN_PROGRESS"]
     sdk.workflows.terminate_workflow(workflow_id, reason="done")
+
+
+def test_bulk_pause_resume_and_terminate_with_the_sdks_bulk_api(sdk: Sdk) -> None:
+    """WorkflowBulkResourceApi, as Conductor's WorkflowBulkResource answers it: each run
+    steered as its own endpoint would, the ones that cannot be reported with the
+    message, the others done."""
+    bulk = WorkflowBulkResourceApi(sdk.workflows.api_client)
+    name = _greet_flow(sdk, WaitTask("hold"))
+    ids = [sdk.start(name, {"name": f"B{i}"}) for i in range(3)]
+    for workflow_id in ids:
+        sdk.wait(workflow_id, lambda r: len(r.tasks) == 2)
+    missing = unique("no_such_run")
+
+    paused = bulk.pause_workflow([*ids, missing])
+    assert paused.bulk_successful_results == ids
+    assert list(paused.bulk_error_results) == [missing]
+    assert missing in paused.bulk_error_results[missing]
+    assert paused.message == "Bulk Request has been processed."
+    assert {sdk.workflows.get_workflow(i).status for i in ids} == {"PAUSED"}
+
+    resumed = bulk.resume_workflow(ids[:2])
+    assert (resumed.bulk_successful_results, resumed.bulk_error_results) == (ids[:2], {})
+    assert [sdk.workflows.get_workflow(i).status for i in ids] == ["RUNNING", "RUNNING", "PAUSED"]
+
+    ended = bulk.terminate(ids, reason="bulk stop")
+    assert ended.bulk_successful_results == ids
+    for workflow_id in ids:
+        run = sdk.workflows.get_workflow(workflow_id)
+        assert (run.status, run.reason_for_incompletion) == ("TERMINATED", "bulk stop")
+
+    # a finished run cannot be paused: its error names why, the list goes on
+    again = bulk.pause_workflow(ids[:1])
+    assert again.bulk_successful_results == []
+    assert "TERMINATED" in again.bulk_error_results[ids[0]]
+
+    restarted = bulk.restart(ids[:1])
+    assert restarted.bulk_successful_results == ids[:1]
+    assert sdk.wait(ids[0], lambda r: len(r.tasks) == 2).status == "RUNNING"
+    sdk.workflows.terminate_workflow(ids[0], reason="done")
+
+
+def test_bulk_requests_name_one_run_to_a_thousand(sdk: Sdk) -> None:
+    for body in ([], None):
+        answer = sdk.http.put("/api/workflow/bulk/pause", json=body)
+        assert answer.status_code == 400, answer.text
+        assert answer.json()["message"] == "WorkflowIds list cannot be null."
+    answer = sdk.http.post("/api/workflow/bulk/terminate", json=[f"r{i}" for i in range(1001)])
+    assert answer.status_code == 400
+    assert answer.json()["message"] == (
+        "Cannot process more than 1000 workflows. Please use multiple requests."
+    )
+    answer = sdk.http.post("/api/workflow/bulk/retry", json=[1, {"a": 2}])
+    assert answer.status_code == 400
+    assert "$[0]: Input should be a valid string" in answer.json()["message"]
 
 
 def test_retry_resumes_from_the_failed_task(sdk: Sdk) -> None:
