@@ -155,6 +155,15 @@ def list_workflows(service: Service, caller: Caller) -> list[dict[str, Any]]:
 
 
 @router.get(
+    "/workflow/names-and-versions",
+    summary="Every workflow definition's versions by name, without the definitions",
+)
+def names_and_versions(service: Service, caller: Caller) -> dict[str, list[dict[str, Any]]]:
+    require_role(caller, "reader")
+    return service.names_and_versions()
+
+
+@router.get(
     "/workflow/{name}",
     summary="A workflow definition (latest version by default)",
     responses=errors(404),

@@ -275,6 +275,16 @@ class MetadataService:
     def list_workflows(self) -> list[dict[str, Any]]:
         return [r.definition for r in self.deps.run_store.list_definitions()]
 
+    def names_and_versions(self) -> dict[str, list[dict[str, Any]]]:
+        """Conductor's ``getWorkflowNamesAndVersions``: name -> its WorkflowDefSummary
+        (``name``, ``version``, ``createTime``) per version, in version order."""
+        found: dict[str, list[dict[str, Any]]] = {}
+        for record in self.deps.run_store.list_definitions():
+            found.setdefault(record.name, []).append(
+                {"name": record.name, "version": record.version, "createTime": record.create_time}
+            )
+        return found
+
     def delete_workflow(self, name: str, version: int) -> None:
         if not self.deps.run_store.delete_definition(name, version):
             raise not_found(f"No such workflow found by name: {name}, version: {version}")

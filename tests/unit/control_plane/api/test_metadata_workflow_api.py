@@ -360,3 +360,22 @@ def test_a_wait_past_100_years_is_a_400_naming_the_field_and_the_limit(srv: Serv
     ):
         r = c.post("/api/metadata/workflow", json=wait(name, **params))
         assert r.status_code == 200, r.text
+
+
+def test_names_and_versions_lists_each_name_s_versions_without_bodies(srv: Server) -> None:
+    """conductor-oss's GET /metadata/workflow/names-and-versions (WorkflowDefSummary)."""
+    c = srv.client
+    assert c.get("/api/metadata/workflow/names-and-versions").json() == {}
+    for name, version in (("b", 2), ("a", 1), ("b", 1)):
+        assert c.post("/api/metadata/workflow", json=wf(name, version)).status_code == 200
+    got = c.get("/api/metadata/workflow/names-and-versions")
+    assert got.status_code == 200
+    summary = got.json()
+    assert {n: [(s["name"], s["version"]) for s in v] for n, v in summary.items()} == {
+        "a": [("a", 1)],
+        "b": [("b", 1), ("b", 2)],
+    }
+    # registered as b2, then b1: each version's own registration time
+    b1, b2 = summary["b"]
+    assert 0 < b2["createTime"] <= b1["createTime"]
+    assert all(set(s) == {"name", "version", "createTime"} for v in summary.values() for s in v)
