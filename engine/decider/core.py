@@ -112,7 +112,7 @@ from engine.language.definitions import (
     WorkflowDef,
     WorkflowTask,
 )
-from engine.language.expressions import InterpolationTooLong, reference_paths, resolve
+from engine.language.expressions import InterpolationTooLong, peek, reference_paths, resolve
 from engine.language.retry import retry_delay_seconds
 from engine.language.scripting import ScriptMemo
 from engine.runtime.payload_refs import dereference, has_pointers, is_pointer, pointer
@@ -1348,6 +1348,29 @@ class Decider:
                     raise TaskFailed(self._too_large(name(key), size))
             out[key] = value
         return out
+
+    def read_value(self, state: RunState, template: str, ctx: dict[str, Any], what: str) -> Any:
+        """What ``template`` resolves to, for reading only (it may be the run's own value,
+        not a copy: never change or keep it): an offloaded value read through the loader,
+        an interpolated string bounded as in :meth:`resolve_values`."""
+        target = self._offloaded_reference(state, template, ctx)
+        if target is not None:
+            return self.dereferenced(target)
+        try:
+            value = peek(template, ctx, max_chars=self.max_value_bytes)
+        except InterpolationTooLong:
+            raise TaskFailed(self._too_large(what, None)) from None
+        return self.dereferenced(value)
+
+    def bounded_copy(self, value: Any, what: str) -> Any:
+        """A copy of ``value`` (read with :meth:`read_value`) to keep in the run, if it is
+        within the limit of a value computed in the run; else :class:`TaskFailed`."""
+        limit = self.max_value_bytes
+        if limit is not None:
+            size = _json_size(value, limit)
+            if size > limit:
+                raise TaskFailed(self._too_large(what, size))
+        return copy.deepcopy(value)
 
     def _too_large(self, what: str, size: int | None) -> str:
         amount = f"{size} bytes" if size is not None else f"more than {self.max_value_bytes} bytes"

@@ -168,7 +168,8 @@ class WorkflowTask(_Model):
       ``decisionCases``, ``defaultCase`` (legacy DECISION: ``caseValueParam``,
       ``caseExpression``).
     * FORK_JOIN: ``forkTasks`` (list of branches), followed by a JOIN with ``joinOn``.
-    * DO_WHILE: ``loopCondition`` (javascript), ``loopOver``.
+    * DO_WHILE: ``loopCondition`` (javascript), ``loopOver``; ``items`` (or
+      ``inputParameters._items``) iterates over a list.
     * WAIT: ``inputParameters.duration`` (e.g. ``"30s"``, ``"1h 5m"``) or
       ``inputParameters.until`` (ISO 8601 or ``yyyy-MM-dd HH:mm``, UTC unless a zone is
       given); neither means wait for an external completion.
@@ -214,6 +215,9 @@ class WorkflowTask(_Model):
     # DO_WHILE
     loop_condition: str | None = None
     loop_over: list[WorkflowTask] = Field(default_factory=list)
+    #: list iteration: an expression giving the list to iterate over (conductor-oss; Orkes
+    #: puts it in ``inputParameters._items``)
+    items: str | None = None
     # SUB_WORKFLOW
     sub_workflow_param: SubWorkflowParams | None = None
     # FORK_JOIN_DYNAMIC, DYNAMIC, EXCLUSIVE_JOIN
@@ -253,6 +257,14 @@ class WorkflowTask(_Model):
         if self.declared_type and isinstance(data, dict) and "type" in data:
             data["type"] = self.declared_type
         return data
+
+    def iterates_a_list(self) -> bool:
+        """A DO_WHILE over a list (conductor-oss's ``isListIteration``): ``items`` is set,
+        or ``inputParameters._items`` is a list or a non-blank string (Orkes' form)."""
+        if self.items and self.items.strip():
+            return True
+        value = self.input_parameters.get("_items")
+        return isinstance(value, list) or (isinstance(value, str) and bool(value.strip()))
 
     def children(self) -> Iterator[tuple[str, list[WorkflowTask]]]:
         """Nested task lists with their JSON path suffix (relative to this task)."""

@@ -386,6 +386,18 @@ def resolve(template: Any, context: Mapping[str, Any], *, max_chars: int | None 
     return template
 
 
+def peek(template: str, context: Mapping[str, Any], *, max_chars: int | None = None) -> Any:
+    """What ``template`` resolves to, as :func:`resolve`; but when it is exactly one
+    ``${...}``, the value in ``context`` itself, not a copy: for a caller that only reads
+    it (a DO_WHILE's list, read an item at a time), which must neither change nor keep
+    it."""
+    if "$" in template:
+        single = _parse(template).single
+        if single is not None:
+            return _evaluate(single, context, max_chars)
+    return _resolve_string(template, context, max_chars)
+
+
 def _resolve_string(text: str, context: Mapping[str, Any], max_chars: int | None = None) -> Any:
     if "$" not in text:
         return text

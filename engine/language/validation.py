@@ -453,6 +453,8 @@ class _WorkflowChecker:
                 self._check_string(
                     task.loop_condition, here + ".loopCondition", visible, None, scopes
                 )
+            if task.type == TaskType.DO_WHILE and task.items:
+                self._check_string(task.items, here + ".items", visible, None, scopes)
         return added
 
     def _check_join(self, task: WorkflowTask, path: str, previous: WorkflowTask | None) -> None:
@@ -498,8 +500,11 @@ class _WorkflowChecker:
         elif kind == TaskType.SWITCH:
             self._check_switch(task, path)
         elif kind == TaskType.DO_WHILE:
-            if not (task.loop_condition or "").strip():
-                self.add(path + ".loopCondition", "DO_WHILE needs a loopCondition")
+            if not (task.loop_condition or "").strip() and not task.iterates_a_list():
+                self.add(
+                    path + ".loopCondition",
+                    "DO_WHILE needs a loopCondition, or items to iterate over",
+                )
             if not task.loop_over:
                 self.add(path + ".loopOver", "DO_WHILE needs at least one task in loopOver")
         elif kind == TaskType.FORK_JOIN:

@@ -3,7 +3,15 @@
 ``$`` = the loop's resolved inputParameters + ``{loopRef: loop output}`` (every
 iteration so far) + ``{bodyRef: latest output}``. An empty condition means one
 iteration; an empty body completes at once. Iteration ``n`` of a body task ``x`` is the
-instance ``x__n``."""
+instance ``x__n``.
+
+Over a list (conductor-oss's list iteration): ``items`` (an expression; Orkes' form:
+``inputParameters._items``) gives the list, resolved again before each iteration (a
+single value is a list of one, null an empty list). An empty list completes the loop
+at once with ``iteration`` 0; otherwise iteration ``n`` runs with ``loopIndex`` n - 1
+and ``loopItem`` the list's item there in the loop's output, and the loop goes on while
+there is a next item and, if it has one, ``loopCondition`` holds (evaluated with
+``$.loopIndex`` and ``$.loopItem`` too)."""
 
 from __future__ import annotations
 
@@ -28,8 +36,23 @@ class DoWhileTask(TaskHandler):
         if not wt.loop_over:
             decider.complete_inline(state, ts, {"iteration": 0}, start.now_ms)
             return
-        state.loops[ts.ref] = 1
         ts.output = {"iteration": 1}
+        if wt.iterates_a_list():
+            try:
+                items = _items(decider, state, ts)
+            except TaskFailed as failure:
+                decider.fail_inline(state, ts, str(failure), start.now_ms)
+                return
+            if not items:
+                decider.complete_inline(state, ts, {"iteration": 0}, start.now_ms)
+                return
+            try:
+                _at(decider, ts, ts.output, items, 0)
+            except TaskFailed as failure:
+                decider.fail_inline(state, ts, str(failure), start.now_ms)
+                return
+            decider.touch(state, ts)  # the body's inputs read loopItem
+        state.loops[ts.ref] = 1
         decider.open_frame(
             state, frame, ts.ref, node.branches["body"], "body:1", frame.suffix + "__1", True
         )
@@ -60,6 +83,13 @@ class DoWhileTask(TaskHandler):
         output["iteration"] = n
         decider.touch(state, loop)
         again = False
+        items: list[Any] | None = None
+        if wt.iterates_a_list():
+            try:
+                items = _items(decider, state, loop)
+            except TaskFailed as failure:
+                decider.fail_inline(state, loop, str(failure), now_ms)
+                return
         if wt.loop_condition and wt.loop_condition.strip():
             ctx = decider.context(state)
             ctx["CPEWF_TASK_ID"] = loop.task_id
@@ -84,11 +114,20 @@ class DoWhileTask(TaskHandler):
             else:
                 bindings[loop.def_ref] = output
             bindings.update(latest)
+            if items is not None:
+                bindings["loopIndex"] = n - 1
+                if n - 1 < len(items):
+                    bindings["loopItem"] = items[n - 1]
             try:
                 again = evaluate_condition(wt.loop_condition, {"$": bindings}, memo=decider.scripts)
             except ScriptError as exc:
                 decider.fail_inline(state, loop, f"loopCondition: {exc}", now_ms)
                 return
+        elif items is not None:
+            again = True
+        if items is not None:
+            # over a list: only while there is a next item
+            again = again and n < len(items)
         if again and n >= decider.max_loop_iterations:
             decider.fail_inline(
                 state,
@@ -101,6 +140,12 @@ class DoWhileTask(TaskHandler):
         if again:
             state.loops[loop.ref] = n + 1
             output["iteration"] = n + 1
+            if items is not None:
+                try:
+                    _at(decider, loop, output, items, n)
+                except TaskFailed as failure:
+                    decider.fail_inline(state, loop, str(failure), now_ms)
+                    return
             decider.touch(state, loop)
             decider.open_frame(
                 state,
@@ -124,3 +169,39 @@ def _reads_only_iteration(condition: str, loop_ref: str) -> bool:
 
 
 _ITERATION = re.compile(r"""\s*(?:\.\s*iteration\b|\[\s*(['"])iteration\1\s*\])""")
+
+
+def _items(decider: Decider, state: RunState, loop: TaskState) -> list[Any]:
+    """The list a DO_WHILE over a list iterates over, read now (not copied: each
+    iteration reads its length and one item): ``items``, else ``inputParameters._items``;
+    a list as is, null as an empty list, any other value as a list of one
+    (conductor-oss's ``evaluateItemsList``)."""
+    wt = decider.nodes[loop.def_ref].task
+    ctx = decider.context(state)
+    ctx["CPEWF_TASK_ID"] = loop.task_id
+    value: Any = None
+    if wt.items and wt.items.strip():
+        value = decider.read_value(state, wt.items, ctx, f"items of task {loop.ref!r}")
+    if value is None and "_items" in wt.input_parameters:
+        template = wt.input_parameters["_items"]
+        what = f"input '_items' of task {loop.ref!r}"
+        if isinstance(template, str):
+            value = decider.read_value(state, template, ctx, what)
+        else:
+            value = decider.resolve_values(state, {"_items": template}, ctx, lambda _: what)
+            value = decider.dereferenced(value["_items"])
+    if value is None:
+        return []
+    return value if isinstance(value, list) else [value]
+
+
+def _at(
+    decider: Decider, loop: TaskState, output: dict[str, Any], items: list[Any], index: int
+) -> None:
+    """``loopIndex`` and, within the list, ``loopItem`` (a copy) of the iteration at
+    ``index``."""
+    output["loopIndex"] = index
+    if 0 <= index < len(items):
+        output["loopItem"] = decider.bounded_copy(items[index], f"loopItem of task {loop.ref!r}")
+    else:
+        output.pop("loopItem", None)

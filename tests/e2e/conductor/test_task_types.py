@@ -595,6 +595,41 @@ def test_loop_condition_reads_every_iteration(conductor: Conductor) -> None:
     assert task(run, "loop")["outputData"]["iteration"] == 3
 
 
+@pytest.mark.parametrize("form", ["items", "_items"])
+def test_do_while_iterates_over_a_list(conductor: Conductor, form: str) -> None:
+    """conductor-oss's list iteration (DoWhile.java: ``items``, or Orkes' ``_items`` in
+    inputParameters): one iteration per item, ``loopItem`` and ``loopIndex`` in the
+    loop's output; an empty list runs no iteration."""
+    body, name = unique("per_item"), unique("loop_items")
+    _no_retries(conductor, body)
+    loop: dict[str, Any] = {
+        "name": "loop",
+        "taskReferenceName": "loop",
+        "type": "DO_WHILE",
+        "loopOver": [
+            simple(body, "body", item="${loop.output.loopItem}", at="${loop.output.loopIndex}")
+        ],
+    }
+    if form == "items":
+        loop["items"] = "${workflow.input.orders}"
+    else:
+        loop["inputParameters"] = {"_items": "${workflow.input.orders}"}
+    conductor.register(workflow(name, [loop]))
+    orders = [{"id": "o1"}, {"id": "o2"}, {"id": "o3"}]
+    workflow_id = conductor.start(name, {"orders": orders})
+    got = [conductor.poll_and_complete(body, {"done": i})["inputData"] for i in range(3)]
+    assert got == [{"item": o, "at": i} for i, o in enumerate(orders)]
+    run = conductor.wait_status(workflow_id, "COMPLETED")
+    assert _pairs(run) == [("DO_WHILE", "COMPLETED")] + [(body, "COMPLETED")] * 3
+    output = task(run, "loop")["outputData"]
+    assert (output["iteration"], output["loopIndex"], output["loopItem"]) == (3, 2, orders[2])
+    assert output["2"] == {"body": {"done": 1}}
+
+    empty = conductor.wait_status(conductor.start(name, {"orders": []}), "COMPLETED")
+    assert _pairs(empty) == [("DO_WHILE", "COMPLETED")]
+    assert task(empty, "loop")["outputData"] == {"iteration": 0}
+
+
 # --- WAIT, SET_VARIABLE, TERMINATE, LAMBDA, NOOP, INLINE, JSON_JQ_TRANSFORM ------------
 
 
