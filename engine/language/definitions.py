@@ -241,6 +241,12 @@ class WorkflowTask(_Model):
             raw = data.get("type", "SIMPLE")  # Conductor's default type
             if isinstance(raw, str) and raw.strip().upper() in TASK_TYPE_ALIASES:
                 data = {**data, "declared_type": raw.strip().upper()}
+            inline = data.get("taskDefinition", data.get("task_definition"))
+            if isinstance(inline, dict) and "name" not in inline and "name" in data:
+                # Conductor does not validate an inline task definition, whose name it
+                # leaves out (exported definitions have none): it is the task's
+                key = "taskDefinition" if "taskDefinition" in data else "task_definition"
+                data = {**data, key: {**inline, "name": data["name"]}}
         return data
 
     @field_validator("type", mode="before")

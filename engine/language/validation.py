@@ -500,7 +500,9 @@ class _WorkflowChecker:
         elif kind == TaskType.SWITCH:
             self._check_switch(task, path)
         elif kind == TaskType.DO_WHILE:
-            if not (task.loop_condition or "").strip() and not task.iterates_a_list():
+            # Conductor's WorkflowTaskTypeConstraint: a loopCondition, empty or not (an
+            # empty one runs one iteration)
+            if task.loop_condition is None and not task.iterates_a_list():
                 self.add(
                     path + ".loopCondition",
                     "DO_WHILE needs a loopCondition, or items to iterate over",

@@ -409,6 +409,23 @@ def test_do_while_needs_condition_and_tasks() -> None:
     ]
 
 
+def test_an_empty_loop_condition_is_one_a_do_while_may_have() -> None:
+    """Conductor's WorkflowTaskTypeConstraint refuses a DO_WHILE whose loopCondition is
+    missing, not one whose condition is empty (its e2e definitions have ``""``)."""
+    assert issues(workflow(task("l", "DO_WHILE", loopCondition="", loopOver=[task("a")]))) == []
+
+
+def test_an_inline_task_definition_without_a_name_is_the_task_s() -> None:
+    """Conductor does not validate a workflow task's inline ``taskDefinition``; exported
+    definitions leave its name out."""
+    inline = {"retryCount": 2, "responseTimeoutSeconds": 30, "timeoutSeconds": 90}
+    data = workflow(task("a", name="let_it_poll", taskDefinition=inline))
+    assert issues(data) == []
+    parsed = WorkflowDef.model_validate(data).tasks[0].task_definition
+    assert parsed is not None
+    assert (parsed.name, parsed.retry_count, parsed.timeout_seconds) == ("let_it_poll", 2, 90)
+
+
 def test_sub_workflow_needs_a_name() -> None:
     assert paths(workflow(task("s", "SUB_WORKFLOW"))) == ["$.tasks[0].subWorkflowParam.name"]
     assert paths(workflow(task("s", "SUB_WORKFLOW", subWorkflowParam={"version": 1}))) == [
