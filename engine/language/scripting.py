@@ -1,12 +1,14 @@
-"""Deterministic, sandboxed JavaScript for SWITCH, DO_WHILE and INLINE tasks.
+"""Sandboxed JavaScript for SWITCH, DO_WHILE, INLINE and LAMBDA tasks.
 
 Scripts run in the embedded QuickJS engine (PyPI ``quickjs``). The interpreter evaluates
-them inside a Durable Task orchestration, so every evaluation must give the same result on
-every replay:
+SWITCH and DO_WHILE conditions as it decides, again on every replay, so those must give
+the same result every time:
 
 * There is no clock and no randomness: ``Date.now()``, ``Date()`` and ``new Date()``
   without arguments, and ``Math.random()`` throw an error saying so. ``new Date(x)`` with
-  an explicit argument works.
+  an explicit argument works. An INLINE or LAMBDA task's script has them (``clock``):
+  its result is recorded once, by its activity or the work item that ran it, and
+  replays read that (Conductor's scripts use ``new Date()`` freely).
 * There is no host access: no ``std``/``os`` modules, no ``require``, no module loader;
   QuickJS's clock hook ``__date_clock`` is removed.
 * Each evaluation runs in a fresh QuickJS context, so nothing a script does (globals,
@@ -115,6 +117,7 @@ _BIND_GLOBAL = "__stepway_bind"
 _RUN_GLOBAL = "__stepway_run"
 _HELD_GLOBAL = "__stepway_held"
 _TO_JSON_GLOBAL = "__stepway_to_json"
+_CLOCK_GLOBAL = "__stepway_clock"
 _DEPTH_MARKER = "__stepway_depth_limit"
 
 # The body of the replacer for an array of property names (ECMAScript's PropertyList),
@@ -172,9 +175,20 @@ _PRELUDE = r"""
     { value: SafeDate, writable: true, configurable: true, enumerable: false });
   Object.defineProperty(g, "Date",
     { value: SafeDate, writable: true, configurable: true, enumerable: false });
+  var realRandom = Math.random;
   Object.defineProperty(Math, "random",
     { value: function random() { forbidden("Math.random()"); },
       writable: true, configurable: true, enumerable: false });
+  // gives the script the clock and randomness back (an INLINE or LAMBDA task, whose
+  // result is recorded once); called by Python before binding, or not at all
+  g.__stepway_clock = function clock() {
+    Object.defineProperty(RealDate.prototype, "constructor",
+      { value: RealDate, writable: true, configurable: true, enumerable: false });
+    Object.defineProperty(g, "Date",
+      { value: RealDate, writable: true, configurable: true, enumerable: false });
+    Object.defineProperty(Math, "random",
+      { value: realRandom, writable: true, configurable: true, enumerable: false });
+  };
   // JSON.stringify as scripts see it: QuickJS's own recurses in C without checking its
   // stack, so a value nested 100,000 deep crashes the process (a SWITCH condition runs in
   // the engine's); with a replacer function it calls that function at every level, whose
@@ -346,13 +360,17 @@ def evaluate_to_json(
     memory_limit_bytes: int = DEFAULT_MEMORY_LIMIT_BYTES,
     max_depth: int = MAX_JSON_DEPTH,
     context: FreshContext | None = None,
+    clock: bool = False,
 ) -> str:
     """The JSON text of the result of ``expression`` with the bindings given as a JSON
     object text (what :mod:`engine.runtime.evaluators` runs in its worker processes; nothing is
-    memoised), in ``context`` if given (made ahead of time; used up by this call).
-    Raises :class:`ScriptError` like :func:`evaluate`."""
+    memoised), in ``context`` if given (made ahead of time; used up by this call);
+    ``clock``: with the clock and randomness (an INLINE or LAMBDA task's script, whose
+    result is recorded once). Raises :class:`ScriptError` like :func:`evaluate`."""
     fresh = context if context is not None else FreshContext()
-    kind, value = fresh.run(expression, bindings_json, time_limit_s, memory_limit_bytes, max_depth)
+    kind, value = fresh.run(
+        expression, bindings_json, time_limit_s, memory_limit_bytes, max_depth, clock=clock
+    )
     if kind == "json":
         return str(value)
     return json.dumps(value, ensure_ascii=False, allow_nan=False)
@@ -433,15 +451,15 @@ class FreshContext:
     evaluation sees what another one did. A QuickJS runtime must only ever be used from
     one thread: the one that made it."""
 
-    __slots__ = ("_bind", "_context", "_held", "_run", "_to_json", "_used")
+    __slots__ = ("_bind", "_clock", "_context", "_held", "_run", "_to_json", "_used")
 
     def __init__(self) -> None:
         self._used = False
         self._context = quickjs.Context()
         try:
             self._context.eval(_PRELUDE_TEXT)
-            helpers = (_BIND_GLOBAL, _RUN_GLOBAL, _HELD_GLOBAL, _TO_JSON_GLOBAL)
-            self._bind, self._run, self._held, self._to_json = (
+            helpers = (_BIND_GLOBAL, _RUN_GLOBAL, _HELD_GLOBAL, _TO_JSON_GLOBAL, _CLOCK_GLOBAL)
+            self._bind, self._run, self._held, self._to_json, self._clock = (
                 self._context.get(name) for name in helpers
             )
             self._context.eval("".join(f"delete globalThis.{name};" for name in helpers))
@@ -457,14 +475,19 @@ class FreshContext:
         time_limit_s: float,
         memory_limit_bytes: int,
         max_depth: int = MAX_JSON_DEPTH,
+        *,
+        clock: bool = False,
     ) -> tuple[str, Any]:
         """Bind, then evaluate ``expression`` under the limits: ``("json", text)`` for an
-        object result, ``("value", primitive)`` otherwise."""
+        object result, ``("value", primitive)`` otherwise. ``clock``: the script may read
+        the clock and randomness (``new Date()``, ``Date.now()``, ``Math.random()``)."""
         if self._used:
             raise RuntimeError("a script context is used for one evaluation only")
         self._used = True
         context = self._context
         try:
+            if clock:
+                self._clock()
             self._bind(bindings_json)
         except quickjs.JSException as exc:
             raise ScriptError(

@@ -132,6 +132,7 @@ def _run_js(
             memory_limit_bytes=int(limits["memoryBytes"]),
             max_depth=int(limits["maxDepth"]),
             context=context,
+            clock=True,  # an INLINE or LAMBDA task: its result is recorded once
         )
     except ScriptError as exc:
         if exc.reason == "time_limit":

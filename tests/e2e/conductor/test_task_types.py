@@ -10,6 +10,7 @@ WorkflowAndTaskConfigurationSpec ("Test task def template", "Test workflow with 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -631,6 +632,45 @@ def test_do_while_iterates_over_a_list(conductor: Conductor, form: str) -> None:
 
 
 # --- WAIT, SET_VARIABLE, TERMINATE, LAMBDA, NOOP, INLINE, JSON_JQ_TRANSFORM ------------
+
+
+def test_an_inline_script_reads_the_clock_once_and_a_condition_cannot(
+    conductor: Conductor,
+) -> None:
+    """Conductor's INLINE scripts use ``new Date()`` and ``Math.random()``; the result is
+    recorded once, so every read of the run shows the same. A SWITCH condition is
+    evaluated again by replays: the clock there fails the task, naming why."""
+    name = unique("inline_clock")
+    script = "(function () { return {now: new Date().getTime(), r: Math.random()}; })()"
+    conductor.register(
+        workflow(
+            name,
+            [
+                {
+                    "name": "stamp",
+                    "taskReferenceName": "stamp",
+                    "type": "INLINE",
+                    "inputParameters": {"evaluatorType": "graaljs", "expression": script},
+                },
+                {
+                    "name": "late",
+                    "taskReferenceName": "late",
+                    "type": "SWITCH",
+                    "evaluatorType": "javascript",
+                    "expression": "Date.now() > 0 ? 'a' : 'b'",
+                    "decisionCases": {"a": []},
+                },
+            ],
+        )
+    )
+    before = time.time() * 1000
+    run = conductor.wait_status(conductor.start(name), "FAILED")
+    stamp = task(run, "stamp")
+    assert stamp["status"] == "COMPLETED"
+    result = stamp["outputData"]["result"]
+    assert before - 1000 <= result["now"] <= time.time() * 1000 and 0 <= result["r"] < 1
+    assert task(conductor.run(run["workflowId"]), "stamp")["outputData"]["result"] == result
+    assert "deterministic" in task(run, "late")["reasonForIncompletion"]
 
 
 def test_a_wait_task_is_in_progress_until_completed(conductor: Conductor) -> None:

@@ -346,3 +346,22 @@ def test_an_evaluation_within_a_bound_waits_for_no_process() -> None:
                 time.sleep(0.05)
     finally:
         one.close()
+
+
+def test_a_task_script_has_the_clock_and_randomness_a_condition_has_not(
+    pool: EvaluatorPool,
+) -> None:
+    """An INLINE or LAMBDA task's script ("js") reads the clock and randomness as in
+    Conductor (its result is recorded once); a SWITCH or DO_WHILE condition ("script"),
+    which replays evaluate again, does not."""
+    before = time.time() * 1000
+    now = pool.evaluate("js", "new Date().getTime()", {"$": {}})
+    assert isinstance(now, int | float) and before - 1000 <= now <= time.time() * 1000 + 1000
+    assert pool.evaluate("js", "Date.now() > 0 && Date() !== ''", {"$": {}}) is True
+    draws = pool.evaluate("js", "[Math.random(), Math.random()]", {"$": {}})
+    assert all(0 <= d < 1 for d in draws) and draws[0] != draws[1]
+    assert pool.evaluate("js", "new Date(0) instanceof Date", {"$": {}}) is True
+    there = ScriptMemo(runner=ScriptsInProcesses(pool))
+    for script in ("Date.now()", "Math.random() < 2"):
+        with pytest.raises(ScriptError, match="deterministic"):
+            evaluate(script, {"$": {}}, memo=there)
