@@ -7,10 +7,12 @@ DynamicTaskMapper, which makes it a task of that type and name).
   Conductor runs it (its docs: the name "can be a system task or a Worker task"), and
   the task definition registered under that name if there is one (a system task needs
   none).
-* An operator or a type that needs more than an input (SWITCH, FORK_JOIN, DO_WHILE,
-  SUB_WORKFLOW: branches, loops, ``subWorkflowParam`` of the definition; Conductor's
-  EVENT and KAFKA_PUBLISH, which Stepway does not run) fails the task, naming it: it
-  would otherwise wait forever for a worker of that name.
+* SUB_WORKFLOW takes its child from the input, as Orkes documents it
+  (:func:`sub_workflow_of`: ``subWorkflowName`` and ``subWorkflowVersion``, or
+  ``subWorkflowDefinition``); an input naming none fails the task.
+* An operator or a type that needs more than an input (SWITCH, FORK_JOIN, DO_WHILE:
+  branches, loops; Conductor's EVENT and KAFKA_PUBLISH, which Stepway does not run)
+  fails the task, naming it: it would otherwise wait forever for a worker of that name.
 * Any other name runs as that WORKER type, with that type's task definition (the
   definition's own, else Conductor's default). The name must be one a task type may
   have (:func:`engine.language.validation.queue_name_problem`, the rule registration
@@ -19,16 +21,21 @@ DynamicTaskMapper, which makes it a task of that type and name).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from engine.decider.tasks.base import ScheduledTask, TaskFailed, TaskHandler, TaskStart
-from engine.language.definitions import ACTIVITY_TYPES, TASK_TYPE_ALIASES, TaskType
+from engine.language.definitions import (
+    ACTIVITY_TYPES,
+    TASK_TYPE_ALIASES,
+    SubWorkflowParams,
+    TaskType,
+)
 from engine.language.validation import queue_name_problem
 
 if TYPE_CHECKING:
     from engine.decider.core import Decider
 
-__all__ = ["NOT_RUN", "SYSTEM_TYPES", "DynamicTask", "shown_name"]
+__all__ = ["NOT_RUN", "SYSTEM_TYPES", "DynamicTask", "shown_name", "sub_workflow_of"]
 
 #: system task types a DYNAMIC task runs as such: each takes all it needs from its input
 SYSTEM_TYPES = frozenset(
@@ -40,6 +47,7 @@ SYSTEM_TYPES = frozenset(
         TaskType.TERMINATE,
         TaskType.NOOP,
         TaskType.START_WORKFLOW,
+        TaskType.SUB_WORKFLOW,
     }
 )
 
@@ -70,10 +78,15 @@ class DynamicTask(ScheduledTask):
         if name in NOT_RUN:
             raise TaskFailed(
                 f"Cannot map a dynamic task: {param} = {shown_name(name)} is a task type a "
-                "DYNAMIC task cannot run (it needs more than an input: an operator, a "
-                "SUB_WORKFLOW, or a type Stepway does not run)"
+                "DYNAMIC task cannot run (it needs more than an input: an operator, or a "
+                "type Stepway does not run)"
             )
         system = name in SYSTEM_TYPES
+        if name == TaskType.SUB_WORKFLOW and sub_workflow_of(task.input) is None:
+            raise TaskFailed(
+                f"Cannot map a dynamic task: {param} = 'SUB_WORKFLOW' needs the child in its "
+                "input: subWorkflowName (and subWorkflowVersion), or subWorkflowDefinition"
+            )
         if not system:
             problem = queue_name_problem(name)
             if problem is not None:
@@ -101,3 +114,28 @@ class DynamicTask(ScheduledTask):
 def shown_name(name: str, limit: int = 80) -> str:
     """``name`` quoted for a reason, cut to ``limit`` characters."""
     return repr(name) if len(name) <= limit else repr(name[:limit]) + f"... ({len(name)} chars)"
+
+
+def sub_workflow_of(task_input: dict[str, Any]) -> SubWorkflowParams | None:
+    """The child run a DYNAMIC task resolved to SUB_WORKFLOW starts, from its input (Orkes'
+    form: ``subWorkflowName`` and ``subWorkflowVersion``, or ``subWorkflowDefinition``, an
+    inline definition; ``subWorkflowTaskToDomain``); None when the input names none."""
+    definition = task_input.get("subWorkflowDefinition")
+    name = task_input.get("subWorkflowName")
+    if isinstance(definition, dict) and definition:
+        name = definition.get("name") if not isinstance(name, str) or not name else name
+    elif not isinstance(name, str) or not name.strip():
+        return None
+    version = task_input.get("subWorkflowVersion")
+    if isinstance(version, str) and version.strip().isdigit():
+        version = int(version)
+    domains = task_input.get("subWorkflowTaskToDomain")
+    try:
+        return SubWorkflowParams(
+            name=str(name or ""),
+            version=version if isinstance(version, int) and not isinstance(version, bool) else None,
+            task_to_domain=domains if isinstance(domains, dict) else {},
+            workflow_definition=definition if isinstance(definition, dict) else None,
+        )
+    except ValueError:
+        return None

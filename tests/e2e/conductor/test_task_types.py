@@ -368,10 +368,48 @@ def test_dynamic_task_runs_a_system_task_named_by_its_input(conductor: Conductor
     assert pause["endTime"] - pause["startTime"] >= 1000, pause
 
 
+def test_dynamic_task_runs_a_sub_workflow_named_by_its_input(conductor: Conductor) -> None:
+    """Orkes' docs: a DYNAMIC task whose name is SUB_WORKFLOW runs the child its input
+    names (subWorkflowName and subWorkflowVersion)."""
+    child, parent = unique("dyn_child"), unique("dyn_parent")
+    conductor.register(
+        workflow(
+            child,
+            [
+                {
+                    "name": "double",
+                    "taskReferenceName": "double",
+                    "type": "INLINE",
+                    "inputParameters": {"expression": "$.k * 2", "k": "${workflow.input.k}"},
+                }
+            ],
+            outputParameters={"doubled": "${double.output.result}"},
+        ),
+        workflow(
+            parent,
+            [
+                _dynamic(
+                    "dyn",
+                    "SUB_WORKFLOW",
+                    subWorkflowName=child,
+                    subWorkflowVersion=1,
+                    k="${workflow.input.k}",
+                )
+            ],
+            outputParameters={"got": "${dyn.output.doubled}"},
+        ),
+    )
+    run = conductor.wait_status(conductor.start(parent, {"k": 21}), "COMPLETED")
+    assert run["output"] == {"got": 42}
+    dyn = task(run, "dyn")
+    assert (dyn["taskType"], dyn["status"]) == ("SUB_WORKFLOW", "COMPLETED")
+    assert conductor.run(dyn["subWorkflowId"])["workflowName"] == child
+
+
 def test_dynamic_task_naming_an_operator_fails_naming_it(conductor: Conductor) -> None:
     name = unique("dynamic_operator_wf")
     conductor.register(workflow(name, [_dynamic("dyn", "${workflow.input.type}")]))
-    for operator in ("SWITCH", "SUB_WORKFLOW", "FORK"):
+    for operator in ("SWITCH", "DO_WHILE", "FORK"):
         run = conductor.wait_status(conductor.start(name, {"type": operator}), "FAILED")
         reason = task(run, "dyn")["reasonForIncompletion"]
         assert f"taskToExecute = {operator!r}" in reason and "cannot run" in reason, reason

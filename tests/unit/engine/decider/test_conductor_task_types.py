@@ -148,7 +148,7 @@ def test_dynamic_runs_inline_system_types_in_the_work_item() -> None:
 
 
 def test_dynamic_naming_an_operator_fails_without_waiting_for_a_worker() -> None:
-    for name in ("SWITCH", "DECISION", "DO_WHILE", "SUB_WORKFLOW", "FORK", "EVENT"):
+    for name in ("SWITCH", "DECISION", "DO_WHILE", "FORK", "EVENT"):
         sim = Sim(
             decider(t("dyn", "DYNAMIC", dynamicTaskNameParam="w", inputParameters={"w": name}))
         )
@@ -157,6 +157,32 @@ def test_dynamic_naming_an_operator_fails_without_waiting_for_a_worker() -> None
             sim.task("dyn").reason or ""
         )
         assert sim.all_actions == []
+
+
+def test_dynamic_sub_workflow_takes_its_child_from_the_input() -> None:
+    """Orkes' DYNAMIC -> SUB_WORKFLOW: subWorkflowName and subWorkflowVersion (or an
+    inline subWorkflowDefinition) in the DYNAMIC task's input."""
+    named = {"tn": "SUB_WORKFLOW", "subWorkflowName": "child", "subWorkflowVersion": 2, "k": 1}
+    sim = Sim(decider(t("dyn", "DYNAMIC", dynamicTaskNameParam="tn", inputParameters=named)))
+    action = sim.actions["dyn"]
+    assert (action.type, action.name) == ("SUB_WORKFLOW", "SUB_WORKFLOW")
+    assert action.sub_workflow is not None
+    assert (action.sub_workflow.name, action.sub_workflow.version) == ("child", 2)
+
+    inline = {"name": "adhoc", "tasks": [{"name": "n", "taskReferenceName": "n", "type": "NOOP"}]}
+    given = {"tn": "SUB_WORKFLOW", "subWorkflowDefinition": inline}
+    sim = Sim(decider(t("dyn", "DYNAMIC", dynamicTaskNameParam="tn", inputParameters=given)))
+    child = sim.actions["dyn"].sub_workflow
+    assert child is not None and (child.name, child.workflow_definition) == ("adhoc", inline)
+
+    sim = Sim(
+        decider(
+            t("dyn", "DYNAMIC", dynamicTaskNameParam="tn", inputParameters={"tn": "SUB_WORKFLOW"})
+        )
+    )
+    assert sim.status("dyn") == TaskStatus.FAILED
+    assert "subWorkflowName" in (sim.task("dyn").reason or "")
+    assert sim.all_actions == []
 
 
 def test_dynamic_without_a_name_fails() -> None:
