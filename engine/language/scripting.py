@@ -9,6 +9,9 @@ the same result every time:
   an explicit argument works. An INLINE or LAMBDA task's script has them (``clock``):
   its result is recorded once, by its activity or the work item that ran it, and
   replays read that (Conductor's scripts use ``new Date()`` freely).
+* A list has the methods of the Java List Conductor's script engines hand scripts:
+  ``get(i)``, ``size()``, ``isEmpty()``, ``contains(x)`` (Conductor's own test definitions
+  call ``$.list.get(i)``), as well as its own.
 * There is no host access: no ``std``/``os`` modules, no ``require``, no module loader;
   QuickJS's clock hook ``__date_clock`` is removed.
 * Each evaluation runs in a fresh QuickJS context, so nothing a script does (globals,
@@ -175,6 +178,18 @@ _PRELUDE = r"""
     { value: SafeDate, writable: true, configurable: true, enumerable: false });
   Object.defineProperty(g, "Date",
     { value: SafeDate, writable: true, configurable: true, enumerable: false });
+  // a list as Conductor's GraalJS and Nashorn scripts see one (a Java List): get(i),
+  // size(), isEmpty(), contains(x), as well as the array's own methods
+  var javaList = {
+    get: function get(i) { return this[i]; },
+    size: function size() { return this.length; },
+    isEmpty: function isEmpty() { return this.length === 0; },
+    contains: function contains(x) { return this.indexOf(x) !== -1; }
+  };
+  for (var method in javaList) {
+    Object.defineProperty(Array.prototype, method,
+      { value: javaList[method], writable: true, configurable: true, enumerable: false });
+  }
   var realRandom = Math.random;
   Object.defineProperty(Math, "random",
     { value: function random() { forbidden("Math.random()"); },

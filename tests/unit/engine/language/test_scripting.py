@@ -540,3 +540,17 @@ def test_the_texts_of_the_stringify_table_are_what_node_gives() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == [text for _, text in STRINGIFY_CASES]
+
+
+def test_a_list_has_the_java_list_methods_conductor_scripts_call() -> None:
+    """Conductor's script engines hand scripts Java Lists: its own test definitions
+    (do_while_with_decision_task) read ``$.list.get($.iterator - 1)``."""
+    bindings = {"$": {"list": [10, 20, 30], "none": []}}
+    assert evaluate("$.list.get(1)", bindings) == 20
+    assert evaluate("$.list.size() + $.none.size()", bindings) == 3
+    assert evaluate("[$.list.isEmpty(), $.none.isEmpty()]", bindings) == [False, True]
+    assert evaluate("[$.list.contains(30), $.list.contains(4)]", bindings) == [True, False]
+    # not enumerable: a list is still a plain JSON list to everything else
+    assert evaluate("$.list", bindings) == [10, 20, 30]
+    assert evaluate("var n = 0; for (var k in $.list) n += 1; n", bindings) == 3
+    assert evaluate("Object.keys($.list)", bindings) == ["0", "1", "2"]
