@@ -669,6 +669,44 @@ def test_do_while_iterates_over_a_list(conductor: Conductor, form: str) -> None:
     assert task(empty, "loop")["outputData"] == {"iteration": 0}
 
 
+def test_do_while_over_a_list_longer_than_an_execution(conductor: Conductor) -> None:
+    """45 items, more than one execution of the interpreter holds when its steps are
+    activities (engine/runtime/interpreter.py, STEPS_PER_EXECUTION): each iteration gets
+    its own item, in order."""
+    name = unique("loop_long_list")
+    conductor.register(
+        workflow(
+            name,
+            [
+                {
+                    "name": "loop",
+                    "taskReferenceName": "loop",
+                    "type": "DO_WHILE",
+                    "items": "${workflow.input.numbers}",
+                    "loopOver": [
+                        {
+                            "name": "square",
+                            "taskReferenceName": "square",
+                            "type": "INLINE",
+                            "inputParameters": {
+                                "expression": "$.n * $.n",
+                                "n": "${loop.output.loopItem}",
+                            },
+                        }
+                    ],
+                }
+            ],
+            outputParameters={"last": "${square.output.result}"},
+        )
+    )
+    numbers = list(range(1, 46))
+    run = conductor.wait_status(conductor.start(name, {"numbers": numbers}), "COMPLETED")
+    squares = [t["outputData"]["result"] for t in run["tasks"] if t["taskType"] == "INLINE"]
+    assert squares == [n * n for n in numbers]
+    assert run["output"] == {"last": 45 * 45}
+    assert task(run, "loop")["outputData"]["iteration"] == 45
+
+
 # --- WAIT, SET_VARIABLE, TERMINATE, LAMBDA, NOOP, INLINE, JSON_JQ_TRANSFORM ------------
 
 
