@@ -46,6 +46,15 @@ class DoWhileTask(TaskHandler):
             if not items:
                 decider.complete_inline(state, ts, {"iteration": 0}, start.now_ms)
                 return
+            if len(items) > decider.max_loop_iterations:
+                decider.fail_inline(
+                    state,
+                    ts,
+                    f"DO_WHILE {ts.ref!r} has {len(items)} items to iterate over, above the "
+                    f"limit of {decider.max_loop_iterations} iterations",
+                    start.now_ms,
+                )
+                return
             try:
                 _at(decider, ts, ts.output, items, 0)
             except TaskFailed as failure:

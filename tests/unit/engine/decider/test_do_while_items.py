@@ -83,9 +83,29 @@ def test_the_orkes_form_items_in_input_parameters() -> None:
     assert sim.task("loop").output["iteration"] == 2
 
 
-def test_a_list_longer_than_the_iteration_limit_fails_the_loop() -> None:
+def test_a_list_longer_than_the_iteration_limit_fails_the_loop_before_it_runs() -> None:
     d = Decider(wf(each("${workflow.input.list}")), max_loop_iterations=3)
     sim = Sim(d, {"list": list(range(10))})
+    assert sim.status("loop") == TaskStatus.FAILED
+    assert sim.task("loop").reason == (
+        "DO_WHILE 'loop' has 10 items to iterate over, above the limit of 3 iterations"
+    )
+    assert sim.all_actions == []
+    # a list that grows while the loop runs meets the limit as a counted loop does
+    grow = t("grow", "SET_VARIABLE", inputParameters={"list": [1, 2, 3, 4, 5]})
+    d = Decider(
+        wf(
+            t("seed", "SET_VARIABLE", inputParameters={"list": [1, 2]}),
+            t(
+                "loop",
+                "DO_WHILE",
+                items="${workflow.variables.list}",
+                loopOver=[t("p"), grow],
+            ),
+        ),
+        max_loop_iterations=3,
+    )
+    sim = Sim(d)
     for n in (1, 2, 3):
         sim.complete(f"p__{n}")
     assert sim.status("loop") == TaskStatus.FAILED
