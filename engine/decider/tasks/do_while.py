@@ -3,7 +3,8 @@
 ``$`` = the loop's resolved inputParameters + ``{loopRef: loop output}`` (every
 iteration so far) + ``{bodyRef: latest output}``. An empty condition means one
 iteration; an empty body completes at once. Iteration ``n`` of a body task ``x`` is the
-instance ``x__n``.
+instance ``x__n``. ``inputParameters.keepLastN`` (a number N) keeps only the last N
+iterations in the loop's output (conductor-oss's; its task rows stay).
 
 Over a list (conductor-oss's list iteration): ``items`` (an expression; Orkes' form:
 ``inputParameters._items``) gives the list, resolved again before each iteration (a
@@ -90,6 +91,11 @@ class DoWhileTask(TaskHandler):
         output = loop.output
         output[str(n)] = latest
         output["iteration"] = n
+        keep = loop.input.get("keepLastN")
+        if isinstance(keep, int) and not isinstance(keep, bool) and 0 < keep < n:
+            # conductor-oss's keepLastN: the output keeps the last N iterations only (one
+            # key leaves per iteration, the older ones left before)
+            output.pop(str(n - keep), None)
         decider.touch(state, loop)
         again = False
         items: list[Any] | None = None

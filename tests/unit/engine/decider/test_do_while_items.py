@@ -125,3 +125,21 @@ def test_validation_takes_items_instead_of_a_loop_condition() -> None:
     assert "loopCondition" in missing and "items" in missing
     [unknown] = problems(items="${nowhere.output.list}")
     assert ".items" in unknown and "nowhere" in unknown
+
+
+def test_keep_last_n_keeps_the_last_iterations_in_the_output() -> None:
+    """conductor-oss's keepLastN (DoWhile.java): older iterations leave the output."""
+    loop = t(
+        "loop",
+        "DO_WHILE",
+        loopCondition="$.loop['iteration'] < 5",
+        inputParameters={"keepLastN": 2},
+        loopOver=[t("p")],
+    )
+    sim = Sim(decider(loop))
+    for n in range(1, 6):
+        sim.complete(f"p__{n}", n=n)
+        kept = sorted(k for k in sim.task("loop").output if k.isdigit())
+        assert kept == [str(i) for i in range(max(1, n - 1), n + 1)]
+    assert sim.status("loop") == C
+    assert sim.task("loop").output == {"iteration": 5, "4": {"p": {"n": 4}}, "5": {"p": {"n": 5}}}
