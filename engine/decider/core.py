@@ -104,7 +104,6 @@ from engine.decider.state import (
 from engine.decider.tasks import TaskFailed, TaskStart, handler_for, human_timeout
 from engine.decider.tasks.base import ScheduledTask
 from engine.decider.tasks.dynamic import SYSTEM_TYPES as DYNAMIC_SYSTEM_TYPES
-from engine.decider.tasks.dynamic import sub_workflow_of
 from engine.language.definitions import (
     RunStatus,
     TaskDef,
@@ -1071,8 +1070,7 @@ class Decider:
             task_def=node.task_def,
             wait_until_ms=fields.wait_until_ms,
             timeout_seconds=fields.timeout_seconds,
-            sub_workflow=node.task.sub_workflow_param
-            or (sub_workflow_of(ts.input) if ts.type == TaskType.SUB_WORKFLOW else None),
+            sub_workflow=fields.sub_workflow,
             seq=ts.seq,
             retried_task_id=ts.retried_task_id,
         )

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from engine.decider.nodes import Node
 from engine.decider.state import Frame, RunState, ScheduleTask, TaskState
-from engine.language.definitions import WorkflowTask
+from engine.language.definitions import SubWorkflowParams, WorkflowTask
 
 if TYPE_CHECKING:
     from engine.decider.core import Decider
@@ -58,6 +58,8 @@ class ActionFields:
     wait_until_ms: int | None = None
     #: HUMAN: bound of the wait in seconds (None: unbounded)
     timeout_seconds: int | None = None
+    #: SUB_WORKFLOW: the child run to start
+    sub_workflow: SubWorkflowParams | None = None
 
 
 class TaskHandler:

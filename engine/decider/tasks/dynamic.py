@@ -8,8 +8,9 @@ DynamicTaskMapper, which makes it a task of that type and name).
   the task definition registered under that name if there is one (a system task needs
   none).
 * SUB_WORKFLOW takes its child from the input, as Orkes documents it
-  (:func:`sub_workflow_of`: ``subWorkflowName`` and ``subWorkflowVersion``, or
-  ``subWorkflowDefinition``); an input naming none fails the task.
+  (:func:`engine.decider.tasks.sub_workflow.sub_workflow_of`: ``subWorkflowName`` and
+  ``subWorkflowVersion``, or ``subWorkflowDefinition``); an input naming none fails the
+  task.
 * An operator or a type that needs more than an input (SWITCH, FORK_JOIN, DO_WHILE:
   branches, loops; Conductor's EVENT and KAFKA_PUBLISH, which Stepway does not run)
   fails the task, naming it: it would otherwise wait forever for a worker of that name.
@@ -21,21 +22,16 @@ DynamicTaskMapper, which makes it a task of that type and name).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from engine.decider.tasks.base import ScheduledTask, TaskFailed, TaskHandler, TaskStart
-from engine.language.definitions import (
-    ACTIVITY_TYPES,
-    TASK_TYPE_ALIASES,
-    SubWorkflowParams,
-    TaskType,
-)
+from engine.decider.tasks.base import ScheduledTask, TaskFailed, TaskStart
+from engine.language.definitions import ACTIVITY_TYPES, TASK_TYPE_ALIASES, TaskType
 from engine.language.validation import queue_name_problem
 
 if TYPE_CHECKING:
     from engine.decider.core import Decider
 
-__all__ = ["NOT_RUN", "SYSTEM_TYPES", "DynamicTask", "shown_name", "sub_workflow_of"]
+__all__ = ["NOT_RUN", "SYSTEM_TYPES", "DynamicTask", "shown_name"]
 
 #: system task types a DYNAMIC task runs as such: each takes all it needs from its input
 SYSTEM_TYPES = frozenset(
@@ -82,11 +78,6 @@ class DynamicTask(ScheduledTask):
                 "type Stepway does not run)"
             )
         system = name in SYSTEM_TYPES
-        if name == TaskType.SUB_WORKFLOW and sub_workflow_of(task.input) is None:
-            raise TaskFailed(
-                f"Cannot map a dynamic task: {param} = 'SUB_WORKFLOW' needs the child in its "
-                "input: subWorkflowName (and subWorkflowVersion), or subWorkflowDefinition"
-            )
         if not system:
             problem = queue_name_problem(name)
             if problem is not None:
@@ -97,45 +88,18 @@ class DynamicTask(ScheduledTask):
         start.state.dynamic_names[wt.task_reference_name] = name
         decider.resolve_dynamic(wt.task_reference_name, name)
         task.name = name
-        task.type = TaskType(name) if system else TaskType.WORKER
-        handler: TaskHandler = self
-        if system:
-            from engine.decider.tasks import handler_for  # the registry imports this module
-
-            found = handler_for(name)
-            assert found is not None, name
-            handler = found
-        if handler is self:
+        if not system:
+            task.type = TaskType.WORKER
             decider.schedule(start)
-        else:
-            handler.start(decider, start)
+            return
+        task.type = TaskType(name)
+        from engine.decider.tasks import handler_for  # the registry imports this module
+
+        handler = handler_for(name)
+        assert handler is not None, name
+        handler.start(decider, start)
 
 
 def shown_name(name: str, limit: int = 80) -> str:
     """``name`` quoted for a reason, cut to ``limit`` characters."""
     return repr(name) if len(name) <= limit else repr(name[:limit]) + f"... ({len(name)} chars)"
-
-
-def sub_workflow_of(task_input: dict[str, Any]) -> SubWorkflowParams | None:
-    """The child run a DYNAMIC task resolved to SUB_WORKFLOW starts, from its input (Orkes'
-    form: ``subWorkflowName`` and ``subWorkflowVersion``, or ``subWorkflowDefinition``, an
-    inline definition; ``subWorkflowTaskToDomain``); None when the input names none."""
-    definition = task_input.get("subWorkflowDefinition")
-    name = task_input.get("subWorkflowName")
-    if isinstance(definition, dict) and definition:
-        name = definition.get("name") if not isinstance(name, str) or not name else name
-    elif not isinstance(name, str) or not name.strip():
-        return None
-    version = task_input.get("subWorkflowVersion")
-    if isinstance(version, str) and version.strip().isdigit():
-        version = int(version)
-    domains = task_input.get("subWorkflowTaskToDomain")
-    try:
-        return SubWorkflowParams(
-            name=str(name or ""),
-            version=version if isinstance(version, int) and not isinstance(version, bool) else None,
-            task_to_domain=domains if isinstance(domains, dict) else {},
-            workflow_definition=definition if isinstance(definition, dict) else None,
-        )
-    except ValueError:
-        return None
