@@ -13,13 +13,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Depends, Request
+from fastapi import APIRouter, Body
 
 from control_plane.api.errors import OUTAGES, ApiError
 from control_plane.api.openapi import COMMON, errors
 from control_plane.api.routing import StepwayRoute
-from control_plane.auth import Principal, principal, require_role
-from control_plane.services.workflows import WorkflowService
+from control_plane.api.workflow import Caller, Service
+from control_plane.auth import Principal, require_role
 
 __all__ = ["MAX_BULK_RUNS", "router"]
 
@@ -33,16 +33,7 @@ router = APIRouter(
     prefix="/api/workflow/bulk", tags=["workflow"], route_class=StepwayRoute, responses=COMMON
 )
 
-Caller = Annotated[Principal, Depends(principal)]
 RunIds = Annotated[list[str] | None, Body()]
-
-
-def _service(request: Request) -> WorkflowService:
-    service: WorkflowService = request.app.state.workflow_service
-    return service
-
-
-Service = Annotated[WorkflowService, Depends(_service)]
 
 
 def _each(caller: Principal, workflow_ids: list[str] | None, steer: Callable[[str], Any]) -> Any:
