@@ -112,7 +112,13 @@ from engine.language.definitions import (
     WorkflowDef,
     WorkflowTask,
 )
-from engine.language.expressions import InterpolationTooLong, peek, reference_paths, resolve
+from engine.language.expressions import (
+    InterpolationTooLong,
+    copy_json,
+    peek,
+    reference_paths,
+    resolve,
+)
 from engine.language.retry import retry_delay_seconds
 from engine.language.scripting import ScriptMemo
 from engine.runtime.payload_refs import dereference, has_pointers, is_pointer, pointer
@@ -1370,7 +1376,7 @@ class Decider:
             size = _json_size(value, limit)
             if size > limit:
                 raise TaskFailed(self._too_large(what, size))
-        return copy.deepcopy(value)
+        return copy_json(value)
 
     def _too_large(self, what: str, size: int | None) -> str:
         amount = f"{size} bytes" if size is not None else f"more than {self.max_value_bytes} bytes"

@@ -60,7 +60,9 @@ __all__ = [
     "ExpressionError",
     "InterpolationTooLong",
     "check",
+    "copy_json",
     "expression_errors",
+    "peek",
     "reference_paths",
     "references",
     "resolve",
@@ -386,26 +388,23 @@ def resolve(template: Any, context: Mapping[str, Any], *, max_chars: int | None 
     return template
 
 
-def peek(template: str, context: Mapping[str, Any], *, max_chars: int | None = None) -> Any:
-    """What ``template`` resolves to, as :func:`resolve`; but when it is exactly one
-    ``${...}``, the value in ``context`` itself, not a copy: for a caller that only reads
-    it (a DO_WHILE's list, read an item at a time), which must neither change nor keep
-    it."""
-    if "$" in template:
-        single = _parse(template).single
-        if single is not None:
-            return _evaluate(single, context, max_chars)
-    return _resolve_string(template, context, max_chars)
-
-
-def _resolve_string(text: str, context: Mapping[str, Any], max_chars: int | None = None) -> Any:
+def peek(text: str, context: Mapping[str, Any], *, max_chars: int | None = None) -> Any:
+    """What ``text`` resolves to, as :func:`resolve`; but when it is exactly one ``${...}``,
+    the value in ``context`` itself, not a copy: for a caller that only reads it (a
+    DO_WHILE's list, read an item at a time), which must neither change nor keep it."""
     if "$" not in text:
         return text
     parsed = _parse(text)
     single = parsed.single
     if single is not None:
-        return _copy(_evaluate(single, context, max_chars))
+        return _evaluate(single, context, max_chars)
     return _interpolate(parsed.parts, context, max_chars)
+
+
+def _resolve_string(text: str, context: Mapping[str, Any], max_chars: int | None = None) -> Any:
+    if "$" not in text:  # most strings of a definition: no call more than before
+        return text
+    return copy_json(peek(text, context, max_chars=max_chars))
 
 
 def _evaluate(expr: _Expr, context: Mapping[str, Any], max_chars: int | None = None) -> Any:
@@ -440,12 +439,12 @@ def _as_text(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str)
 
 
-def _copy(value: Any) -> Any:
+def copy_json(value: Any) -> Any:
     """A copy of a JSON value that shares no mutable container with the original."""
     if isinstance(value, dict):
-        return {key: _copy(item) for key, item in value.items()}
+        return {key: copy_json(item) for key, item in value.items()}
     if isinstance(value, list):
-        return [_copy(item) for item in value]
+        return [copy_json(item) for item in value]
     return value
 
 
