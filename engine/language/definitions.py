@@ -241,11 +241,17 @@ class WorkflowTask(_Model):
             raw = data.get("type", "SIMPLE")  # Conductor's default type
             if isinstance(raw, str) and raw.strip().upper() in TASK_TYPE_ALIASES:
                 data = {**data, "declared_type": raw.strip().upper()}
-            inline = data.get("taskDefinition", data.get("task_definition"))
-            if isinstance(inline, dict) and "name" not in inline and "name" in data:
-                # Conductor does not validate an inline task definition, whose name it
-                # leaves out (exported definitions have none): it is the task's
-                key = "taskDefinition" if "taskDefinition" in data else "task_definition"
+        return data
+
+    @model_validator(mode="before")
+    @classmethod
+    def _name_inline_task_definition(cls, data: Any) -> Any:
+        """Conductor does not validate a workflow task's inline task definition, and
+        exported definitions leave its name out: it is the task's."""
+        if isinstance(data, dict) and "name" in data:
+            key = "taskDefinition" if "taskDefinition" in data else "task_definition"
+            inline = data.get(key)
+            if isinstance(inline, dict) and "name" not in inline:
                 data = {**data, key: {**inline, "name": data["name"]}}
         return data
 

@@ -41,25 +41,18 @@ class DoWhileTask(TaskHandler):
         if wt.iterates_a_list():
             try:
                 items = _items(decider, state, ts)
+                if len(items) > decider.max_loop_iterations:
+                    raise TaskFailed(
+                        f"DO_WHILE {ts.ref!r} has {len(items)} items to iterate over, above "
+                        f"the limit of {decider.max_loop_iterations} iterations"
+                    )
+                if items:
+                    _at(decider, ts, ts.output, items, 0)
             except TaskFailed as failure:
                 decider.fail_inline(state, ts, str(failure), start.now_ms)
                 return
             if not items:
                 decider.complete_inline(state, ts, {"iteration": 0}, start.now_ms)
-                return
-            if len(items) > decider.max_loop_iterations:
-                decider.fail_inline(
-                    state,
-                    ts,
-                    f"DO_WHILE {ts.ref!r} has {len(items)} items to iterate over, above the "
-                    f"limit of {decider.max_loop_iterations} iterations",
-                    start.now_ms,
-                )
-                return
-            try:
-                _at(decider, ts, ts.output, items, 0)
-            except TaskFailed as failure:
-                decider.fail_inline(state, ts, str(failure), start.now_ms)
                 return
             decider.touch(state, ts)  # the body's inputs read loopItem
         state.loops[ts.ref] = 1
