@@ -144,8 +144,7 @@ def validate_workflow(
     service: Service, caller: Caller, body: Annotated[Any, Body()]
 ) -> dict[str, Any]:
     require_role(caller, "reader")
-    service.parse_workflows([body], single=True)
-    return {"valid": True, "validationErrors": []}
+    return service.validate_workflow(body)
 
 
 @router.get("/workflow", summary="All workflow definitions (every version)")

@@ -32,12 +32,22 @@ def validate(
             help="Skip the check that every WORKER type has a task definition and a worker.",
         ),
     ] = False,
+    strict: Annotated[
+        bool,
+        typer.Option(
+            "--strict",
+            help="Fail on warnings too (references Conductor accepts that read null).",
+        ),
+    ] = False,
 ) -> None:
-    """Validate workflow and task definition files offline; print every problem."""
+    """Validate workflow and task definition files offline; print every problem.
+
+    Exits 1 when there is an error (what registration refuses), or with --strict any
+    warning; warnings alone are printed and exit 0."""
     from control_plane.cli.validate_files import run_validation
 
     issues = run_validation(paths, catalog, coverage=not no_coverage)
     for issue in issues:
         typer.echo(str(issue))
-    if issues:
+    if any(issue.is_error or strict for issue in issues):
         raise typer.Exit(code=1)

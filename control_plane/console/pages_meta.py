@@ -137,9 +137,16 @@ def task_types(request: Request, viewer: CurrentViewer) -> Response:
 def _issues(issues: list[Any]) -> Markup:
     if not issues:
         return Markup('<p class="ok">Valid.</p>')
+    warnings_only = not any(i.is_error for i in issues)
     return html(
-        '<ul class="issues" role="list">{}</ul>',
-        join(html("<li><code>{}</code>: {}</li>", i.path, i.message) for i in issues),
+        '{}<ul class="issues" role="list">{}</ul>',
+        Markup('<p class="ok">Valid, with warnings.</p>') if warnings_only else "",
+        join(
+            html("<li><code>{}</code>: {}</li>", i.path, i.message)
+            if i.is_error
+            else html('<li class="warning"><code>{}</code>: warning: {}</li>', i.path, i.message)
+            for i in issues
+        ),
     )
 
 

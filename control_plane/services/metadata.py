@@ -17,7 +17,12 @@ from control_plane.deps import Deps, Settings
 from control_plane.services.worker_queues import ensure_worker_queues
 from engine.language.definitions import TaskDef, TaskType, WorkflowDef
 from engine.language.recursion import recursion_issues
-from engine.language.validation import ValidationIssue, validate_task_def, validate_workflow
+from engine.language.validation import (
+    ValidationIssue,
+    errors_only,
+    validate_task_def,
+    validate_workflow,
+)
 from engine.ports.queue_provisioning import (
     ProvisionOutcome,
     plan_update,
@@ -35,6 +40,11 @@ def _issues_at(prefix: str, issues: list[ValidationIssue]) -> list[tuple[str, st
         full = prefix + path[1:] if path.startswith("$") else f"{prefix}.{path}"
         out.append((full, issue.message))
     return out
+
+
+def _warning_list(warnings: list[tuple[str, str]]) -> list[dict[str, str]]:
+    """Warnings as the API answers them (a registration's report, the validate call)."""
+    return [{"path": path, "message": message} for path, message in warnings]
 
 
 def _invalid(what: str, issues: list[tuple[str, str]]) -> ApiError:
@@ -183,11 +193,20 @@ class MetadataService:
         }
 
     def parse_workflows(self, items: list[Any], single: bool) -> list[WorkflowDef]:
+        """The definitions of ``items``, or a 400 naming every error of them."""
+        return [wf for wf, _ in self.check_workflows(items, single)]
+
+    def check_workflows(
+        self, items: list[Any], single: bool
+    ) -> list[tuple[WorkflowDef, list[tuple[str, str]]]]:
+        """Each definition of ``items`` with its warnings (path, message: what Conductor
+        accepts but reads null, engine.language.validation), or a 400 naming every error
+        of them."""
         # Conductor runs a WORKER type without a task definition with its default one
         # (MetadataMapperService); strict mode keeps the rule that one is registered
         task_defs = self._registered_task_defs() if self.settings.strict_task_definitions else None
         issues: list[tuple[str, str]] = []
-        parsed: list[WorkflowDef] = []
+        parsed: list[tuple[WorkflowDef, list[tuple[str, str]]]] = []
         seen: dict[tuple[str, int], int] = {}
         for i, item in enumerate(items):
             prefix = "$" if single else f"$[{i}]"
@@ -195,8 +214,9 @@ class MetadataService:
                 issues.append((prefix, "a workflow definition must be a JSON object"))
                 continue
             problems = validate_workflow(item, task_defs)
-            if problems:
-                issues += _issues_at(prefix, problems)
+            refused = errors_only(problems)
+            if refused:
+                issues += _issues_at(prefix, refused)
                 continue
             wf = WorkflowDef.model_validate(item)
             key = (wf.name, wf.version)
@@ -206,9 +226,9 @@ class MetadataService:
                 )
                 continue
             seen[key] = i
-            parsed.append(wf)
+            parsed.append((wf, _issues_at(prefix, problems)))
         if not issues:
-            issues += self._recursion(parsed, items, single)
+            issues += self._recursion([wf for wf, _ in parsed], items, single)
         if issues:
             raise _invalid("workflow definition" if single else "workflow definitions", issues)
         return parsed
@@ -239,9 +259,10 @@ class MetadataService:
     def register_workflows(
         self, items: list[Any], *, single: bool, create_only: bool, dry_run: bool = False
     ) -> dict[str, Any]:
-        parsed = self.parse_workflows(items, single)
+        checked = self.check_workflows(items, single)
+        parsed = [wf for wf, _ in checked]
         report: list[dict[str, Any]] = []
-        for wf in parsed:
+        for wf, warnings in checked:
             data = wf.to_json_dict()
             existing = self.deps.run_store.get_definition(wf.name, wf.version)
             if existing is not None and create_only:
@@ -253,7 +274,14 @@ class MetadataService:
                 if existing.definition == data
                 else "update"
             )
-            report.append({"name": wf.name, "version": wf.version, "action": action})
+            report.append(
+                {
+                    "name": wf.name,
+                    "version": wf.version,
+                    "action": action,
+                    "warnings": _warning_list(warnings),
+                }
+            )
         if not dry_run:
             for wf in parsed:
                 ensure_worker_queues(self.settings, self.deps, wf)
@@ -262,6 +290,12 @@ class MetadataService:
                 if entry["action"] != "unchanged":
                     self.deps.run_store.put_definition(wf.name, wf.version, wf.to_json_dict(), now)
         return {"dryRun": dry_run, "workflows": report}
+
+    def validate_workflow(self, item: Any) -> dict[str, Any]:
+        """``POST /metadata/workflow/validate``: a 400 naming every error, or the
+        definition's warnings."""
+        ((_, warnings),) = self.check_workflows([item], single=True)
+        return {"valid": True, "validationErrors": [], "warnings": _warning_list(warnings)}
 
     def get_workflow(self, name: str, version: int | None) -> dict[str, Any]:
         record = self.deps.run_store.get_definition(name, version)

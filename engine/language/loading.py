@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 import yaml
 
-from engine.language.validation import ValidationIssue
+from engine.language.validation import Severity, ValidationIssue
 
 __all__ = [
     "DefinitionItem",
@@ -47,14 +47,20 @@ class SourceIssue:
     source: Path
     path: str
     message: str
+    severity: Severity = "error"
+
+    @property
+    def is_error(self) -> bool:
+        return self.severity == "error"
 
     def __str__(self) -> str:
-        return f"{self.source}: {self.path}: {self.message}"
+        mark = "" if self.is_error else "warning: "
+        return f"{self.source}: {self.path}: {mark}{self.message}"
 
     @classmethod
     def of(cls, source: Path, issue: ValidationIssue, prefix: str = "$") -> SourceIssue:
         """``issue`` of the item at ``prefix`` (``$`` or ``$[2]``) of ``source``."""
-        return cls(source, prefix + issue.path[1:], issue.message)
+        return cls(source, prefix + issue.path[1:], issue.message, issue.severity)
 
 
 @dataclass(frozen=True)

@@ -2,8 +2,10 @@
 
 Every check returns *all* problems of a document at once as :class:`ValidationIssue`
 values with a JSON path into the document as it was written (camelCase field names, e.g.
-``$.tasks[2].decisionCases.yes[0].taskReferenceName``). Nothing here raises on bad input:
-unknown Conductor fields are kept by the models and ignored by the checks.
+``$.tasks[2].decisionCases.yes[0].taskReferenceName``). Errors refuse the document;
+warnings (``severity="warning"``) name what Conductor accepts but is likely a mistake
+(:func:`errors_only` leaves them out). Nothing here raises on bad input: unknown
+Conductor fields are kept by the models and ignored by the checks.
 
 Order of the issues: first the structural errors reported by pydantic (wrong types,
 missing fields, values outside an enumeration); then, when the structure parsed, the
@@ -15,12 +17,17 @@ Semantic rules for a workflow definition:
   1-255 characters, no control characters, ``/`` or ``:``).
 * ``taskReferenceName`` is unique across the whole nesting; a duplicate is reported at
   its second occurrence, naming the first.
-* every ``${ref.…}`` reference names a task of the workflow that may have run before the
-  referencing task: earlier in the sequence, an enclosing SWITCH / FORK_JOIN / DO_WHILE
-  task, any task nested in an earlier SWITCH, FORK_JOIN or DO_WHILE. Not allowed: a later
-  task, a task in a sibling fork branch (runs concurrently), a task in another SWITCH
-  case. Inside a DO_WHILE a task sees the earlier tasks of the same loop body; the
-  ``loopCondition`` and the tasks after the loop see all tasks of the loop.
+* every ``${ref.…}`` reference names a task of the workflow. A reference to a task the
+  workflow does not have is an error in the ``inputParameters`` of a top-level task (where
+  Conductor refuses it: ``ConstraintParamUtil``) and a *warning* anywhere else (nested
+  tasks, ``outputParameters``, loop conditions: Conductor accepts those and reads null).
+* a reference should name a task that may have run before the referencing point: earlier
+  in the sequence, an enclosing SWITCH / FORK_JOIN / DO_WHILE task, any task nested in an
+  earlier SWITCH, FORK_JOIN or DO_WHILE. A later task, a task in a sibling fork branch
+  (runs concurrently), a task in another SWITCH case or the task itself is a *warning*
+  (Conductor accepts the definition; the reference reads null, or a value depending on
+  timing). Inside a DO_WHILE any task of the same loop body may be referenced: one that
+  runs later reads null on the first iteration and the previous iteration's value after.
   ``ref__N`` names iteration N of a task inside a DO_WHILE. ``workflow`` and
   ``CPEWF_TASK_ID`` are always available. Expression syntax errors (``${`` not closed)
   are reported at the parameter.
@@ -43,7 +50,7 @@ import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from jsonschema import validators as _jsonschema_validators
 from pydantic import ValidationError
@@ -74,8 +81,10 @@ __all__ = [
     "MAX_TASK_TYPE_LENGTH",
     "TERMINATION_STATUSES",
     "CodeArea",
+    "Severity",
     "ValidationIssue",
     "check_coverage",
+    "errors_only",
     "pydantic_issues",
     "queue_name_problem",
     "validate_task_def",
@@ -94,15 +103,30 @@ class CodeArea(Protocol):
     def task_types(self) -> Sequence[str]: ...
 
 
+Severity = Literal["error", "warning"]
+
+
 @dataclass(frozen=True)
 class ValidationIssue:
     """One problem of a document: a JSON path into it and a message."""
 
     path: str
     message: str
+    #: "error" refuses the document; "warning" is reported and the document accepted
+    severity: Severity = "error"
+
+    @property
+    def is_error(self) -> bool:
+        return self.severity == "error"
 
     def __str__(self) -> str:
-        return f"{self.path}: {self.message}"
+        mark = "" if self.is_error else "warning: "
+        return f"{self.path}: {mark}{self.message}"
+
+
+def errors_only(issues: Iterable[ValidationIssue]) -> list[ValidationIssue]:
+    """The issues that refuse a document (its warnings left out)."""
+    return [issue for issue in issues if issue.is_error]
 
 
 # --- queue names -------------------------------------------------------------------------
@@ -353,8 +377,8 @@ class _WorkflowChecker:
             location.task.type == TaskType.FORK_JOIN_DYNAMIC for location in wf.walk()
         )
 
-    def add(self, path: str, message: str) -> None:
-        self.issues.append(ValidationIssue(path, message))
+    def add(self, path: str, message: str, severity: Severity = "error") -> None:
+        self.issues.append(ValidationIssue(path, message, severity))
 
     def _suggestion(self, root: str) -> str:
         """``; did you mean 'x'?`` for an unknown reference, for the first
@@ -674,14 +698,20 @@ class _WorkflowChecker:
                 continue
             if ref is None:
                 suggestion = self._suggestion(root)
+                # Conductor refuses an unknown reference in a top-level task's input only
+                top_level_input = task is not None and not scopes
                 self.add(
-                    path, f"references {root!r}, which is not a task of this workflow{suggestion}"
+                    path,
+                    f"references {root!r}, which is not a task of this workflow{suggestion}"
+                    + ("" if top_level_input else "; it reads null"),
+                    "error" if top_level_input else "warning",
                 )
-            elif ref not in visible:
+            elif ref not in visible and not self._same_loop(ref, scopes):
                 self.add(
                     path,
                     f"references {root!r}, which cannot have run before this point: "
                     f"{self._why_not(ref, task, scopes)}",
+                    "warning",
                 )
 
     def _resolve(self, root: str) -> str | None:
@@ -691,6 +721,18 @@ class _WorkflowChecker:
         if match and match.group("base") in self.refs and self.refs[match.group("base")].in_loop:
             return match.group("base")
         return None
+
+    def _same_loop(self, ref: str, scopes: tuple[_Scope, ...]) -> bool:
+        """Whether ``ref`` and the referencing point are in one DO_WHILE body: from the
+        second iteration on, the reference reads the previous iteration's task."""
+        for mine, theirs in zip(scopes, self.refs[ref].scopes, strict=False):
+            if mine.ref != theirs.ref:
+                return False
+            if mine.type == TaskType.DO_WHILE:
+                return True
+            if mine.branch != theirs.branch:
+                return False
+        return False
 
     def _why_not(self, ref: str, task: WorkflowTask | None, scopes: tuple[_Scope, ...]) -> str:
         if task is not None and ref == task.task_reference_name:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from tests.e2e.conductor.harness import Conductor, simple, unique, workflow
@@ -54,3 +56,66 @@ def test_a_result_may_name_another_worker_id_than_the_poller(conductor: Conducto
     assert r.status_code == 200, r.text
     run = conductor.wait_status(workflow_id, "COMPLETED")
     assert run["tasks"][0]["workerId"] == "host-1-thread-7"
+
+
+def _inline(ref: str, expression: str, **inputs: Any) -> dict[str, Any]:
+    return {
+        "name": ref,
+        "taskReferenceName": ref,
+        "type": "INLINE",
+        "inputParameters": {"evaluatorType": "javascript", "expression": expression, **inputs},
+    }
+
+
+def test_references_conductor_does_not_check_register_and_read_what_conductor_reads(
+    conductor: Conductor,
+) -> None:
+    """Conductor checks a reference only in a top-level task's inputParameters (its
+    ConstraintParamUtil), and only that the task exists: its own e2e ``workflows.json``
+    has an outputParameters reference to a task the workflow does not have. Such a
+    definition registers (the reference is a warning, reported) and reads null; in a
+    DO_WHILE body a task reading a later body task gets null on the first iteration and
+    the previous iteration's output after."""
+    name = unique("loose_refs")
+    definition = workflow(
+        name,
+        [
+            {
+                "name": "loop",
+                "taskReferenceName": "loop",
+                "type": "DO_WHILE",
+                "loopCondition": "$.loop['iteration'] < 2",
+                "loopOver": [
+                    _inline("a", "$.prev == null ? 1 : $.prev + 1", prev="${b.output.result}"),
+                    _inline("b", "$.a * 10", a="${a.output.result}"),
+                ],
+            }
+        ],
+        outputParameters={
+            "gone": "${not_in_this_workflow.output.result}",
+            "last": "${b.output.result}",
+        },
+    )
+    checked = conductor.http.post("/api/metadata/workflow/validate", json=definition)
+    assert checked.status_code == 200, checked.text
+    assert checked.json()["valid"] is True
+    assert [w["path"] for w in checked.json()["warnings"]] == ["$.outputParameters.gone"]
+    registered = conductor.http.post("/api/metadata/workflow", json=definition)
+    assert registered.status_code == 200, registered.text
+    [entry] = registered.json()["workflows"]
+    assert "not_in_this_workflow" in entry["warnings"][0]["message"]
+
+    run = conductor.wait_status(conductor.start(name), "COMPLETED")
+    assert run["output"].get("gone") is None
+    assert run["output"]["last"] == 110  # iteration 1: a=1, b=10; iteration 2: a=11, b=110
+
+
+def test_an_unknown_reference_in_a_top_level_task_is_refused_as_conductor_does(
+    conductor: Conductor,
+) -> None:
+    definition = workflow(unique("typo_ref"), [_inline("a", "$.x", x="${nowhere.output.result}")])
+    refused = conductor.http.post("/api/metadata/workflow", json=definition)
+    assert refused.status_code == 400, refused.text
+    [problem] = refused.json()["validationErrors"]
+    assert problem["path"] == "$.tasks[0].inputParameters.x"
+    assert "'nowhere'" in problem["message"]

@@ -213,3 +213,33 @@ def test_definitions_that_start_each_other_are_reported(tmp_path: Path) -> None:
         (str(tmp_path / "pong.json"), "$.tasks[0].subWorkflowParam.name"),
     ]
     assert "workflow 'ping' can start itself (ping -> pong -> ping)" in lines[0]
+
+
+def test_warnings_are_printed_and_fail_only_with_strict(tmp_path: Path) -> None:
+    """A reference Conductor accepts (a later task, a task the workflow does not have in
+    its outputParameters) is a warning: printed, exit 0; --strict fails on it."""
+    (tmp_path / "wf.json").write_text(
+        json.dumps(
+            {
+                "name": "wf",
+                "tasks": [
+                    {
+                        "name": "w",
+                        "taskReferenceName": "w",
+                        "type": "WAIT",
+                        "inputParameters": {"note": "${later.output}"},
+                    },
+                    {"name": "later", "taskReferenceName": "later", "type": "NOOP"},
+                ],
+                "outputParameters": {"x": "${gone.output}"},
+            }
+        )
+    )
+    code, lines = run(str(tmp_path), "--no-coverage")
+    assert code == 0
+    assert located(lines) == [
+        (str(tmp_path / "wf.json"), "$.outputParameters.x"),
+        (str(tmp_path / "wf.json"), "$.tasks[0].inputParameters.note"),
+    ]
+    assert all(line.split(": ", 2)[2].startswith("warning: ") for line in lines)
+    assert run(str(tmp_path), "--no-coverage", "--strict") == (1, lines)

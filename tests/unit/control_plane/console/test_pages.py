@@ -432,6 +432,19 @@ def test_definition_pages_show_json_versions_and_validation(make_console: Any) -
     )  # fmt: skip
     broken = reader.get("/workflows/broken").text
     assert "nobody_serves_this" in broken and 'class="issues"' in broken
+    assert "Valid, with warnings." not in broken
+    # what Conductor accepts but reads null is a warning, shown as one
+    console.deps.run_store.put_definition(
+        "loose",
+        1,
+        {"name": "loose", "version": 1, "outputParameters": {"x": "${gone.output}"}, "tasks": [
+            {"name": "w", "taskReferenceName": "w", "type": "WAIT"}
+        ]},
+        now_ms(),
+    )  # fmt: skip
+    loose = reader.get("/workflows/loose").text
+    assert "Valid, with warnings." in loose
+    assert re.search(r'<li class="warning"><code>\$\.outputParameters\.x</code>: warning: ', loose)
 
 
 def test_the_start_form_starts_a_run(make_console: Any) -> None:

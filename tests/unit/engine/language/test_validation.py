@@ -15,6 +15,7 @@ from engine.language.validation import (
     MAX_TASK_TYPE_LENGTH,
     ValidationIssue,
     check_coverage,
+    errors_only,
     queue_name_problem,
     validate_task_def,
     validate_workflow,
@@ -124,12 +125,46 @@ def test_reference_to_unknown_task_suggests_a_close_name() -> None:
     )
     assert path == "$.tasks[1].inputParameters.x"
     assert "'pares'" in message and "not a task" in message and "'parse'" in message
+    [issue] = validate_workflow(
+        workflow(task("parse"), task("b", inputParameters={"x": "${pares.output.text}"}))
+    )
+    assert issue.is_error  # Conductor's ConstraintParamUtil refuses it in a top-level task
 
 
-def test_reference_to_a_later_task() -> None:
+def severities(data: Any) -> list[tuple[str, str]]:
+    return [(i.path, i.severity) for i in validate_workflow(data)]
+
+
+def test_an_unknown_reference_outside_a_top_level_tasks_input_is_a_warning() -> None:
+    """Conductor checks references only in its top-level tasks' inputParameters; a
+    definition exported from it with a stale reference elsewhere must register (the
+    reference reads null)."""
+    data = workflow(
+        task(
+            "s",
+            "SWITCH",
+            expression="k",
+            inputParameters={"k": "v"},
+            decisionCases={"yes": [task("a", inputParameters={"x": "${gone.output}"})]},
+        ),
+        outputParameters={"y": "${zz.output}"},
+    )
+    assert severities(data) == [
+        ("$.tasks[0].decisionCases.yes[0].inputParameters.x", "warning"),
+        ("$.outputParameters.y", "warning"),
+    ]
+    assert errors_only(validate_workflow(data)) == []
+    assert "reads null" in str(validate_workflow(data)[1])
+    assert str(validate_workflow(data)[1]).startswith("$.outputParameters.y: warning: ")
+
+
+def test_reference_to_a_later_task_is_a_warning() -> None:
     path, message = only(workflow(task("a", inputParameters={"x": "${b.output}"}), task("b")))
     assert path == "$.tasks[0].inputParameters.x"
     assert "runs later" in message
+    assert severities(workflow(task("a", inputParameters={"x": "${b.output}"}), task("b"))) == [
+        ("$.tasks[0].inputParameters.x", "warning")
+    ]
 
 
 def test_reference_to_itself() -> None:
@@ -149,6 +184,7 @@ def test_reference_into_a_parallel_fork_branch() -> None:
     path, message = only(data)
     assert path == "$.tasks[0].forkTasks[1][0].inputParameters.x"
     assert "parallel branch of FORK_JOIN 'fork'" in message
+    assert errors_only(validate_workflow(data)) == []
 
 
 def test_reference_into_another_switch_case() -> None:
@@ -165,6 +201,7 @@ def test_reference_into_another_switch_case() -> None:
     path, message = only(data)
     assert path == "$.tasks[0].defaultCase[0].inputParameters.x"
     assert "another case of SWITCH 's'" in message
+    assert errors_only(validate_workflow(data)) == []
 
 
 def test_tasks_after_a_switch_or_fork_may_reference_tasks_inside() -> None:
@@ -205,27 +242,39 @@ def test_nested_tasks_may_reference_their_containers() -> None:
     assert issues(data) == []
 
 
-def test_do_while_body_sees_earlier_body_tasks_only() -> None:
+def test_do_while_body_may_reference_any_task_of_the_same_body() -> None:
+    """From the second iteration on, a reference to a later body task (the task
+    itself, a task of a parallel branch in the body) reads the previous iteration's:
+    nothing to report. Leaving the loop does not make a later task visible."""
     data = workflow(
         task(
             "loop",
             "DO_WHILE",
             loopCondition="${b.output.more}",
             loopOver=[
-                task("a", inputParameters={"x": "${b.output}"}),
-                task("b", inputParameters={"x": "${a.output}"}),
+                task("a", inputParameters={"x": "${b.output}", "self": "${a.output}"}),
+                task(
+                    "fork",
+                    "FORK_JOIN",
+                    forkTasks=[[task("c", inputParameters={"d": "${d.output}"})], [task("d")]],
+                ),
+                task("join", "JOIN", joinOn=["c", "d"]),
+                task("b", inputParameters={"x": "${a.output}", "after": "${after.output}"}),
             ],
         ),
         task("after", inputParameters={"x": "${a.output}", "y": "${b__2.output}"}),
     )
-    path, message = only(data)
-    assert path == "$.tasks[0].loopOver[0].inputParameters.x"
-    assert "runs later" in message
+    [found] = validate_workflow(data)
+    assert (found.path, found.severity) == (
+        "$.tasks[0].loopOver[3].inputParameters.after",
+        "warning",
+    )
+    assert "runs later" in found.message
 
 
-def test_output_parameters_may_reference_any_task_but_not_unknown_ones() -> None:
+def test_output_parameters_may_reference_any_task() -> None:
     data = workflow(task("a"), outputParameters={"x": "${a.output}", "y": "${zz.output}"})
-    assert paths(data) == ["$.outputParameters.y"]
+    assert severities(data) == [("$.outputParameters.y", "warning")]
 
 
 def test_expression_syntax_error_is_reported_at_the_parameter() -> None:
