@@ -183,7 +183,9 @@ def _parse(text: str) -> _Parsed:
 
 # --------------------------------------------------------------------------- queries
 
-_NAME = r"[A-Za-z_][A-Za-z0-9_\-]*"
+#: a member name in dot notation; as Jayway JsonPath (Conductor's), it may start with a
+#: digit: ``${loop.output.3.task}`` reads a DO_WHILE's iteration "3"
+_NAME = r"[A-Za-z0-9_][A-Za-z0-9_\-]*"
 _SIMPLE_PATH = re.compile(rf"(?:\$\.)?{_NAME}(?:\.{_NAME}|\[-?\d+\])*")
 _SIMPLE_STEP = re.compile(rf"\.?({_NAME})|\[(-?\d+)\]")
 _FUNCTION = re.compile(r"^(.*)\.(length|size|sum|min|max|avg|first|last|keys)\(\)$", re.DOTALL)
@@ -216,6 +218,7 @@ class _Query:
             self._steps = _simple_steps(body)
             return
         query = body if body.startswith("$") else ("$" + body if body[0] == "[" else "$." + body)
+        query = _digit_members_bracketed(query)
         try:
             compiled = jsonpath.compile(query)
             self.error = _unbounded(query)
@@ -249,6 +252,49 @@ class _Query:
         if self._definite:
             return values[0] if values else None
         return values
+
+
+_MEMBER_CHAR = re.compile(r"[A-Za-z0-9_\-]")
+
+
+def _digit_members_bracketed(query: str) -> str:
+    """``query`` with each dot-notation member whose name starts with a digit (``.3``,
+    ``..2b``) written as a bracketed name (``['3']``): Jayway JsonPath, whose paths
+    Conductor's definitions are written in, reads ``$.output.3`` as the member "3";
+    RFC 9535 (python-jsonpath) refuses it. Only outside brackets, parentheses and
+    quotes, so a filter's numbers (``[?(@.price > 3.5)]``) are left alone."""
+    if not any(query[i].isdigit() for i in range(1, len(query)) if query[i - 1] == "."):
+        return query
+    out: list[str] = []
+    depth = 0
+    quote = ""
+    i, n = 0, len(query)
+    while i < n:
+        c = query[i]
+        if quote:
+            if c == "\\":
+                out.append(query[i : i + 2])
+                i += 2
+                continue
+            if c == quote:
+                quote = ""
+        elif c in "'\"" and depth:
+            quote = c
+        elif c in "[(":
+            depth += 1
+        elif c in "])":
+            depth -= 1
+        elif c == "." and depth == 0 and i + 1 < n and query[i + 1].isdigit():
+            j = i + 1
+            while j < n and _MEMBER_CHAR.match(query[j]):
+                j += 1
+            # a descendant segment (``..3``) keeps its first dot: ``..['3']``
+            out.append(f"{'.' if query[i - 1] == '.' else ''}['{query[i + 1 : j]}']")
+            i = j
+            continue
+        out.append(c)
+        i += 1
+    return "".join(out)
 
 
 #: JSONPath filter functions that match a regular expression

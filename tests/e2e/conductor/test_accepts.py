@@ -119,3 +119,29 @@ def test_an_unknown_reference_in_a_top_level_task_is_refused_as_conductor_does(
     [problem] = refused.json()["validationErrors"]
     assert problem["path"] == "$.tasks[0].inputParameters.x"
     assert "'nowhere'" in problem["message"]
+
+
+def test_an_iteration_of_a_loops_output_read_in_dot_notation(conductor: Conductor) -> None:
+    """``${loop.output.2.a.result}``: a DO_WHILE's output has a member per iteration, and
+    Conductor's JsonPath (Jayway) reads a member named by digits in dot notation
+    (conductor-oss's scheduler example reads ``${poll_loop.output.3....}``). It was a
+    400 "invalid expression" here."""
+    name = unique("digit_member")
+    conductor.register(
+        workflow(
+            name,
+            [
+                {
+                    "name": "loop",
+                    "taskReferenceName": "loop",
+                    "type": "DO_WHILE",
+                    "loopCondition": "$.loop['iteration'] < 3",
+                    "loopOver": [_inline("a", "$.i * 100", i="${loop.output.iteration}")],
+                },
+                _inline("after", "$.second", second="${loop.output.2.a.result}"),
+            ],
+            outputParameters={"second": "${after.output.result}"},
+        )
+    )
+    run = conductor.wait_status(conductor.start(name), "COMPLETED")
+    assert run["output"]["second"] == 200

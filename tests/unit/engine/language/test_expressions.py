@@ -509,3 +509,33 @@ def test_direct_walk_agrees_with_jsonpath(data: Any, path: list[str | int]) -> N
     ctx = {"workflow": {"input": data}}
     matches = jsonpath.findall("$." + expression, ctx)
     assert resolve("${" + expression + "}", ctx) == (matches[0] if matches else None)
+
+
+# --------------------------------------------------------------------------- digit members
+
+
+def test_a_member_name_starting_with_a_digit_in_dot_notation() -> None:
+    """Jayway JsonPath (Conductor's) reads ``$.output.3`` as the member "3": a DO_WHILE's
+    output has one per iteration, and conductor-oss's own scheduler example reads
+    ``${poll_loop.output.3.fetch_current_time.response.body.dateTime}``. RFC 9535 has no
+    such shorthand; Stepway reads it as Jayway does, on the fast path and in queries."""
+    ctx = {
+        "loop": {
+            "output": {
+                "iteration": 3,
+                "3": {"fetch": {"response": {"body": {"at": "12:00"}}}},
+                "10": {"n": 10},
+            }
+        },
+        "rows": {"output": {"list": [{"p": 3.5, "2nd": "a"}, {"p": 1, "2nd": "b"}]}},
+    }
+    assert resolve("${loop.output.3.fetch.response.body.at}", ctx) == "12:00"
+    assert resolve("${loop.output.10.n}", ctx) == 10
+    assert resolve("${loop.output.4.fetch}", ctx) is None
+    assert resolve("${rows.output.list[1].2nd}", ctx) == "b"
+    # in a query: the filter's numbers are not member names
+    assert resolve("${rows.output.list[?(@.p > 3.2)].2nd}", ctx) == ["a"]
+    assert resolve("${loop..3.fetch.response.body.at}", ctx) == ["12:00"]
+    # a member "3" of a list is not its index 3, as in Jayway
+    assert resolve("${rows.output.list.0}", ctx) is None
+    assert expression_errors({"x": "${loop.output.3.fetch}", "y": "${a[?(@.b > 1.5)].7}"}) == []
