@@ -28,6 +28,8 @@ Semantic rules for a workflow definition:
   (Conductor accepts the definition; the reference reads null, or a value depending on
   timing). Inside a DO_WHILE any task of the same loop body may be referenced: one that
   runs later reads null on the first iteration and the previous iteration's value after.
+  A DO_WHILE's own ``inputParameters``, resolved again for its ``loopCondition`` after
+  every iteration, may read the loop itself and its body.
   ``ref__N`` names iteration N of a task inside a DO_WHILE. ``workflow`` and
   ``CPEWF_TASK_ID`` are always available. Expression syntax errors (``${`` not closed)
   are reported at the parameter.
@@ -47,8 +49,7 @@ import difflib
 import json
 import re
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from collections.abc import Set as AbstractSet
+from collections.abc import Container, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
@@ -350,6 +351,18 @@ def _branches(task: WorkflowTask, path: str) -> Iterator[tuple[str, str, list[Wo
         yield "loopOver", f"{path}.loopOver", task.loop_over
 
 
+class _Union:
+    """Membership in either of two sets, without copying the first (the refs visible at
+    a point can be every task of a large definition)."""
+
+    def __init__(self, first: Container[str], second: Container[str]) -> None:
+        self.first = first
+        self.second = second
+
+    def __contains__(self, item: object) -> bool:
+        return item in self.first or item in self.second
+
+
 def _refs_within(task: WorkflowTask) -> set[str]:
     refs: set[str] = set()
     for _, _, tasks in _branches(task, ""):
@@ -503,12 +516,17 @@ class _WorkflowChecker:
         self,
         task: WorkflowTask,
         path: str,
-        visible: AbstractSet[str],
+        visible: Container[str],
         scopes: tuple[_Scope, ...],
     ) -> None:
         kind = task.type
         params = task.input_parameters
         ip = path + ".inputParameters"
+        if kind == TaskType.DO_WHILE:
+            # a DO_WHILE's inputParameters are resolved again after every iteration for
+            # its loopCondition (``$.iteration: ${loop.output.iteration}``): they may
+            # read the loop itself and its body, as the condition does
+            visible = _Union(visible, {task.task_reference_name} | _refs_within(task))
         self._check_template(params, ip, visible, task, scopes)
         if kind not in TaskType.__members__:
             self.add(
@@ -668,7 +686,7 @@ class _WorkflowChecker:
         self,
         value: Any,
         path: str,
-        visible: AbstractSet[str],
+        visible: Container[str],
         task: WorkflowTask | None,
         scopes: tuple[_Scope, ...],
     ) -> None:
@@ -679,7 +697,7 @@ class _WorkflowChecker:
         self,
         text: str,
         path: str,
-        visible: AbstractSet[str],
+        visible: Container[str],
         task: WorkflowTask | None,
         scopes: tuple[_Scope, ...],
     ) -> None:

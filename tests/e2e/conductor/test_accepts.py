@@ -145,3 +145,38 @@ def test_an_iteration_of_a_loops_output_read_in_dot_notation(conductor: Conducto
     )
     run = conductor.wait_status(conductor.start(name), "COMPLETED")
     assert run["output"]["second"] == 200
+
+
+def test_a_loop_condition_on_the_loops_own_input(conductor: Conductor) -> None:
+    """conductor-oss's scheduler example and cookbook loops bind the condition's values
+    through the DO_WHILE's own inputParameters, read again after every iteration:
+    ``"iteration": "${poll_loop.output.iteration}"`` with ``$.iteration < 3``, and a body
+    task's output. Stepway refused the definition (a reference to the task itself)."""
+    name = unique("own_input_loop")
+    conductor.register(
+        workflow(
+            name,
+            [
+                {
+                    "name": "poll_loop",
+                    "taskReferenceName": "poll_loop",
+                    "type": "DO_WHILE",
+                    "loopCondition": "if ($.iteration < 3 && !$.done) { true; } else { false; }",
+                    "inputParameters": {
+                        "iteration": "${poll_loop.output.iteration}",
+                        "done": "${check.output.result}",
+                    },
+                    "loopOver": [_inline("check", "$.n >= 5", n="${poll_loop.output.iteration}")],
+                },
+            ],
+            outputParameters={"iterations": "${poll_loop.output.iteration}"},
+        )
+    )
+    run = conductor.wait_status(conductor.start(name), "COMPLETED")
+    assert run["output"]["iterations"] == 3
+    assert [t["referenceTaskName"] for t in run["tasks"]] == [
+        "poll_loop",
+        "check__1",
+        "check__2",
+        "check__3",
+    ]

@@ -906,3 +906,27 @@ def test_hints_are_given_for_the_first_20_unknown_references() -> None:
     assert len(messages) == 30
     assert all("did you mean 'r" in m for m in messages[:20]), messages[:20]
     assert not any("did you mean" in m for m in messages[20:]), messages[20:]
+
+
+def test_a_do_while_input_may_read_the_loop_and_its_body() -> None:
+    """Conductor resolves a DO_WHILE's inputParameters for its loopCondition after each
+    iteration: conductor-oss's scheduler example and cookbook loops write
+    ``"iteration": "${poll_loop.output.iteration}"`` and ``"sufficient":
+    "${grade.output.result}"`` (a body task) with a condition on ``$.iteration`` /
+    ``$.sufficient``. Nothing to report; a task after the loop is still a later one."""
+    data = workflow(
+        task(
+            "poll_loop",
+            "DO_WHILE",
+            loopCondition="$.iteration < 3 && !$.sufficient",
+            inputParameters={
+                "iteration": "${poll_loop.output.iteration}",
+                "sufficient": "${grade.output.result}",
+                "late": "${after.output}",
+            },
+            loopOver=[task("fetch"), task("grade", "INLINE", inputParameters={})],
+        ),
+        task("after"),
+    )
+    [found] = validate_workflow(data)
+    assert (found.path, found.severity) == ("$.tasks[0].inputParameters.late", "warning")
