@@ -52,6 +52,8 @@ _PAIR = re.compile(r"\s*(\d+)\s*([A-Za-z]+)\s*,?")
 _ISO = re.compile(r"P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+)S)?)?", re.IGNORECASE)
 _DIGITS = re.compile(r"\d+")
 _ZONED = re.compile(r"(\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?) (\S+)")
+#: GMT+04:00, GMT-8, UTC+0530: an offset after GMT (or UTC), as Java's time zones write it
+_GMT_OFFSET = re.compile(r"(?:GMT|UTC)([+-])(\d{1,2})(?::?(\d{2}))?", re.IGNORECASE)
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
@@ -122,6 +124,12 @@ def _moment(source: str) -> datetime | None:
     local, zone = zoned.groups()
     if zone.upper() in ("UTC", "GMT", "Z"):
         zone = "+00:00"
+    gmt = _GMT_OFFSET.fullmatch(zone)
+    if gmt is not None:
+        # Java's general time zone (Conductor parses ``until`` with SimpleDateFormat's
+        # "yyyy-MM-dd HH:mm z"; its docs' example is "2024-04-30 15:20 GMT+04:00")
+        sign, hours, minutes = gmt.groups()
+        zone = f"{sign}{int(hours):02d}:{minutes or '00'}"
     try:
         moment = datetime.fromisoformat(local + zone)  # an offset: +02:00, -1400
     except ValueError:
