@@ -8,6 +8,7 @@ and writes nothing.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from typing import Any, Literal
 
 from pydantic import ValidationError
@@ -29,6 +30,7 @@ from engine.ports.queue_provisioning import (
     queue_names,
     queue_settings_for_taskdef,
 )
+from engine.ports.run_store import RunStore
 
 Action = Literal["create", "update", "unchanged"]
 
@@ -51,6 +53,30 @@ def _invalid(what: str, issues: list[tuple[str, str]]) -> ApiError:
     summary = "; ".join(f"{p}: {m}" for p, m in issues[:3])
     more = f" (and {len(issues) - 3} more)" if len(issues) > 3 else ""
     return ApiError(400, f"invalid {what}: {summary}{more}", validation_errors=issues)
+
+
+class _RegisteredTaskDefs(Mapping[str, TaskDef]):
+    """The registered task definitions, each read from the run store when the validator
+    asks for it (a definition names a few types; the store may hold thousands)."""
+
+    def __init__(self, store: RunStore) -> None:
+        self._store = store
+        self._read: dict[str, TaskDef | None] = {}
+
+    def __getitem__(self, name: str) -> TaskDef:
+        if name not in self._read:
+            record = self._store.get_task_def(name)
+            self._read[name] = None if record is None else TaskDef.model_validate(record.definition)
+        found = self._read[name]
+        if found is None:
+            raise KeyError(name)
+        return found
+
+    def __iter__(self) -> Iterator[str]:
+        return iter([r.name for r in self._store.list_task_defs()])
+
+    def __len__(self) -> int:
+        return len(self._store.list_task_defs())
 
 
 class MetadataService:
@@ -186,11 +212,8 @@ class MetadataService:
 
     # --- workflow definitions ---------------------------------------------------------
 
-    def _registered_task_defs(self) -> dict[str, TaskDef]:
-        return {
-            r.name: TaskDef.model_validate(r.definition)
-            for r in self.deps.run_store.list_task_defs()
-        }
+    def _registered_task_defs(self) -> Mapping[str, TaskDef]:
+        return _RegisteredTaskDefs(self.deps.run_store)
 
     def parse_workflows(self, items: list[Any], single: bool) -> list[WorkflowDef]:
         """The definitions of ``items``, or a 400 naming every error of them."""
@@ -203,8 +226,10 @@ class MetadataService:
         accepts but reads null, engine.language.validation), or a 400 naming every error
         of them."""
         # Conductor runs a WORKER type without a task definition with its default one
-        # (MetadataMapperService); strict mode keeps the rule that one is registered
-        task_defs = self._registered_task_defs() if self.settings.strict_task_definitions else None
+        # (MetadataMapperService); strict mode keeps the rule that one is registered. The
+        # registered ones' inputTemplates count for a system task's required input.
+        task_defs = self._registered_task_defs()
+        strict = self.settings.strict_task_definitions
         issues: list[tuple[str, str]] = []
         parsed: list[tuple[WorkflowDef, list[tuple[str, str]]]] = []
         seen: dict[tuple[str, int], int] = {}
@@ -213,7 +238,7 @@ class MetadataService:
             if not isinstance(item, dict):
                 issues.append((prefix, "a workflow definition must be a JSON object"))
                 continue
-            problems = validate_workflow(item, task_defs)
+            problems = validate_workflow(item, task_defs, require_task_defs=strict)
             refused = errors_only(problems)
             if refused:
                 issues += _issues_at(prefix, refused)

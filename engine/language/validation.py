@@ -378,9 +378,13 @@ _HINT_REFS = 2000
 
 
 class _WorkflowChecker:
-    def __init__(self, wf: WorkflowDef, task_defs: Mapping[str, TaskDef] | None) -> None:
+    def __init__(
+        self, wf: WorkflowDef, task_defs: Mapping[str, TaskDef] | None, require: bool
+    ) -> None:
         self.wf = wf
         self.task_defs = task_defs
+        #: every WORKER type needs a task definition in ``task_defs``
+        self.require = require and task_defs is not None
         self.issues: list[ValidationIssue] = []
         self.refs: dict[str, _RefInfo] = {}
         self._hints = 0
@@ -537,7 +541,7 @@ class _WorkflowChecker:
             problem = queue_name_problem(task.name)
             if problem:
                 self.add(path + ".name", problem)
-            elif self.task_defs is not None and task.name not in self.task_defs:
+            elif self.require and self.task_defs is not None and task.name not in self.task_defs:
                 self.add(path + ".name", f"no task definition for WORKER type {task.name!r}")
         elif kind == TaskType.SWITCH:
             self._check_switch(task, path)
@@ -575,11 +579,7 @@ class _WorkflowChecker:
             # method directly in inputParameters, or an inputTemplate with http_request
             request = params.get("http_request")
             flat = "uri" in params or "method" in params
-            template = task.task_definition.input_template if task.task_definition else {}
-            registered = self.task_defs.get(task.name) if self.task_defs is not None else None
-            templated = "http_request" in template or (
-                registered is not None and "http_request" in registered.input_template
-            )
+            templated = self._templated(task, "http_request")
             uri = request.get("uri") if isinstance(request, Mapping) else params.get("uri")
             if not (flat or templated or isinstance(request, Mapping)) or (
                 (flat or isinstance(request, Mapping))
@@ -589,6 +589,14 @@ class _WorkflowChecker:
                 self.add(
                     ip + where,
                     "HTTP needs inputParameters.http_request.uri or inputParameters.uri",
+                )
+        elif kind == TaskType.JSON_JQ_TRANSFORM:
+            # Conductor (isJSONJQTransformTaskValid): in inputParameters or an inputTemplate
+            if "queryExpression" not in params and not self._templated(task, "queryExpression"):
+                self.add(
+                    ip + ".queryExpression",
+                    "JSON_JQ_TRANSFORM needs inputParameters.queryExpression (or an "
+                    "inputTemplate with one in its task definition)",
                 )
         elif kind == TaskType.FORK_JOIN_DYNAMIC:
             simple = "forkTaskInputs" in params
@@ -629,6 +637,15 @@ class _WorkflowChecker:
                     f"taskDefinition.name {task.task_definition.name!r} differs from the "
                     f"task name {task.name!r}",
                 )
+
+    def _templated(self, task: WorkflowTask, key: str) -> bool:
+        """Whether the task definition the task runs with (its own ``taskDefinition``,
+        else the registered one, as the engine picks it) has ``key`` in its
+        inputTemplate: the engine fills a missing input from it."""
+        if task.task_definition is not None:
+            return key in task.task_definition.input_template
+        registered = self.task_defs.get(task.name) if self.task_defs is not None else None
+        return registered is not None and key in registered.input_template
 
     def _check_switch(self, task: WorkflowTask, path: str) -> None:
         evaluator = task.evaluator_type
@@ -771,11 +788,15 @@ class _WorkflowChecker:
 def validate_workflow(
     data: Mapping[str, Any] | WorkflowDef,
     task_defs: Mapping[str, TaskDef] | None = None,
+    *,
+    require_task_defs: bool = True,
 ) -> list[ValidationIssue]:
     """All problems of one workflow definition (empty when it is valid).
 
-    With ``task_defs`` (registered task definitions by name), every WORKER type also needs
-    a task definition there; an inline ``taskDefinition`` does not count, because
+    ``task_defs``: the registered task definitions by name; their inputTemplates count
+    for a system task's required input (an HTTP ``http_request``, a JSON_JQ_TRANSFORM
+    ``queryExpression``). With them and ``require_task_defs``, every WORKER type also
+    needs a task definition there; an inline ``taskDefinition`` does not count, because
     registering the task definition is what creates the type's queues.
     """
     if isinstance(data, WorkflowDef):
@@ -785,7 +806,7 @@ def validate_workflow(
             wf = WorkflowDef.model_validate(data)
         except ValidationError as exc:
             return pydantic_issues(exc)
-    return _WorkflowChecker(wf, task_defs).run()
+    return _WorkflowChecker(wf, task_defs, require_task_defs).run()
 
 
 def check_coverage(

@@ -379,3 +379,26 @@ def test_names_and_versions_lists_each_name_s_versions_without_bodies(srv: Serve
     b1, b2 = summary["b"]
     assert 0 < b2["createTime"] <= b1["createTime"]
     assert all(set(s) == {"name", "version", "createTime"} for v in summary.values() for s in v)
+
+
+def test_a_registered_input_template_counts_for_a_system_tasks_required_input(
+    srv: Server,
+) -> None:
+    """Conductor's HTTP and JSON_JQ_TRANSFORM checks accept an input the registered task
+    definition's inputTemplate gives (the engine fills it from there too), with or
+    without strict task definitions; without one it is a 400 naming the field."""
+    c = srv.client
+    srv.settings.strict_task_definitions = False
+    http = {"name": "call_api", "taskReferenceName": "call", "type": "HTTP"}
+    jq = {"name": "shape", "taskReferenceName": "shape", "type": "JSON_JQ_TRANSFORM"}
+    definition = {"name": "templated", "version": 1, "tasks": [http, jq]}
+    body = assert_error(c.post("/api/metadata/workflow", json=definition), 400)
+    assert [e["path"] for e in body["validationErrors"]] == [
+        "$.tasks[0].inputParameters.uri",
+        "$.tasks[1].inputParameters.queryExpression",
+    ]
+    srv.register(
+        taskdef("call_api", inputTemplate={"http_request": {"uri": "http://example.test"}}),
+        taskdef("shape", inputTemplate={"queryExpression": "."}),
+    )
+    assert c.post("/api/metadata/workflow", json=definition).status_code == 200

@@ -930,3 +930,40 @@ def test_a_do_while_input_may_read_the_loop_and_its_body() -> None:
     )
     [found] = validate_workflow(data)
     assert (found.path, found.severity) == ("$.tasks[0].inputParameters.late", "warning")
+
+
+def test_json_jq_transform_needs_a_query_expression_as_in_conductor() -> None:
+    """Conductor's isJSONJQTransformTaskValid: queryExpression in inputParameters, or in
+    the inputTemplate of the task definition the task runs with."""
+    bare = workflow(task("jq", "JSON_JQ_TRANSFORM", inputParameters={"x": 1}))
+    path, message = only(bare)
+    assert path == "$.tasks[0].inputParameters.queryExpression"
+    assert "JSON_JQ_TRANSFORM needs inputParameters.queryExpression" in message
+    inline = workflow(
+        task(
+            "jq",
+            "JSON_JQ_TRANSFORM",
+            taskDefinition={"name": "jq", "inputTemplate": {"queryExpression": ".x"}},
+        )
+    )
+    assert issues(inline) == []
+    registered = {
+        "jq": TaskDef.model_validate({"name": "jq", "inputTemplate": {"queryExpression": ".x"}})
+    }
+    assert validate_workflow(bare, registered, require_task_defs=False) == []
+
+
+def test_a_registered_templates_count_without_requiring_task_definitions() -> None:
+    """Without strict task definitions the registered ones still give an HTTP task its
+    http_request template (the engine fills the input from it), and a WORKER type needs
+    none."""
+    data = workflow(task("call", "HTTP", name="templated_http"), task("w", "WORKER"))
+    registered = {
+        "templated_http": TaskDef.model_validate(
+            {"name": "templated_http", "inputTemplate": {"http_request": {"uri": "http://x"}}}
+        )
+    }
+    assert validate_workflow(data, registered, require_task_defs=False) == []
+    [strict] = validate_workflow(data, registered)
+    assert strict.path == "$.tasks[1].name" and "no task definition" in strict.message
+    assert [i.path for i in validate_workflow(data)] == ["$.tasks[0].inputParameters.uri"]
