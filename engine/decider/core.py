@@ -616,6 +616,9 @@ class Decider:
                 td.backoff_scale_factor if td is not None else 1,
                 ts.attempt - 1,
                 outcome.retry_after_seconds,
+                max_delay_seconds=td.max_retry_delay_seconds if td is not None else 0,
+                jitter_ms=td.backoff_jitter_ms if td is not None else 0,
+                jitter_key=f"{ts.task_id}:{ts.attempt}",
             )
             total = td.total_timeout_seconds if td is not None else 0
             first = ts.first_scheduled_time if ts.first_scheduled_time is not None else now_ms

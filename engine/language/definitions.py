@@ -136,6 +136,10 @@ class TaskDef(_Model):
     retry_logic: RetryLogic = "FIXED"
     retry_delay_seconds: int = Field(default=60, ge=0, le=MAX_INT32)
     backoff_scale_factor: int = Field(default=1, ge=1, le=MAX_INT32)
+    #: caps a retry's computed delay when above 0 (conductor-oss)
+    max_retry_delay_seconds: int = Field(default=0, ge=0, le=MAX_INT32)
+    #: adds 0 to this many ms to a retry's delay when above 0 (conductor-oss)
+    backoff_jitter_ms: int = Field(default=0, ge=0, le=MAX_INT32)
     timeout_seconds: int = Field(default=0, ge=0, le=MAX_INT32)
     response_timeout_seconds: int = Field(default=3600, ge=1, le=MAX_INT32)
     poll_timeout_seconds: int | None = Field(default=None, ge=0, le=MAX_INT32)

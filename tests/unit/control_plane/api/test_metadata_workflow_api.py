@@ -402,3 +402,15 @@ def test_a_registered_input_template_counts_for_a_system_tasks_required_input(
         taskdef("shape", inputTemplate={"queryExpression": "."}),
     )
     assert c.post("/api/metadata/workflow", json=definition).status_code == 200
+
+
+def test_a_task_definitions_retry_cap_and_jitter_are_kept_and_checked(srv: Server) -> None:
+    """conductor-oss's TaskDef fields maxRetryDelaySeconds and backoffJitterMs (@Min 0)."""
+    c = srv.client
+    srv.register(taskdef("capped", maxRetryDelaySeconds=600, backoffJitterMs=250))
+    stored = c.get("/api/metadata/taskdefs/capped").json()
+    assert (stored["maxRetryDelaySeconds"], stored["backoffJitterMs"]) == (600, 250)
+    body = assert_error(
+        c.post("/api/metadata/taskdefs", json=[taskdef("bad", backoffJitterMs=-1)]), 400
+    )
+    assert [e["path"] for e in body["validationErrors"]] == ["$[0].backoffJitterMs"]

@@ -750,6 +750,35 @@ def test_retry_logic_delays() -> None:
     assert retry_delays("EXPONENTIAL_BACKOFF", 4) == [10, 20, 40, 80]
 
 
+def test_max_retry_delay_caps_the_backoff_as_conductor() -> None:
+    """conductor-oss's maxRetryDelaySeconds: 'exponential backoff starting at 1 s and
+    capped at 600 s will back off as 1, 2, 4, 8, ..., 600, 600' (TaskDef); 0 = no cap."""
+    assert retry_delays("EXPONENTIAL_BACKOFF", 5, maxRetryDelaySeconds=30) == [10, 20, 30, 30, 30]
+    assert retry_delays("LINEAR_BACKOFF", 3, maxRetryDelaySeconds=25) == [10, 20, 25]
+    assert retry_delays("FIXED", 2, maxRetryDelaySeconds=5) == [5, 5]
+    assert retry_delays("EXPONENTIAL_BACKOFF", 3, maxRetryDelaySeconds=0) == [10, 20, 40]
+
+
+def test_backoff_jitter_adds_up_to_its_milliseconds_the_same_on_every_replay() -> None:
+    """conductor-oss's backoffJitterMs adds 0..N ms to a retry's delay. The Decider
+    decides again on replays, so the jitter comes from the attempt, not a draw: the same
+    run gives the same delays, and attempts (and tasks) get different ones."""
+    first = retry_delays("FIXED", 6, backoffJitterMs=500)
+    assert all(10 <= delay <= 10.5 for delay in first), first
+    assert len(set(first)) > 1, first  # spread, not one constant offset
+    assert retry_delays("FIXED", 6, backoffJitterMs=500) == first
+    assert retry_delays("FIXED", 2, backoffJitterMs=0) == [10, 10]
+
+
+def test_a_servers_retry_after_is_not_cut_by_the_cap() -> None:
+    d = decider(
+        t("a"), defs={"a": {"retryCount": 1, "retryDelaySeconds": 10, "maxRetryDelaySeconds": 5}}
+    )
+    sim = Sim(d, now=0)
+    sim.fail("a", retry_after=120)
+    assert sim.actions["a"].delay_seconds == 120
+
+
 def test_retry_after_wins_when_larger() -> None:
     d = decider(t("a"), defs={"a": {"retryCount": 2, "retryDelaySeconds": 10}})
     sim = Sim(d, now=0)
