@@ -363,6 +363,21 @@ class _Union:
         return item in self.first or item in self.second
 
 
+class _Within:
+    """A container task's ref and every ref nested in it, answered from the refs' scopes
+    (a set of them per DO_WHILE would make nested loops cost the square of their size)."""
+
+    def __init__(self, refs: Mapping[str, _RefInfo], container: str) -> None:
+        self.refs = refs
+        self.container = container
+
+    def __contains__(self, item: object) -> bool:
+        if item == self.container:
+            return True
+        info = self.refs.get(item) if isinstance(item, str) else None
+        return info is not None and any(scope.ref == self.container for scope in info.scopes)
+
+
 def _refs_within(task: WorkflowTask) -> set[str]:
     refs: set[str] = set()
     for _, _, tasks in _branches(task, ""):
@@ -530,7 +545,7 @@ class _WorkflowChecker:
             # a DO_WHILE's inputParameters are resolved again after every iteration for
             # its loopCondition (``$.iteration: ${loop.output.iteration}``): they may
             # read the loop itself and its body, as the condition does
-            visible = _Union(visible, {task.task_reference_name} | _refs_within(task))
+            visible = _Union(visible, _Within(self.refs, task.task_reference_name))
         self._check_template(params, ip, visible, task, scopes)
         if kind not in TaskType.__members__:
             self.add(

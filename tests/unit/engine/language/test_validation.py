@@ -922,9 +922,19 @@ def test_a_do_while_input_may_read_the_loop_and_its_body() -> None:
             inputParameters={
                 "iteration": "${poll_loop.output.iteration}",
                 "sufficient": "${grade.output.result}",
+                "deep": "${inner_step.output}",
                 "late": "${after.output}",
             },
-            loopOver=[task("fetch"), task("grade", "INLINE", inputParameters={})],
+            loopOver=[
+                task("fetch"),
+                task("grade", "INLINE", inputParameters={}),
+                task(
+                    "inner",
+                    "DO_WHILE",
+                    loopCondition="false",
+                    loopOver=[task("inner_step")],
+                ),
+            ],
         ),
         task("after"),
     )
