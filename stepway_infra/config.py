@@ -69,6 +69,9 @@ class ActivitySettings(AppSettings):
 
     min_replicas: int = Field(default=0, alias="minReplicas", ge=0, le=300)
     max_concurrent_work_items: int = Field(default=10, alias="maxConcurrentWorkItems", ge=1)
+    #: token scope -> the hosts an HTTP or LOGIC_APP task may send that scope's tokens to
+    #: (the engine's STEPWAY_TOKEN_HOSTS; none: tasks get no identity tokens)
+    token_hosts: dict[str, list[str]] = Field(default_factory=dict, alias="tokenHosts")
 
 
 class EngineSettings(_Model):

@@ -173,6 +173,7 @@ def build_services(
         action_service_scope=config.action_service_scope,
         token_provider=token_provider_from_credential(credential),
         allowed_token_scopes=config.allowed_token_scopes,
+        token_hosts=config.token_hosts,
         outbound=config.outbound,
         document_intelligence_endpoint=config.document_intelligence_endpoint,
         document_intelligence_credential=credential

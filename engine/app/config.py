@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import fields as dataclass_fields
 from pathlib import Path
@@ -597,6 +598,8 @@ class EngineConfig(BaseModel):
     action_service_scope: str | None = None
     #: token scopes an HTTP/CALL_TOOL/LOGIC_APP task may ask for (None = any)
     allowed_token_scopes: frozenset[str] | None = None
+    #: scope -> the hosts a task's call may send that scope's tokens to (none: no host)
+    token_hosts: dict[str, tuple[str, ...]] = Field(default_factory=dict)
     document_intelligence_endpoint: str | None = None
     outbound: OutboundSettings = Field(default_factory=OutboundSettings)
     no_worker_warning_ms: int = 10_000
@@ -641,6 +644,7 @@ class EngineConfig(BaseModel):
         if action_scope and not action_url and env.text("STEPWAY_ACTION_SERVICE_URL") is None:
             env.error("STEPWAY_ACTION_SERVICE_SCOPE", "set without STEPWAY_ACTION_SERVICE_URL")
         scopes = env.items("STEPWAY_ALLOWED_TOKEN_SCOPES")
+        token_hosts = _read_token_hosts(env)
         di_endpoint = env.https_url("STEPWAY_DOCUMENT_INTELLIGENCE_ENDPOINT")
         outbound = _read_outbound(env)
         warning_ms = env.integer("STEPWAY_NO_WORKER_WARNING_MS", 10_000)
@@ -660,6 +664,7 @@ class EngineConfig(BaseModel):
             action_service_url=action_url,
             action_service_scope=action_scope,
             allowed_token_scopes=frozenset(scopes) if scopes else None,
+            token_hosts=token_hosts,
             document_intelligence_endpoint=di_endpoint,
             outbound=outbound,
             no_worker_warning_ms=warning_ms,
@@ -685,6 +690,39 @@ def _read_role(env: EnvReader, override: str | None) -> Role | None:
         source = "--role" if override is not None else name
         env.error(source, f"expected one of {', '.join(ROLES)}, got {raw!r}")
     return role
+
+
+_HOST_PATTERN = re.compile(
+    r"(\*\.)?[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*"
+)
+
+
+def _read_token_hosts(env: EnvReader) -> dict[str, tuple[str, ...]]:
+    """``STEPWAY_TOKEN_HOSTS``: a JSON object, token scope -> list of hosts that may
+    receive that scope's tokens (``api.example.com``, or ``*.example.com`` for any host
+    under the domain). A scope not in it is sent to no host a task names."""
+    name = "STEPWAY_TOKEN_HOSTS"
+    value = env.json_value(name)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        env.error(name, "must be a JSON object: token scope -> list of host names")
+        return {}
+    found: dict[str, tuple[str, ...]] = {}
+    for scope, hosts in value.items():
+        if not isinstance(hosts, list) or not all(isinstance(h, str) for h in hosts):
+            env.error(name, f"the hosts of scope {scope!r} must be a list of host names")
+            continue
+        bad = [h for h in hosts if not _HOST_PATTERN.fullmatch(h)]
+        if bad:
+            env.error(
+                name,
+                f"scope {scope!r}: {bad[0]!r} is not a host name or '*.' and a domain "
+                "(no scheme, port, path or bare '*')",
+            )
+            continue
+        found[scope] = tuple(h.lower() for h in hosts)
+    return found
 
 
 def _read_outbound(env: EnvReader) -> OutboundSettings:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -190,6 +191,11 @@ class Engine(pulumi.ComponentResource):
                     "STEPWAY_QUEUE": pulumi.Output.concat("servicebus://", messaging.fqdn),
                     "STEPWAY_PAYLOAD_STORE": data.payload_store_url(),
                     ENGINE_ROLE_ENV: "activity",
+                    **(
+                        {"STEPWAY_TOKEN_HOSTS": json.dumps(engine.activity.token_hosts)}
+                        if engine.activity.token_hosts
+                        else {}
+                    ),
                 },
                 "Activity",
                 act_grants,

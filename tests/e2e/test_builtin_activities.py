@@ -123,6 +123,8 @@ def builtin_platform(
         action_service_url=action_service.url,
         action_service_scope=ACTION_SCOPE,
         token_provider=fake_token,
+        # the Logic Apps trigger is the loopback test server here
+        token_hosts={LOGIC_SCOPE: ("127.0.0.1",)},
         outbound=OutboundSettings(connect_timeout_seconds=2, read_timeout_seconds=10),
         document_intelligence_endpoint=fake_di.endpoint,
         logic_app_default_poll_seconds=1,

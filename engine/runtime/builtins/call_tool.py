@@ -59,8 +59,11 @@ def call_tool_activity(deps: ActivityDeps, task_input: dict[str, Any]) -> Activi
         if tool_input is None:
             tool_input = {}
         url = f"{deps.action_service_url.rstrip('/')}/tools/{tool}"
+        # the action service's URL and scope are the engine's configuration, not input
         authorization = (
-            bearer_for_scope(deps, deps.action_service_scope) if deps.action_service_scope else None
+            bearer_for_scope(deps, deps.action_service_scope, url, configured=True)
+            if deps.action_service_scope
+            else None
         )
         response = send(
             deps.outbound,

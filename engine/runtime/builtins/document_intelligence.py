@@ -65,7 +65,7 @@ from azure.core.pipeline import PipelineResponse
 from azure.core.rest import HttpRequest
 
 from engine.ports.payload_store import PayloadStoreUnavailable
-from engine.runtime.builtins.http import InputError
+from engine.runtime.builtins.http import InputError, host_may_receive
 from engine.runtime.builtins.outbound import (
     OutboundError,
     check_destination,
@@ -117,9 +117,21 @@ def _credential(deps: ActivityDeps) -> Any:
 
 
 def _check_endpoint(deps: ActivityDeps, url: str, credential: Any) -> dict[str, Any]:
-    """Address check; returns the extra request options for the SDK call."""
+    """Address check; returns the extra request options for the SDK call. An endpoint
+    other than the configured one (a task's ``endpoint`` input) receives the engine's
+    credential only when its host is allowed for Cognitive Services tokens
+    (``token_hosts``)."""
     parsed = httpx.URL(url)
     addresses = check_destination(parsed, deps.outbound)
+    configured = deps.document_intelligence_endpoint
+    if (configured is None or httpx.URL(configured).host.lower() != parsed.host.lower()) and (
+        not host_may_receive(deps.token_hosts.get(COGNITIVE_SERVICES_SCOPE, ()), url)
+    ):
+        raise InputError(
+            f"Document Intelligence endpoint {redact_url(url)} is not the configured one and "
+            f"its host is not allowed to receive the engine's credential (STEPWAY_TOKEN_HOSTS "
+            f"for {COGNITIVE_SERVICES_SCOPE!r}, docs/configuration.md)"
+        )
     options: dict[str, Any] = {
         "connection_timeout": deps.outbound.connect_timeout_seconds,
         "read_timeout": deps.outbound.read_timeout_seconds,

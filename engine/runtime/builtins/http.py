@@ -46,11 +46,15 @@ from __future__ import annotations
 import base64
 import json
 import urllib.parse
+from collections.abc import Iterable
 from typing import Any
+
+import httpx
 
 from engine.runtime.builtins.outbound import (
     OutboundError,
     OutboundResponse,
+    redact_url,
     result_for_response,
     send,
 )
@@ -90,10 +94,12 @@ class InputError(ValueError):
 # -- pieces shared with CALL_TOOL and LOGIC_APP ------------------------------------------
 
 
-def bearer_token(deps: ActivityDeps, auth: Any) -> str | None:
-    """The ``Authorization`` value for an ``auth`` setting, or None when there is none.
+def bearer_token(deps: ActivityDeps, auth: Any, url: str) -> str | None:
+    """The ``Authorization`` value for an ``auth`` setting of a call to ``url``, or None
+    when there is none.
 
-    Raises :class:`InputError` for an unknown or disallowed setting and
+    Raises :class:`InputError` for an unknown or disallowed setting (a scope not allowed,
+    or ``url``'s host not among those that may receive its tokens) and
     :class:`OutboundError` (retryable) when the token cannot be obtained.
     """
     if auth is None:
@@ -106,12 +112,50 @@ def bearer_token(deps: ActivityDeps, auth: Any) -> str | None:
     scope = auth.get("scope")
     if not isinstance(scope, str) or not scope:
         raise InputError("auth.scope is required for managed_identity auth")
-    return bearer_for_scope(deps, scope)
+    return bearer_for_scope(deps, scope, url)
 
 
-def bearer_for_scope(deps: ActivityDeps, scope: str) -> str:
+def host_may_receive(patterns: Iterable[str], url: str) -> bool:
+    """Whether ``url``'s host is one of ``patterns``: a host name (``api.example.com``)
+    or ``*.`` and a domain (``*.example.com``: any host under it, not the domain itself);
+    case-insensitive, any port."""
+    try:
+        host = httpx.URL(url).host.lower().rstrip(".")
+    except (httpx.InvalidURL, TypeError):
+        return False
+    if not host:
+        return False
+    for pattern in patterns:
+        wanted = pattern.strip().lower().rstrip(".")
+        if wanted.startswith("*."):
+            if host.endswith(wanted[1:]) and len(host) > len(wanted) - 1:
+                return True
+        elif wanted and host == wanted:
+            return True
+    return False
+
+
+def check_token_destination(deps: ActivityDeps, scope: str, url: str) -> None:
+    """Refuse (:class:`InputError`) to send a token for ``scope`` to ``url`` unless its
+    host is one ``deps.token_hosts`` names for that scope. The engine's identity can reach
+    the run store, queues and payloads; a token for any scope sent wherever a definition's
+    input points would hand that reach to whoever chose the URL (a run's input, a worker's
+    output)."""
+    if not host_may_receive(deps.token_hosts.get(scope, ()), url):
+        raise InputError(
+            f"a token for scope {scope!r} may not be sent to {redact_url(url)}: its host is "
+            "not among the hosts allowed to receive that scope's tokens "
+            "(STEPWAY_TOKEN_HOSTS, docs/configuration.md)"
+        )
+
+
+def bearer_for_scope(deps: ActivityDeps, scope: str, url: str, *, configured: bool = False) -> str:
+    """``Bearer <token>`` for ``scope``, to be sent to ``url``: checked first, unless
+    ``configured`` (the URL and scope are the engine's settings, not a task's input)."""
     if deps.allowed_token_scopes is not None and scope not in deps.allowed_token_scopes:
         raise InputError(f"token scope {scope!r} is not allowed in this engine")
+    if not configured:
+        check_token_destination(deps, scope, url)
     if deps.token_provider is None:
         raise InputError("managed identity auth requested but the engine has no token provider")
     try:
@@ -286,7 +330,7 @@ def http_activity(deps: ActivityDeps, task_input: dict[str, Any]) -> ActivityRes
             headers["Content-Type"] = content_type
         connect_timeout = _millis(spec.get("connectionTimeOut"), "connectionTimeOut")
         read_timeout = _millis(spec.get("readTimeOut"), "readTimeOut")
-        authorization = bearer_token(deps, spec.get("auth"))
+        authorization = bearer_token(deps, spec.get("auth"), uri)
         response = send(
             deps.outbound,
             method,

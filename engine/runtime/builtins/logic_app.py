@@ -123,7 +123,7 @@ def logic_app_activity(deps: ActivityDeps, task_input: dict[str, Any]) -> Activi
             url,
             headers=headers,
             content=content,
-            authorization=bearer_token(deps, auth),
+            authorization=bearer_token(deps, auth, url),
             clients=deps.http_clients,
         )
         return _outcome(deps, task_input, response, method, auth)
@@ -146,7 +146,7 @@ def logic_app_poll(deps: ActivityDeps, task_input: dict[str, Any]) -> ActivityRe
             "GET",
             location,
             headers={"Accept": "application/json"},
-            authorization=bearer_token(deps, auth),
+            authorization=bearer_token(deps, auth, location),
             clients=deps.http_clients,
         )
         return _outcome(deps, task_input, response, "GET", auth, polled_location=location)

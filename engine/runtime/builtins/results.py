@@ -23,7 +23,7 @@ from __future__ import annotations
 import functools
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol, cast, runtime_checkable
 
@@ -215,6 +215,10 @@ class ActivityDeps:
     * ``token_provider``: scope -> access token (production:
       :func:`azure_token_provider`; tests: a fake).
     * ``allowed_token_scopes``: when set, an ``auth.scope`` outside it is refused.
+    * ``token_hosts``: scope -> the hosts (``api.example.com``, ``*.example.com``) that may
+      receive a token for it; a token is sent to no other host (the action service's and
+      the configured Document Intelligence endpoint's hosts need no entry: they are
+      configuration, not input).
     * ``document_intelligence_endpoint``/``document_intelligence_credential``: defaults of
       DOCUMENT_INTELLIGENCE (credential: an azure-core ``TokenCredential`` in production,
       ``AzureKeyCredential`` accepted too).
@@ -237,6 +241,7 @@ class ActivityDeps:
     action_service_scope: str | None = None
     token_provider: TokenProvider | None = None
     allowed_token_scopes: frozenset[str] | None = None
+    token_hosts: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     outbound: OutboundSettings = field(default_factory=OutboundSettings)
     document_intelligence_endpoint: str | None = None
     document_intelligence_credential: Any = None

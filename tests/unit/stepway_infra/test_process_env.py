@@ -88,3 +88,25 @@ def test_worker_app_env_is_read_by_the_worker_sdk(stack: StackResult) -> None:
         settings = WorkerSettings.from_env(env)
         assert settings.server_url.startswith("https://stepway-dev-cp.")
         assert env["STEPWAY_API_SCOPE"] == "api://stepway-dev/.default"
+
+
+def test_the_hosts_allowed_to_receive_tokens_reach_the_activity_app() -> None:
+    """``engine.activity.tokenHosts`` in the stack config is the activity app's
+    STEPWAY_TOKEN_HOSTS, as the engine reads it; without it the app gets none, and an
+    HTTP or LOGIC_APP task's ``auth`` is refused (engine/runtime/builtins/http.py)."""
+    config = load_stack_file(REPO / "Pulumi.dev.yaml")
+    hosts = {"api://orders/.default": ["orders.example.com", "*.svc.example.com"]}
+    activity = config.engine.activity.model_copy(update={"token_hosts": hosts})
+    config = config.model_copy(
+        update={"engine": config.engine.model_copy(update={"activity": activity})}
+    )
+    stack = run_stack(config, load_catalog(REPO / "workers"), "dev")
+    engine = EngineConfig.from_env(env_of(stack, "app-act"))
+    assert engine.token_hosts == {
+        "api://orders/.default": ("orders.example.com", "*.svc.example.com")
+    }
+    assert "STEPWAY_TOKEN_HOSTS" not in env_of(stack, "app-orch")
+
+
+def test_without_token_hosts_the_activity_app_sends_no_tokens(stack: StackResult) -> None:
+    assert EngineConfig.from_env(env_of(stack, "app-act")).token_hosts == {}

@@ -117,6 +117,11 @@ def test_activities_role_needs_queue_and_payload_store() -> None:
         ("STEPWAY_GC_TUNING", "maybe", "true or false"),
         ("STEPWAY_DEFERRED_SWEEP_SECONDS", "hourly", "number"),
         ("STEPWAY_DEFERRED_SWEEP_SECONDS", "-1", "at least 0"),
+        ("STEPWAY_TOKEN_HOSTS", "api.example.com", "not valid JSON"),
+        ("STEPWAY_TOKEN_HOSTS", '["api.example.com"]', "JSON object"),
+        ("STEPWAY_TOKEN_HOSTS", '{"s": "api.example.com"}', "list of host names"),
+        ("STEPWAY_TOKEN_HOSTS", '{"s": ["https://api.example.com"]}', "not a host name"),
+        ("STEPWAY_TOKEN_HOSTS", '{"s": ["*"]}', "not a host name"),
     ],
 )
 def test_a_bad_value_names_its_variable(
@@ -214,6 +219,7 @@ def test_azure_values() -> None:
             STEPWAY_ACTION_SERVICE_URL="https://actions.example.com/",
             STEPWAY_ACTION_SERVICE_SCOPE="api://actions/.default",
             STEPWAY_ALLOWED_TOKEN_SCOPES="api://actions/.default, https://management.azure.com/.default",
+            STEPWAY_TOKEN_HOSTS='{"api://orders/.default": ["Orders.example.com", "*.svc.x.com"]}',
             STEPWAY_DOCUMENT_INTELLIGENCE_ENDPOINT="https://di-x.cognitiveservices.azure.com",
             STEPWAY_OUTBOUND_READ_TIMEOUT_SECONDS="30",
             STEPWAY_OUTBOUND_MAX_REDIRECTS="2",
@@ -255,6 +261,7 @@ def test_azure_values() -> None:
         "api://actions/.default",
         "https://management.azure.com/.default",
     }
+    assert config.token_hosts == {"api://orders/.default": ("orders.example.com", "*.svc.x.com")}
     assert config.outbound.read_timeout_seconds == 30.0
     assert config.outbound.max_redirects == 2
     assert config.max_concurrent_work_items == 16

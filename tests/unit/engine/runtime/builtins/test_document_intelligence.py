@@ -97,6 +97,30 @@ def test_lro_with_token_credential_over_loopback() -> None:
     assert ("https://cognitiveservices.azure.com/.default",) in credential.scopes
 
 
+def test_an_endpoint_override_the_engine_does_not_allow_gets_no_credential() -> None:
+    """A task's ``endpoint`` input points the engine's credential (its identity's token,
+    or its key) at a host; a host not allowed for Cognitive Services tokens is refused
+    before anything is sent: otherwise whoever chose the input gets the credential."""
+    with FakeDocumentIntelligence(running_polls=0) as service:
+        deps = ActivityDeps(
+            outbound=SETTINGS,
+            document_intelligence_endpoint="https://unused.cognitiveservices.azure.com",
+            document_intelligence_credential=AzureKeyCredential("the-key"),
+        )
+        result = document_intelligence_activity(
+            deps,
+            {
+                "modelId": "prebuilt-layout",
+                "url": "https://e.com/a.pdf",
+                "endpoint": service.endpoint,
+            },
+        )
+        assert service.requests == []
+    assert result.status == "FAILED_WITH_TERMINAL_ERROR"
+    assert "not allowed to receive the engine's credential" in (result.reason or "")
+    assert "STEPWAY_TOKEN_HOSTS" in (result.reason or "")
+
+
 def test_document_ref_bytes_with_key_credential_and_endpoint_override() -> None:
     store = InMemoryPayloadStore()
     reference = store.put("docs/invoice.pdf", b"%PDF-1.7 fake", "application/pdf")
@@ -106,6 +130,8 @@ def test_document_ref_bytes_with_key_credential_and_endpoint_override() -> None:
             payload_store=store,
             document_intelligence_endpoint="https://unused.cognitiveservices.azure.com",
             document_intelligence_credential=AzureKeyCredential("the-key"),
+            # the override's host is allowed to receive the engine's credential
+            token_hosts={"https://cognitiveservices.azure.com/.default": ("127.0.0.1",)},
         )
         result = drive(
             deps,

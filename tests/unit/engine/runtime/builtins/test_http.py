@@ -21,6 +21,7 @@ from engine.runtime.builtins import (
     http_activity,
     outbound,
 )
+from engine.runtime.builtins.http import bearer_token
 from engine.runtime.builtins.testing import (
     InMemoryPayloadStore,
     LocalServer,
@@ -28,6 +29,11 @@ from engine.runtime.builtins.testing import (
     Request,
     closed_port,
 )
+
+#: the scopes these tests ask tokens for, allowed to go to the loopback test servers
+LOOPBACK_TOKENS = {
+    scope: ("127.0.0.1",) for scope in ("api://x/.default", "api://svc/.default", "s")
+}
 
 
 def deps(**kwargs: Any) -> ActivityDeps:
@@ -261,7 +267,7 @@ def test_redirect_followed_and_authorization_dropped_across_origins() -> None:
 
         with LocalServer(first) as origin:
             result = http_activity(
-                deps(token_provider=lambda scope: "tok"),
+                deps(token_provider=lambda scope: "tok", token_hosts=LOOPBACK_TOKENS),
                 {
                     "uri": origin.url,
                     "method": "POST",
@@ -293,7 +299,7 @@ def test_managed_identity_header() -> None:
 
     with LocalServer(lambda req: Reply(200, {})) as server:
         result = http_activity(
-            deps(token_provider=provider),
+            deps(token_provider=provider, token_hosts=LOOPBACK_TOKENS),
             {
                 "http_request": {"uri": server.url},
                 "auth": {"type": "managed_identity", "scope": "api://svc/.default"},
@@ -312,7 +318,7 @@ def test_managed_identity_refused_over_plain_http_to_non_loopback(
 
     monkeypatch.setattr(socket, "getaddrinfo", fake)
     result = http_activity(
-        deps(token_provider=lambda s: "t"),
+        deps(token_provider=lambda s: "t", token_hosts={"s": ("api.internal",)}),
         {"uri": "http://api.internal/x", "auth": {"type": "managed_identity", "scope": "s"}},
     )
     assert result.status == "FAILED_WITH_TERMINAL_ERROR"
@@ -324,9 +330,14 @@ def test_token_failure_is_retryable_and_missing_provider_terminal() -> None:
         raise RuntimeError("IMDS unavailable")
 
     auth = {"type": "managed_identity", "scope": "s"}
-    failed = http_activity(deps(token_provider=broken), {"uri": "http://127.0.0.1:1", "auth": auth})
+    failed = http_activity(
+        deps(token_provider=broken, token_hosts=LOOPBACK_TOKENS),
+        {"uri": "http://127.0.0.1:1", "auth": auth},
+    )
     assert failed.status == "FAILED" and "IMDS unavailable" in (failed.reason or "")
-    terminal = http_activity(deps(), {"uri": "http://127.0.0.1:1", "auth": auth})
+    terminal = http_activity(
+        deps(token_hosts=LOOPBACK_TOKENS), {"uri": "http://127.0.0.1:1", "auth": auth}
+    )
     assert terminal.status == "FAILED_WITH_TERMINAL_ERROR"
     refused = http_activity(
         deps(token_provider=lambda s: "t", allowed_token_scopes=frozenset({"other"})),
@@ -334,6 +345,53 @@ def test_token_failure_is_retryable_and_missing_provider_terminal() -> None:
     )
     assert refused.status == "FAILED_WITH_TERMINAL_ERROR" and "not allowed" in (
         refused.reason or ""
+    )
+
+
+@pytest.mark.parametrize(
+    ("uri", "allowed"),
+    [
+        ("https://api.example.com/x", True),
+        ("https://API.Example.com:8443/x", True),
+        ("https://orders.internal.example.org/x", True),  # *.internal.example.org
+        ("https://internal.example.org/x", False),  # the domain itself is not under it
+        ("https://api.example.com.evil.test/x", False),
+        ("https://evil-api.example.com/x", False),
+        ("https://attacker.test/?to=api.example.com", False),
+    ],
+)
+def test_a_token_goes_only_to_a_host_allowed_for_its_scope(uri: str, allowed: bool) -> None:
+    """The engine's identity reaches the run store, queues and payloads: a token for any
+    scope sent wherever a task's input points would hand that reach to whoever chose the
+    URL (a run's input, a worker's output). A token is sent only to a host STEPWAY_TOKEN_HOSTS
+    names for its scope; anything else fails the task before a token is even asked for."""
+    asked: list[str] = []
+
+    def provider(scope: str) -> str:
+        asked.append(scope)
+        return "tok"
+
+    hosts = {"api://orders/.default": ("api.example.com", "*.internal.example.org")}
+    auth = {"type": "managed_identity", "scope": "api://orders/.default"}
+    if allowed:
+        assert (
+            bearer_token(deps(token_provider=provider, token_hosts=hosts), auth, uri)
+            == "Bearer tok"
+        )
+        assert asked == ["api://orders/.default"]
+        return
+    result = http_activity(
+        deps(token_provider=provider, token_hosts=hosts), {"uri": uri, "auth": auth}
+    )
+    assert result.status == "FAILED_WITH_TERMINAL_ERROR"
+    assert "may not be sent to" in (result.reason or "") and "STEPWAY_TOKEN_HOSTS" in (
+        result.reason or ""
+    )
+    assert asked == []
+    # another scope's hosts do not count, and no entry means no host
+    other = deps(token_provider=provider, token_hosts={"api://other/.default": ("attacker.test",)})
+    assert http_activity(other, {"uri": "https://attacker.test/", "auth": auth}).status == (
+        "FAILED_WITH_TERMINAL_ERROR"
     )
 
 

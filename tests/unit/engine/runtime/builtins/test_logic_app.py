@@ -134,19 +134,39 @@ def test_auth_carried_to_same_origin_poll_only() -> None:
 
         with LocalServer(handler) as server:
             same = logic_app_activity(
-                deps(token_provider=provider), {"url": server.url + "/t", "auth": auth}
+                deps(
+                    token_provider=provider,
+                    token_hosts={"https://logic.azure.com/.default": ("127.0.0.1",)},
+                ),
+                {"url": server.url + "/t", "auth": auth},
             )
             assert server.requests[0].header("Authorization") == "Bearer la-token"
             assert same.pending is not None and same.pending.state == {"auth": auth}
-            polled = logic_app_poll(deps(token_provider=provider), same.pending.poll_input())
+            polled = logic_app_poll(
+                deps(
+                    token_provider=provider,
+                    token_hosts={"https://logic.azure.com/.default": ("127.0.0.1",)},
+                ),
+                same.pending.poll_input(),
+            )
             assert polled.status == "COMPLETED"
             assert server.requests[1].header("Authorization") == "Bearer la-token"
 
             moved = logic_app_activity(
-                deps(token_provider=provider), {"url": server.url + "/t2", "auth": auth}
+                deps(
+                    token_provider=provider,
+                    token_hosts={"https://logic.azure.com/.default": ("127.0.0.1",)},
+                ),
+                {"url": server.url + "/t2", "auth": auth},
             )
             assert moved.pending is not None and moved.pending.state == {}
-            logic_app_poll(deps(token_provider=provider), moved.pending.poll_input())
+            logic_app_poll(
+                deps(
+                    token_provider=provider,
+                    token_hosts={"https://logic.azure.com/.default": ("127.0.0.1",)},
+                ),
+                moved.pending.poll_input(),
+            )
         assert other.requests[0].header("Authorization") is None
 
 
