@@ -199,7 +199,11 @@ def workflow(
         raise not_found(f"workflow definition {name!r} not found")
     versions = [r.version for r in store.list_definitions(name)]
     task_defs = {r.name: TaskDef.model_validate(r.definition) for r in store.list_task_defs()}
-    issues = validate_workflow(record.definition, task_defs)
+    issues = validate_workflow(
+        record.definition,
+        task_defs,
+        require_task_defs=console.workflows.settings.strict_task_definitions,
+    )
     definition = WorkflowDef.model_validate(record.definition)
     body = html(
         '<p>Versions: {versions}. <a href="{runs}">Runs of this version</a> · '

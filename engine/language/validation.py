@@ -556,8 +556,17 @@ class _WorkflowChecker:
             problem = queue_name_problem(task.name)
             if problem:
                 self.add(path + ".name", problem)
-            elif self.require and self.task_defs is not None and task.name not in self.task_defs:
-                self.add(path + ".name", f"no task definition for WORKER type {task.name!r}")
+            elif self.task_defs is not None and task.name not in self.task_defs:
+                if self.require:
+                    self.add(path + ".name", f"no task definition for WORKER type {task.name!r}")
+                elif task.task_definition is None:
+                    self.add(
+                        path + ".name",
+                        f"no task definition for WORKER type {task.name!r}: it runs with "
+                        "Conductor's default (3 retries 60 s apart, response timeout 3600 s, "
+                        "TIME_OUT_WF)",
+                        "warning",
+                    )
         elif kind == TaskType.SWITCH:
             self._check_switch(task, path)
         elif kind == TaskType.DO_WHILE:
@@ -812,7 +821,9 @@ def validate_workflow(
     for a system task's required input (an HTTP ``http_request``, a JSON_JQ_TRANSFORM
     ``queryExpression``). With them and ``require_task_defs``, every WORKER type also
     needs a task definition there; an inline ``taskDefinition`` does not count, because
-    registering the task definition is what creates the type's queues.
+    registering the task definition is what creates the type's queues. Without
+    ``require_task_defs``, a WORKER type with neither is a warning (it runs with
+    Conductor's default task definition).
     """
     if isinstance(data, WorkflowDef):
         wf = data

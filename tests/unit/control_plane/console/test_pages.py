@@ -431,8 +431,22 @@ def test_definition_pages_show_json_versions_and_validation(make_console: Any) -
         now_ms(),
     )  # fmt: skip
     broken = reader.get("/workflows/broken").text
+    # task definitions are optional (not strict): a type without one runs with the default
     assert "nobody_serves_this" in broken and 'class="issues"' in broken
-    assert "Valid, with warnings." not in broken
+    assert "Valid, with warnings." in broken and "runs with Conductor&#39;s default" in broken
+    # an error is shown as one
+    console.deps.run_store.put_definition(
+        "typo",
+        1,
+        {"name": "typo", "version": 1, "tasks": [
+            {"name": "w", "taskReferenceName": "w", "type": "WAIT",
+             "inputParameters": {"x": "${nowhere.output}"}}
+        ]},
+        now_ms(),
+    )  # fmt: skip
+    typo = reader.get("/workflows/typo").text
+    assert "Valid" not in typo.split("<h2>Graph</h2>")[0].split("<h2>Validation</h2>")[1]
+    assert re.search(r"<li><code>\$\.tasks\[0\]\.inputParameters\.x</code>: references", typo)
     # what Conductor accepts but reads null is a warning, shown as one
     console.deps.run_store.put_definition(
         "loose",

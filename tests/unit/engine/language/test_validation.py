@@ -966,14 +966,16 @@ def test_json_jq_transform_needs_a_query_expression_as_in_conductor() -> None:
 def test_a_registered_templates_count_without_requiring_task_definitions() -> None:
     """Without strict task definitions the registered ones still give an HTTP task its
     http_request template (the engine fills the input from it), and a WORKER type needs
-    none."""
+    none: it runs with Conductor's default task definition, which is worth a warning."""
     data = workflow(task("call", "HTTP", name="templated_http"), task("w", "WORKER"))
     registered = {
         "templated_http": TaskDef.model_validate(
             {"name": "templated_http", "inputTemplate": {"http_request": {"uri": "http://x"}}}
         )
     }
-    assert validate_workflow(data, registered, require_task_defs=False) == []
+    [optional] = validate_workflow(data, registered, require_task_defs=False)
+    assert (optional.path, optional.severity) == ("$.tasks[1].name", "warning")
+    assert "runs with Conductor's default" in optional.message
     [strict] = validate_workflow(data, registered)
     assert strict.path == "$.tasks[1].name" and "no task definition" in strict.message
     assert [i.path for i in validate_workflow(data)] == ["$.tasks[0].inputParameters.uri"]
