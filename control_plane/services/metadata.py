@@ -338,7 +338,7 @@ class MetadataService:
         """Conductor's ``getWorkflowNamesAndVersions``: name -> its WorkflowDefSummary
         (``name``, ``version``, ``createTime``) per version, in version order."""
         found: dict[str, list[dict[str, Any]]] = {}
-        for record in self.deps.run_store.list_definitions():
+        for record in self.deps.run_store.definition_versions():
             found.setdefault(record.name, []).append(
                 {"name": record.name, "version": record.version, "createTime": record.create_time}
             )

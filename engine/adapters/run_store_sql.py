@@ -78,6 +78,7 @@ from engine.ports.run_store import (
     TASK_SUCCEEDED,
     CreateRunResult,
     DefinitionRecord,
+    DefinitionVersion,
     EndedAttempt,
     HandOut,
     InstructionRecord,
@@ -1401,6 +1402,16 @@ class SqlRunStore:
             stmt = stmt.where(definitions.c.name == name)
         with self._read() as conn:
             return [DefinitionRecord.model_validate(dict(r._mapping)) for r in conn.execute(stmt)]
+
+    def definition_versions(self) -> list[DefinitionVersion]:
+        stmt = sa.select(
+            definitions.c.name, definitions.c.version, definitions.c.create_time
+        ).order_by(definitions.c.name, definitions.c.version)
+        with self._read() as conn:
+            return [
+                DefinitionVersion(name=name, version=version, create_time=created)
+                for name, version, created in conn.execute(stmt)
+            ]
 
     def delete_definition(self, name: str, version: int) -> bool:
         stmt = sa.delete(definitions).where(

@@ -285,6 +285,14 @@ class DefinitionRecord(_Record):
     update_time: int
 
 
+class DefinitionVersion(_Record):
+    """A registered definition's name, version and creation time, without its body."""
+
+    name: str
+    version: int
+    create_time: int
+
+
 class TaskDefRecord(_Record):
     name: str
     definition: dict[str, Any]
@@ -605,6 +613,11 @@ class RunStore(Protocol):
 
     def list_definitions(self, name: str | None = None) -> list[DefinitionRecord]:
         """Ordered by name, then version."""
+        ...
+
+    def definition_versions(self) -> list[DefinitionVersion]:
+        """Every registered definition's name, version and creation time, ordered by name,
+        then version; the bodies are not read."""
         ...
 
     def delete_definition(self, name: str, version: int) -> bool: ...

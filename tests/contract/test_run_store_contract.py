@@ -1695,6 +1695,12 @@ def test_definitions(store: SqlRunStore) -> None:
         ("wf", 3),
     ]
     assert [d.version for d in store.list_definitions("wf")] == [1, 2, 3]
+    assert [(d.name, d.version, d.create_time) for d in store.definition_versions()] == [
+        ("other", 1, T0),
+        ("wf", 1, T0),  # replaced at T0 + 5: created at T0
+        ("wf", 2, T0 + 2),
+        ("wf", 3, T0 + 1),
+    ]
     assert store.delete_definition("wf", 3)
     assert not store.delete_definition("wf", 3)
     latest = store.get_definition("wf")
