@@ -64,6 +64,17 @@ class OrchestratorSettings(AppSettings):
     max_concurrent_work_items: int = Field(default=10, alias="maxConcurrentWorkItems", ge=1)
 
 
+class EngineSecret(_Model):
+    """A secret HTTP tasks may send (``${workflow.secrets.NAME}``): the Key Vault secret
+    holding it (default: the name, ``_`` as ``-``) and the hosts it may go to."""
+
+    key_vault_secret: str | None = Field(default=None, alias="keyVaultSecret")
+    hosts: list[str] = Field(min_length=1)
+
+    def vault_name(self, name: str) -> str:
+        return self.key_vault_secret or name.replace("_", "-")
+
+
 class ActivitySettings(AppSettings):
     """Scales on DTS activity work items, down to zero."""
 
@@ -72,6 +83,17 @@ class ActivitySettings(AppSettings):
     #: token scope -> the hosts an HTTP or LOGIC_APP task may send that scope's tokens to
     #: (the engine's STEPWAY_TOKEN_HOSTS; none: tasks get no identity tokens)
     token_hosts: dict[str, list[str]] = Field(default_factory=dict, alias="tokenHosts")
+    #: secret name -> where it is kept and the hosts it may go to (the engine's
+    #: STEPWAY_SECRET_HOSTS and STEPWAY_SECRET_<NAME>, a Key Vault reference)
+    secrets: dict[str, EngineSecret] = Field(default_factory=dict)
+
+    @field_validator("secrets")
+    @classmethod
+    def _secret_names(cls, value: dict[str, EngineSecret]) -> dict[str, EngineSecret]:
+        for name in value:
+            if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}", name):
+                raise ValueError(f"secret name {name!r}: letters, digits, '_' and '-'")
+        return value
 
 
 class EngineSettings(_Model):

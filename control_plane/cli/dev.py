@@ -64,6 +64,7 @@ from engine.language.loading import load_paths
 from engine.ports.payload_store import PayloadLimits
 from engine.ports.queue import QueueError
 from engine.ports.run_store import RunQuery, RunUpdate, TaskUpdate
+from engine.runtime.builtins.secrets import Secrets
 from engine.runtime.deferred_sweep import DEFAULT_INTERVAL_SECONDS
 from engine.runtime.evaluators import EvaluatorLimits
 from engine.runtime.run_limits import RunLimits
@@ -199,6 +200,8 @@ class DevPlatform:
     max_concurrent_activities: int | None = None
     #: seconds between sweeps of deferred messages (engine/runtime/deferred_sweep.py); 0: none
     deferred_sweep_seconds: float = DEFAULT_INTERVAL_SECONDS
+    #: the secrets an HTTP task's request may carry (``STEPWAY_SECRET_HOSTS``)
+    secrets: Secrets = field(default_factory=Secrets)
 
     def start(self) -> Any:
         """Start backend and engine; return the control plane ASGI app."""
@@ -213,6 +216,7 @@ class DevPlatform:
                 limits=self.payload_limits,
                 evaluator_limits=self.evaluator_limits,
                 run_limits=self.run_limits,
+                secrets=self.secrets,
             ),
             config,
             tracer_provider=self.tracer_provider,
@@ -364,6 +368,7 @@ def serve(data_dir: Path, host: str, port: int, with_workers: bool) -> None:
         read_max_concurrent_activities,
         read_orchestration_sessions,
         read_payload_limits,
+        read_secrets,
     )
     from engine.app.garbage_collection import settle_heap
 
@@ -374,6 +379,7 @@ def serve(data_dir: Path, host: str, port: int, with_workers: bool) -> None:
     max_activities = read_max_concurrent_activities(env)
     gc_tuning = read_gc_tuning(env)
     deferred_sweep = read_deferred_sweep(env)
+    secrets = read_secrets(env)
     telemetry = TelemetryConfig.read(env, "stepway-dev")
     try:
         env.raise_if_errors()
@@ -391,6 +397,7 @@ def serve(data_dir: Path, host: str, port: int, with_workers: bool) -> None:
         max_concurrent_activities=max_activities,
         deferred_sweep_seconds=deferred_sweep,
         tracer_provider=tracer_provider,
+        secrets=secrets,
     )
     # SIGTERM and SIGINT stop the platform cleanly (workers, engine, backend) and the
     # process exits 0; uvicorn's own handling would re-raise the signal after serving and

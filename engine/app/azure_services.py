@@ -174,6 +174,7 @@ def build_services(
         token_provider=token_provider_from_credential(credential),
         allowed_token_scopes=config.allowed_token_scopes,
         token_hosts=config.token_hosts,
+        secrets=config.secrets,
         outbound=config.outbound,
         document_intelligence_endpoint=config.document_intelligence_endpoint,
         document_intelligence_credential=credential

@@ -46,8 +46,10 @@ from engine.adapters.backend.sessions import DEFAULT_SESSION_CAPACITY
 from engine.adapters.blob_client_settings import BlobClientSettings
 from engine.adapters.sqlite_transactions import busy_timeout_of
 from engine.app.telemetry import TelemetryConfig
+from engine.language.secret_refs import secret_name
 from engine.ports.payload_store import PayloadLimits
 from engine.runtime.builtins.results import OutboundSettings
+from engine.runtime.builtins.secrets import Secrets, env_name
 from engine.runtime.deferred_sweep import DEFAULT_INTERVAL_SECONDS
 from engine.runtime.evaluators import EvaluatorLimits
 from engine.runtime.run_limits import RunLimits
@@ -600,6 +602,8 @@ class EngineConfig(BaseModel):
     allowed_token_scopes: frozenset[str] | None = None
     #: scope -> the hosts a task's call may send that scope's tokens to (none: no host)
     token_hosts: dict[str, tuple[str, ...]] = Field(default_factory=dict)
+    #: the secrets an HTTP task's request may carry, bound to hosts
+    secrets: Secrets = Field(default_factory=Secrets)
     document_intelligence_endpoint: str | None = None
     outbound: OutboundSettings = Field(default_factory=OutboundSettings)
     no_worker_warning_ms: int = 10_000
@@ -645,6 +649,7 @@ class EngineConfig(BaseModel):
             env.error("STEPWAY_ACTION_SERVICE_SCOPE", "set without STEPWAY_ACTION_SERVICE_URL")
         scopes = env.items("STEPWAY_ALLOWED_TOKEN_SCOPES")
         token_hosts = _read_token_hosts(env)
+        secrets = read_secrets(env)
         di_endpoint = env.https_url("STEPWAY_DOCUMENT_INTELLIGENCE_ENDPOINT")
         outbound = _read_outbound(env)
         warning_ms = env.integer("STEPWAY_NO_WORKER_WARNING_MS", 10_000)
@@ -665,6 +670,7 @@ class EngineConfig(BaseModel):
             action_service_scope=action_scope,
             allowed_token_scopes=frozenset(scopes) if scopes else None,
             token_hosts=token_hosts,
+            secrets=secrets,
             document_intelligence_endpoint=di_endpoint,
             outbound=outbound,
             no_worker_warning_ms=warning_ms,
@@ -697,32 +703,57 @@ _HOST_PATTERN = re.compile(
 )
 
 
-def _read_token_hosts(env: EnvReader) -> dict[str, tuple[str, ...]]:
-    """``STEPWAY_TOKEN_HOSTS``: a JSON object, token scope -> list of hosts that may
-    receive that scope's tokens (``api.example.com``, or ``*.example.com`` for any host
-    under the domain). A scope not in it is sent to no host a task names."""
-    name = "STEPWAY_TOKEN_HOSTS"
+def _read_host_map(env: EnvReader, name: str, what: str) -> dict[str, tuple[str, ...]]:
+    """A JSON object of ``name``: ``what`` -> list of hosts (``api.example.com``, or
+    ``*.example.com`` for any host under the domain)."""
     value = env.json_value(name)
     if value is None:
         return {}
     if not isinstance(value, dict):
-        env.error(name, "must be a JSON object: token scope -> list of host names")
+        env.error(name, f"must be a JSON object: {what} -> list of host names")
         return {}
     found: dict[str, tuple[str, ...]] = {}
-    for scope, hosts in value.items():
+    for key, hosts in value.items():
         if not isinstance(hosts, list) or not all(isinstance(h, str) for h in hosts):
-            env.error(name, f"the hosts of scope {scope!r} must be a list of host names")
+            env.error(name, f"the hosts of {what} {key!r} must be a list of host names")
             continue
         bad = [h for h in hosts if not _HOST_PATTERN.fullmatch(h)]
         if bad:
             env.error(
                 name,
-                f"scope {scope!r}: {bad[0]!r} is not a host name or '*.' and a domain "
+                f"{what} {key!r}: {bad[0]!r} is not a host name or '*.' and a domain "
                 "(no scheme, port, path or bare '*')",
             )
             continue
-        found[scope] = tuple(h.lower() for h in hosts)
+        found[key] = tuple(h.lower() for h in hosts)
     return found
+
+
+def _read_token_hosts(env: EnvReader) -> dict[str, tuple[str, ...]]:
+    """``STEPWAY_TOKEN_HOSTS``: token scope -> the hosts that may receive that scope's
+    tokens. A scope not in it is sent to no host a task names."""
+    return _read_host_map(env, "STEPWAY_TOKEN_HOSTS", "scope")
+
+
+def read_secrets(env: EnvReader) -> Secrets:
+    """``STEPWAY_SECRET_HOSTS``: secret name -> the hosts an HTTP request carrying it may
+    go to; each bound secret's value is ``STEPWAY_SECRET_<NAME>`` (a missing one is an
+    error naming the variable, never a value)."""
+    hosts = _read_host_map(env, "STEPWAY_SECRET_HOSTS", "secret")
+    values: dict[str, str] = {}
+    for secret in hosts:
+        if secret_name(f"workflow.secrets.{secret}") != secret:
+            env.error("STEPWAY_SECRET_HOSTS", f"{secret!r} is not a secret name (A-Z, 0-9, _, -)")
+            continue
+        value = env.text(env_name(secret))
+        if not value:
+            env.error(
+                env_name(secret),
+                f"is not set: the value of secret {secret!r} (STEPWAY_SECRET_HOSTS)",
+            )
+            continue
+        values[secret] = value
+    return Secrets(values, hosts)
 
 
 def _read_outbound(env: EnvReader) -> OutboundSettings:

@@ -25,6 +25,7 @@ from engine.adapters.run_store_sql import SqlRunStore
 from engine.ports.payload_store import PayloadLimits
 from engine.runtime.activities import RunActivities
 from engine.runtime.builtins import ActivityDeps
+from engine.runtime.builtins.secrets import Secrets
 from engine.runtime.encoded_json import EncodedJsonConverter
 from engine.runtime.evaluators import EvaluatorLimits, EvaluatorPool
 from engine.runtime.local_steps import LocalSteps
@@ -78,6 +79,8 @@ class LocalSettings:
     limits: PayloadLimits = field(default_factory=PayloadLimits)
     evaluator_limits: EvaluatorLimits = field(default_factory=EvaluatorLimits)
     run_limits: RunLimits = field(default_factory=RunLimits)
+    #: the secrets an HTTP task's request may carry (engine/runtime/builtins/secrets.py)
+    secrets: Secrets = field(default_factory=Secrets)
 
     @property
     def queue_path(self) -> Path:
@@ -106,6 +109,7 @@ def build_local_services(
         payload_store=payloads,
         payload_threshold_bytes=settings.limits.task_output_threshold,
         evaluators=EvaluatorPool(settings.evaluator_limits),
+        secrets=settings.secrets,
     )
     return EngineServices(
         run_store=store,

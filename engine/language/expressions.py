@@ -56,6 +56,8 @@ from typing import Any
 
 import jsonpath
 
+from engine.language.secret_refs import SECRETS_PREFIX, placeholder, secret_name
+
 __all__ = [
     "ExpressionError",
     "InterpolationTooLong",
@@ -455,6 +457,11 @@ def _resolve_string(text: str, context: Mapping[str, Any], max_chars: int | None
 
 def _evaluate(expr: _Expr, context: Mapping[str, Any], max_chars: int | None = None) -> Any:
     static = expr.static_text
+    if static is not None and static.lstrip().startswith(SECRETS_PREFIX):
+        name = secret_name(static)
+        if name is not None:
+            # kept as its text: only an HTTP request reveals it (secret_refs)
+            return placeholder(name)
     text = static if static is not None else _interpolate(expr.parts, context, max_chars)
     return _query(text).evaluate(context)
 

@@ -66,6 +66,7 @@ from engine.language.definitions import (
 )
 from engine.language.durations import parse_duration, parse_until
 from engine.language.expressions import expression_errors, reference_paths
+from engine.language.secret_refs import SECRETS_PREFIX, secret_names
 from protocol.limits import name_problem
 from protocol.queues import (
     HIGH_PRIORITY_SUFFIX,
@@ -378,6 +379,21 @@ class _Within:
         return info is not None and any(scope.ref == self.container for scope in info.scopes)
 
 
+_COMPUTED_SECRET = re.compile(r"\$\{\s*workflow\.secrets\.\$\{")
+_REQUEST_FIELDS = ("uri", "headers", "body")
+
+
+def _in_request(where: str, ip: str) -> bool:
+    """Whether the path ``where`` is inside an HTTP request's URI, headers or body (the
+    ``http_request`` form or the flat one)."""
+    for base in (ip + ".http_request", ip):
+        for field_name in _REQUEST_FIELDS:
+            at = f"{base}.{field_name}"
+            if where == at or where.startswith((at + ".", at + "[")):
+                return True
+    return False
+
+
 def _refs_within(task: WorkflowTask) -> set[str]:
     refs: set[str] = set()
     for _, _, tasks in _branches(task, ""):
@@ -547,6 +563,7 @@ class _WorkflowChecker:
             # read the loop itself and its body, as the condition does
             visible = _Union(visible, _Within(self.refs, task.task_reference_name))
         self._check_template(params, ip, visible, task, scopes)
+        self._check_secrets(task, ip)
         if kind not in TaskType.__members__:
             self.add(
                 path + ".type",
@@ -660,6 +677,30 @@ class _WorkflowChecker:
                     td_path + ".name",
                     f"taskDefinition.name {task.task_definition.name!r} differs from the "
                     f"task name {task.name!r}",
+                )
+
+    def _check_secrets(self, task: WorkflowTask, ip: str) -> None:
+        """A secret reference anywhere but an HTTP request's URI, headers or body stays
+        its literal text (engine/language/secret_refs.py): a warning. A DYNAMIC task may
+        run as an HTTP task, so its request fields count too."""
+        request = task.type in (TaskType.HTTP, TaskType.DYNAMIC)
+        for where, text in _strings(task.input_parameters, ip):
+            if SECRETS_PREFIX not in text:
+                continue
+            if _COMPUTED_SECRET.search(text):
+                self.add(
+                    where,
+                    "a secret's name cannot be computed (${workflow.secrets.${...}}): it reads "
+                    "null",
+                    "warning",
+                )
+            if secret_names(text) and not (request and _in_request(where, ip)):
+                self.add(
+                    where,
+                    "references a secret, which stays its literal text here: a secret is "
+                    "revealed only in an HTTP task's request (uri, headers, body), to the "
+                    "hosts STEPWAY_SECRET_HOSTS binds it to",
+                    "warning",
                 )
 
     def _templated(self, task: WorkflowTask, key: str) -> bool:

@@ -162,6 +162,19 @@ class Engine(pulumi.ComponentResource):
             *runtime_grants(ctx, act, args.hosting, args.observability, self),
             data.run_store_login(act, self),
         ]
+        # each secret HTTP tasks may send, readable by the activity identity alone
+        secrets = ctx.config.engine.activity.secrets
+        act_grants += [
+            grant(
+                ctx,
+                act,
+                roles.KEY_VAULT_SECRETS_USER,
+                pulumi.Output.concat(data.vault.id, "/secrets/", secret.vault_name(name)),
+                f"secret-{secret.vault_name(name)}",
+                self,
+            )
+            for name, secret in secrets.items()
+        ]
         self.orchestrator_app: app.ContainerApp | None = None
         self.activity_app: app.ContainerApp | None = None
         if args.apps_enabled:
@@ -196,9 +209,23 @@ class Engine(pulumi.ComponentResource):
                         if engine.activity.token_hosts
                         else {}
                     ),
+                    **(
+                        {
+                            "STEPWAY_SECRET_HOSTS": json.dumps(
+                                {name: s.hosts for name, s in secrets.items()}
+                            )
+                        }
+                        if secrets
+                        else {}
+                    ),
                 },
                 "Activity",
                 act_grants,
+                secret_env={_secret_env(name): _app_secret(name) for name in secrets},
+                key_vault_secrets={
+                    _app_secret(name): data.secret_url(secret.vault_name(name))
+                    for name, secret in secrets.items()
+                },
             )
         self.register_outputs({"endpoint": self.endpoint, "taskHub": self.task_hub_name})
 
@@ -221,6 +248,8 @@ class Engine(pulumi.ComponentResource):
         env: dict[str, pulumi.Input[str]],
         work_item_type: str,
         grants: list[pulumi.Resource],
+        secret_env: dict[str, str] | None = None,
+        key_vault_secrets: dict[str, pulumi.Input[str]] | None = None,
     ) -> app.ContainerApp:
         ctx, args = self._ctx, self._args
         per_replica = settings.max_concurrent_work_items
@@ -237,6 +266,8 @@ class Engine(pulumi.ComponentResource):
                 **env,
                 "STEPWAY_MAX_CONCURRENT_WORK_ITEMS": str(per_replica),
             },
+            secret_env=secret_env or {},
+            key_vault_secrets=key_vault_secrets or {},
         )
         rule = app.ScaleRuleArgs(
             name=f"dts-{work_item_type.lower()}",
@@ -305,3 +336,14 @@ class Engine(pulumi.ComponentResource):
                 tags=ctx.tags,
                 opts=pulumi.ResourceOptions(parent=self),
             )
+
+
+def _app_secret(name: str) -> str:
+    """The container app's secret holding an HTTP task secret (lowercase, '-')."""
+    return "http-secret-" + name.lower().replace("_", "-")
+
+
+def _secret_env(name: str) -> str:
+    """The variable the engine reads a secret's value from (engine/runtime/builtins/
+    secrets.py, ``env_name``; tests/unit/stepway_infra/test_process_env.py reads it back)."""
+    return "STEPWAY_SECRET_" + "".join(c if c.isalnum() else "_" for c in name.upper())

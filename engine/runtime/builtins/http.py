@@ -14,7 +14,14 @@ milliseconds (Conductor's unit), replace the engine's defaults for this call and
 capped at ``OutboundSettings.max_duration_seconds``. ``body``: a string
 is sent as is, a dict with ``contentType: application/x-www-form-urlencoded`` is form
 encoded, anything else is sent as JSON. ``auth`` may sit inside ``http_request`` or next
-to it.
+to it; its token goes only to a host ``deps.token_hosts`` binds to its scope.
+
+``${workflow.secrets.NAME}`` in ``uri`` (path or query, not the host), ``headers`` or
+``body`` is revealed for the call, only to a host the secret is bound to
+(:mod:`engine.runtime.builtins.secrets`), and every value revealed is masked (``***``) in
+the output and reason. The engine runs this activity with the payload threshold at the
+maximum size (activities.py ``_inline_deps``), so a response echoing a secret is masked
+before the engine offloads the output.
 
 Output (Conductor's shape)::
 
@@ -44,6 +51,7 @@ Connection errors and timeouts -> FAILED; a blocked address or a response over t
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import urllib.parse
 from collections.abc import Iterable
@@ -51,6 +59,7 @@ from typing import Any
 
 import httpx
 
+from engine.language.secret_refs import reveal, secret_names
 from engine.runtime.builtins.outbound import (
     OutboundError,
     OutboundResponse,
@@ -65,6 +74,7 @@ from engine.runtime.builtins.results import (
     never_raises,
     offload,
 )
+from engine.runtime.builtins.secrets import SecretRefused, mask
 from engine.runtime.local_steps import NotHere
 from protocol.limits import JsonTooDeep, loads_limited
 
@@ -307,14 +317,53 @@ def _request_spec(task_input: dict[str, Any]) -> dict[str, Any]:
     return spec
 
 
+def _with_secrets(deps: ActivityDeps, spec: dict[str, Any], revealed: set[str]) -> dict[str, Any]:
+    """``spec`` with the secret references of its URI, headers and body revealed, each
+    checked against the hosts its secret is bound to (engine/runtime/builtins/secrets.py);
+    the values revealed are added to ``revealed``."""
+    fields = {key: spec.get(key) for key in ("uri", "headers", "body")}
+    if not secret_names(fields):
+        return spec
+    uri = str(spec.get("uri") or "")
+    # the host is checked as written: a secret may travel in the path or the query, not
+    # choose the host it goes to
+    literal = urllib.parse.urlsplit(uri).netloc
+    if "${" in literal:
+        raise InputError("a secret may not be part of the URI's host")
+
+    def value_of(name: str) -> str:
+        try:
+            value = deps.secrets.value_for(name, uri, host_may_receive)
+        except SecretRefused as exc:
+            raise InputError(str(exc)) from None
+        revealed.add(value)
+        return value
+
+    return {**spec, **{key: reveal(spec[key], value_of) for key in fields if key in spec}}
+
+
 @never_raises
 def http_activity(deps: ActivityDeps, task_input: dict[str, Any]) -> ActivityResult:
     """The HTTP task (see the module docstring for input and output)."""
+    revealed: set[str] = set()
+    result = _http_call(deps, task_input, revealed)
+    if not revealed:
+        return result
+    # nothing the task records holds a revealed value (a service may echo it back)
+    return dataclasses.replace(
+        result, output=mask(result.output, revealed), reason=mask(result.reason, revealed)
+    )
+
+
+def _http_call(
+    deps: ActivityDeps, task_input: dict[str, Any], revealed: set[str]
+) -> ActivityResult:
     try:
         spec = _request_spec(task_input)
-        uri = spec.get("uri")
-        if not isinstance(uri, str) or not uri:
+        if not isinstance(spec.get("uri"), str) or not spec.get("uri"):
             raise InputError("http_request.uri is required")
+        spec = _with_secrets(deps, spec, revealed)
+        uri = spec["uri"]
         method = str(spec.get("method") or "GET").upper()
         if method not in METHODS:
             raise InputError(f"unsupported HTTP method {method!r}")

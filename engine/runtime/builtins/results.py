@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from engine.runtime.evaluators import EvaluatorPool
 
 from engine.ports.payload_store import PayloadStoreUnavailable
+from engine.runtime.builtins.secrets import Secrets
 from engine.runtime.local_steps import NotHere
 from protocol.limits import JsonTooDeep
 from protocol.payload_keys import ACTIVITY_PREFIX_KEY, unowned_activity_prefix
@@ -215,6 +216,8 @@ class ActivityDeps:
     * ``token_provider``: scope -> access token (production:
       :func:`azure_token_provider`; tests: a fake).
     * ``allowed_token_scopes``: when set, an ``auth.scope`` outside it is refused.
+    * ``secrets``: the secrets an HTTP task's request may carry, each bound to the hosts
+      that may receive it (``engine.runtime.builtins.secrets``).
     * ``token_hosts``: scope -> the hosts (``api.example.com``, ``*.example.com``) that may
       receive a token for it; a token is sent to no other host (the action service's and
       the configured Document Intelligence endpoint's hosts need no entry: they are
@@ -242,6 +245,8 @@ class ActivityDeps:
     token_provider: TokenProvider | None = None
     allowed_token_scopes: frozenset[str] | None = None
     token_hosts: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    #: the secrets an HTTP request may carry (``engine.runtime.builtins.secrets.Secrets``)
+    secrets: Secrets = field(default_factory=Secrets)
     outbound: OutboundSettings = field(default_factory=OutboundSettings)
     document_intelligence_endpoint: str | None = None
     document_intelligence_credential: Any = None

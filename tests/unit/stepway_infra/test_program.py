@@ -623,3 +623,46 @@ def test_platform_stage_adds_engine_and_control_plane_only(dev_config, repo_cata
     assert result.of_type(JOB) == []
     assert json.loads(env_of(result.one(APP, "app-cp"))[WORKER_IDENTITIES_ENV]) == {}
     assert not any("worker" in ra.inputs["principalId"] for ra in result.of_type(RA))
+
+
+def test_http_task_secrets_reach_the_activity_app_as_key_vault_references(
+    dev_config: Any, repo_catalog: Any
+) -> None:
+    """``engine.activity.secrets``: each is a Key Vault reference of the activity app
+    (readable by its identity alone), its value the engine's STEPWAY_SECRET_<NAME> and
+    its hosts in STEPWAY_SECRET_HOSTS, as the engine reads them."""
+    from engine.app.config import EngineConfig
+    from engine.runtime.builtins.http import host_may_receive
+    from stepway_infra.config import EngineSecret
+
+    secrets = {"API_TOKEN": EngineSecret(hosts=["api.example.com"])}
+    activity = dev_config.engine.activity.model_copy(update={"secrets": secrets})
+    config = dev_config.model_copy(
+        update={"engine": dev_config.engine.model_copy(update={"activity": activity})}
+    )
+    stack = run_stack(config, repo_catalog, "dev")
+    act = stack.one(APP, "app-act").inputs
+    (secret,) = act["configuration"]["secrets"]
+    assert secret["keyVaultUrl"].endswith("/secrets/API-TOKEN")
+    assert secret["identity"] == identity_of(stack, "engine-activity").id
+    assert "value" not in secret
+    (container,) = act["template"]["containers"]
+    env = {e["name"]: e for e in container["env"]}
+    assert env["STEPWAY_SECRET_API_TOKEN"] == {
+        "name": "STEPWAY_SECRET_API_TOKEN",
+        "secretRef": secret["name"],
+    }
+    i = ids(stack)
+    assert (roles.KEY_VAULT_SECRETS_USER, f"{i['vault']}/secrets/API-TOKEN") in grants(
+        stack, "engine-activity"
+    )
+    assert not any(
+        scope.endswith("/secrets/API-TOKEN") for _, scope in grants(stack, "engine-orchestrator")
+    )
+    # the engine reads it back (the value is Key Vault's; here a stand-in)
+    plain = {k: str(v["value"]) for k, v in env.items() if "value" in v}
+    engine = EngineConfig.from_env({**plain, "STEPWAY_SECRET_API_TOKEN": "from-key-vault"})
+    assert (
+        engine.secrets.value_for("API_TOKEN", "https://api.example.com/x", host_may_receive)
+        == "from-key-vault"
+    )

@@ -401,3 +401,29 @@ def test_the_backend_call_timeout_is_read_and_kept_with_the_apps_identity() -> N
     assert backend.call_timeout_seconds == 2.5
     with pytest.raises(ConfigError, match="STEPWAY_BACKEND_CALL_TIMEOUT_SECONDS"):
         EngineConfig.from_env(azure_env(STEPWAY_BACKEND_CALL_TIMEOUT_SECONDS="soon"))
+
+
+def test_secrets_are_read_bound_to_hosts_and_never_shown(tmp_path: Path) -> None:
+    from engine.runtime.builtins.http import host_may_receive
+
+    config = EngineConfig.from_env(
+        local_env(
+            tmp_path,
+            STEPWAY_SECRET_HOSTS='{"API_TOKEN": ["api.example.com"], "db-pass": ["*.x.com"]}',
+            STEPWAY_SECRET_API_TOKEN="tok-123",
+            STEPWAY_SECRET_DB_PASS="pw-456",
+        )
+    )
+    secrets = config.secrets
+    assert secrets.value_for("API_TOKEN", "https://api.example.com/v1", host_may_receive) == (
+        "tok-123"
+    )
+    assert secrets.value_for("db-pass", "https://a.x.com/", host_may_receive) == "pw-456"
+    assert "tok-123" not in repr(config) and "pw-456" not in repr(config)
+    # a bound secret without its value names the variable, not a value
+    with pytest.raises(ConfigError) as excinfo:
+        EngineConfig.from_env(local_env(tmp_path, STEPWAY_SECRET_HOSTS='{"API_TOKEN": ["a.b"]}'))
+    assert "is not set" in problems(excinfo)["STEPWAY_SECRET_API_TOKEN"]
+    with pytest.raises(ConfigError) as excinfo:
+        EngineConfig.from_env(local_env(tmp_path, STEPWAY_SECRET_HOSTS='{"bad name": ["a.b"]}'))
+    assert "not a secret name" in problems(excinfo)["STEPWAY_SECRET_HOSTS"]

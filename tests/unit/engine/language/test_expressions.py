@@ -539,3 +539,14 @@ def test_a_member_name_starting_with_a_digit_in_dot_notation() -> None:
     # a member "3" of a list is not its index 3, as in Jayway
     assert resolve("${rows.output.list.0}", ctx) is None
     assert expression_errors({"x": "${loop.output.3.fetch}", "y": "${a[?(@.b > 1.5)].7}"}) == []
+
+
+def test_a_secret_reference_stays_its_text() -> None:
+    """``${workflow.secrets.NAME}`` never reads a value into the run (state, rows,
+    history): it resolves to its own text, alone or inside a string; only an HTTP request
+    reveals it (engine/runtime/builtins/secrets.py). A computed name is no reference: it
+    reads the run's context, which holds no secrets."""
+    ctx = {"workflow": {"input": {"n": "TOKEN"}}}
+    assert resolve("${workflow.secrets.TOKEN}", ctx) == "${workflow.secrets.TOKEN}"
+    assert resolve("Bearer ${ workflow.secrets.TOKEN }", ctx) == "Bearer ${workflow.secrets.TOKEN}"
+    assert resolve("${workflow.secrets.${workflow.input.n}}", ctx) is None

@@ -979,3 +979,41 @@ def test_a_registered_templates_count_without_requiring_task_definitions() -> No
     [strict] = validate_workflow(data, registered)
     assert strict.path == "$.tasks[1].name" and "no task definition" in strict.message
     assert [i.path for i in validate_workflow(data)] == ["$.tasks[0].inputParameters.uri"]
+
+
+def test_a_secret_outside_an_http_request_is_a_warning() -> None:
+    """A secret is revealed only in an HTTP task's uri, headers or body; anywhere else
+    it stays its text (a worker gets the literal): worth a warning, as is a computed
+    name, which reads null."""
+    data = workflow(
+        task(
+            "call",
+            "HTTP",
+            inputParameters={
+                "http_request": {
+                    "uri": "https://api.example.com/x?k=${workflow.secrets.K}",
+                    "headers": {"Authorization": "Bearer ${workflow.secrets.T}"},
+                    "body": {"nested": ["${workflow.secrets.T}"]},
+                },
+                "note": "${workflow.secrets.T}",
+            },
+        ),
+        task(
+            "flat",
+            "HTTP",
+            inputParameters={"uri": "https://a.b/", "headers": {"X": "${workflow.secrets.T}"}},
+        ),
+        task(
+            "w",
+            inputParameters={
+                "p": "${workflow.secrets.T}",
+                "q": "${workflow.secrets.${workflow.input.n}}",
+            },
+        ),
+    )
+    found = [(i.path, i.severity) for i in validate_workflow(data)]
+    assert found == [
+        ("$.tasks[0].inputParameters.note", "warning"),
+        ("$.tasks[2].inputParameters.p", "warning"),
+        ("$.tasks[2].inputParameters.q", "warning"),
+    ]
