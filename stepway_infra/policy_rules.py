@@ -224,6 +224,17 @@ def check_app_secrets(props: Mapping[str, Any], report: Report) -> None:
             report(f"secret {secret.get('name')!r} must be a Key Vault reference (keyVaultUrl)")
         elif not secret.get("identity"):
             report(f"secret {secret.get('name')!r} must be read with an identity")
+    # the engine reads an HTTP task's secret from STEPWAY_SECRET_<NAME> (engine/runtime/
+    # builtins/secrets.py): its value comes from a secret, never from the app's plain config
+    for container in _items(_get(props, "template", "containers")):
+        for variable in _items(container.get("env")):
+            name = str(variable.get("name") or "")
+            if (
+                name.startswith("STEPWAY_SECRET_")
+                and name != "STEPWAY_SECRET_HOSTS"
+                and (variable.get("value") is not None or not variable.get("secretRef"))
+            ):
+                report(f"variable {name!r} must come from a secret (secretRef), not a value")
 
 
 def _scale_rules(props: Mapping[str, Any]) -> Iterable[tuple[str, Mapping[str, Any]]]:
@@ -416,7 +427,8 @@ RESOURCE_RULES: list[ResourceRule] = [
     ),
     ResourceRule(
         "apps-secrets-from-key-vault",
-        "Container app and job secrets are Key Vault references only.",
+        "Container app and job secrets are Key Vault references only; STEPWAY_SECRET_* "
+        "variables come from them.",
         "mandatory",
         _app_types(),
         check_app_secrets,

@@ -223,6 +223,14 @@ CASES: list[tuple[str, dict[str, Any], list[tuple[dict[str, Any], str]]]] = [
                 ),
                 "read with an identity",
             ),
+            (
+                changed(
+                    APP_OK,
+                    "template.containers",
+                    [{"name": "act", "env": [{"name": "STEPWAY_SECRET_API", "value": "tok"}]}],
+                ),
+                "must come from a secret (secretRef)",
+            ),
         ],
     ),
     (

@@ -659,6 +659,13 @@ def test_http_task_secrets_reach_the_activity_app_as_key_vault_references(
     assert not any(
         scope.endswith("/secrets/API-TOKEN") for _, scope in grants(stack, "engine-orchestrator")
     )
+    # the policy pack accepts it: a Key Vault reference, read with an identity
+    from stepway_infra import policy_rules
+    from stepway_infra.mocks import policy_props
+    from stepway_infra.policy_rules import StackResource
+
+    resources = [StackResource(r.type, r.name, policy_props(r.inputs)) for r in stack.resources]
+    assert policy_rules.evaluate(resources)[0] == []
     # the engine reads it back (the value is Key Vault's; here a stand-in)
     plain = {k: str(v["value"]) for k, v in env.items() if "value" in v}
     engine = EngineConfig.from_env({**plain, "STEPWAY_SECRET_API_TOKEN": "from-key-vault"})
