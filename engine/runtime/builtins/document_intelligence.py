@@ -65,7 +65,8 @@ from azure.core.pipeline import PipelineResponse
 from azure.core.rest import HttpRequest
 
 from engine.ports.payload_store import PayloadStoreUnavailable
-from engine.runtime.builtins.http import InputError, host_may_receive
+from engine.runtime.builtins.destinations import host_may_receive
+from engine.runtime.builtins.http import InputError
 from engine.runtime.builtins.outbound import (
     OutboundError,
     check_destination,
@@ -124,9 +125,10 @@ def _check_endpoint(deps: ActivityDeps, url: str, credential: Any) -> dict[str, 
     parsed = httpx.URL(url)
     addresses = check_destination(parsed, deps.outbound)
     configured = deps.document_intelligence_endpoint
-    if (configured is None or httpx.URL(configured).host.lower() != parsed.host.lower()) and (
-        not host_may_receive(deps.token_hosts.get(COGNITIVE_SERVICES_SCOPE, ()), url)
-    ):
+    allowed = deps.token_hosts.get(COGNITIVE_SERVICES_SCOPE, ())
+    if configured is not None:
+        allowed = (*allowed, httpx.URL(configured).host)
+    if not host_may_receive(allowed, url):
         raise InputError(
             f"Document Intelligence endpoint {redact_url(url)} is not the configured one and "
             f"its host is not allowed to receive the engine's credential (STEPWAY_TOKEN_HOSTS "

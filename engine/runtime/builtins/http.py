@@ -54,12 +54,10 @@ import base64
 import dataclasses
 import json
 import urllib.parse
-from collections.abc import Iterable
 from typing import Any
 
-import httpx
-
 from engine.language.secret_refs import reveal, secret_names
+from engine.runtime.builtins.destinations import host_may_receive
 from engine.runtime.builtins.outbound import (
     OutboundError,
     OutboundResponse,
@@ -123,26 +121,6 @@ def bearer_token(deps: ActivityDeps, auth: Any, url: str) -> str | None:
     if not isinstance(scope, str) or not scope:
         raise InputError("auth.scope is required for managed_identity auth")
     return bearer_for_scope(deps, scope, url)
-
-
-def host_may_receive(patterns: Iterable[str], url: str) -> bool:
-    """Whether ``url``'s host is one of ``patterns``: a host name (``api.example.com``)
-    or ``*.`` and a domain (``*.example.com``: any host under it, not the domain itself);
-    case-insensitive, any port."""
-    try:
-        host = httpx.URL(url).host.lower().rstrip(".")
-    except (httpx.InvalidURL, TypeError):
-        return False
-    if not host:
-        return False
-    for pattern in patterns:
-        wanted = pattern.strip().lower().rstrip(".")
-        if wanted.startswith("*."):
-            if host.endswith(wanted[1:]) and len(host) > len(wanted) - 1:
-                return True
-        elif wanted and host == wanted:
-            return True
-    return False
 
 
 def check_token_destination(deps: ActivityDeps, scope: str, url: str) -> None:
@@ -333,7 +311,7 @@ def _with_secrets(deps: ActivityDeps, spec: dict[str, Any], revealed: set[str]) 
 
     def value_of(name: str) -> str:
         try:
-            value = deps.secrets.value_for(name, uri, host_may_receive)
+            value = deps.secrets.value_for(name, uri)
         except SecretRefused as exc:
             raise InputError(str(exc)) from None
         revealed.add(value)

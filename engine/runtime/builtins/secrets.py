@@ -18,6 +18,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from engine.runtime.builtins.destinations import host_may_receive
+
 __all__ = ["MASK", "SecretRefused", "Secrets", "env_name", "mask"]
 
 #: what a revealed value becomes in a task's recorded output and reason
@@ -47,7 +49,7 @@ class Secrets:
     def __repr__(self) -> str:
         return f"Secrets({sorted(self._hosts)})"
 
-    def value_for(self, name: str, url: str, host_may_receive: Any) -> str:
+    def value_for(self, name: str, url: str) -> str:
         """``name``'s value for a request to ``url``, or :class:`SecretRefused`."""
         hosts = self._hosts.get(name)
         if hosts is None:

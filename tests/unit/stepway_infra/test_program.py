@@ -632,7 +632,6 @@ def test_http_task_secrets_reach_the_activity_app_as_key_vault_references(
     (readable by its identity alone), its value the engine's STEPWAY_SECRET_<NAME> and
     its hosts in STEPWAY_SECRET_HOSTS, as the engine reads them."""
     from engine.app.config import EngineConfig
-    from engine.runtime.builtins.http import host_may_receive
     from stepway_infra.config import EngineSecret
 
     secrets = {"API_TOKEN": EngineSecret(hosts=["api.example.com"])}
@@ -669,7 +668,4 @@ def test_http_task_secrets_reach_the_activity_app_as_key_vault_references(
     # the engine reads it back (the value is Key Vault's; here a stand-in)
     plain = {k: str(v["value"]) for k, v in env.items() if "value" in v}
     engine = EngineConfig.from_env({**plain, "STEPWAY_SECRET_API_TOKEN": "from-key-vault"})
-    assert (
-        engine.secrets.value_for("API_TOKEN", "https://api.example.com/x", host_may_receive)
-        == "from-key-vault"
-    )
+    assert engine.secrets.value_for("API_TOKEN", "https://api.example.com/x") == "from-key-vault"

@@ -404,7 +404,6 @@ def test_the_backend_call_timeout_is_read_and_kept_with_the_apps_identity() -> N
 
 
 def test_secrets_are_read_bound_to_hosts_and_never_shown(tmp_path: Path) -> None:
-    from engine.runtime.builtins.http import host_may_receive
 
     config = EngineConfig.from_env(
         local_env(
@@ -415,10 +414,8 @@ def test_secrets_are_read_bound_to_hosts_and_never_shown(tmp_path: Path) -> None
         )
     )
     secrets = config.secrets
-    assert secrets.value_for("API_TOKEN", "https://api.example.com/v1", host_may_receive) == (
-        "tok-123"
-    )
-    assert secrets.value_for("db-pass", "https://a.x.com/", host_may_receive) == "pw-456"
+    assert secrets.value_for("API_TOKEN", "https://api.example.com/v1") == ("tok-123")
+    assert secrets.value_for("db-pass", "https://a.x.com/") == "pw-456"
     assert "tok-123" not in repr(config) and "pw-456" not in repr(config)
     # a bound secret without its value names the variable, not a value
     with pytest.raises(ConfigError) as excinfo:
