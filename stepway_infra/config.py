@@ -90,9 +90,16 @@ class ActivitySettings(AppSettings):
     @field_validator("secrets")
     @classmethod
     def _secret_names(cls, value: dict[str, EngineSecret]) -> dict[str, EngineSecret]:
+        # the engine reads a value from STEPWAY_SECRET_<NAME upper-cased, '-' as '_'>,
+        # and the bindings from STEPWAY_SECRET_HOSTS (engine/app/config.py read_secrets)
+        seen: dict[str, str] = {"HOSTS": "the bindings variable"}
         for name in value:
             if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}", name):
                 raise ValueError(f"secret name {name!r}: letters, digits, '_' and '-'")
+            key = name.upper().replace("-", "_")
+            if key in seen:
+                raise ValueError(f"secret name {name!r} reads the variable of {seen[key]}")
+            seen[key] = repr(name)
         return value
 
 

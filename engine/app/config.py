@@ -46,7 +46,7 @@ from engine.adapters.backend.sessions import DEFAULT_SESSION_CAPACITY
 from engine.adapters.blob_client_settings import BlobClientSettings
 from engine.adapters.sqlite_transactions import busy_timeout_of
 from engine.app.telemetry import TelemetryConfig
-from engine.language.secret_refs import secret_name
+from engine.language.secret_refs import is_secret_name
 from engine.ports.payload_store import PayloadLimits
 from engine.runtime.builtins.results import OutboundSettings
 from engine.runtime.builtins.secrets import Secrets, env_name
@@ -741,11 +741,21 @@ def read_secrets(env: EnvReader) -> Secrets:
     error naming the variable, never a value)."""
     hosts = _read_host_map(env, "STEPWAY_SECRET_HOSTS", "secret")
     values: dict[str, str] = {}
+    variables: dict[str, str] = {"STEPWAY_SECRET_HOSTS": "the bindings themselves"}
     for secret in hosts:
-        if secret_name(f"workflow.secrets.{secret}") != secret:
+        if not is_secret_name(secret):
             env.error("STEPWAY_SECRET_HOSTS", f"{secret!r} is not a secret name (A-Z, 0-9, _, -)")
             continue
-        value = env.text(env_name(secret))
+        # two names may not share the variable of their values (case, '-' as '_')
+        variable = env_name(secret)
+        if variable in variables:
+            env.error(
+                "STEPWAY_SECRET_HOSTS",
+                f"secret {secret!r} would be read from {variable}, as {variables[variable]}",
+            )
+            continue
+        variables[variable] = f"secret {secret!r}"
+        value = env.text(variable)
         if not value:
             env.error(
                 env_name(secret),

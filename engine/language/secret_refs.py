@@ -15,12 +15,20 @@ import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
-__all__ = ["SECRETS_PREFIX", "placeholder", "reveal", "secret_name", "secret_names"]
+__all__ = [
+    "SECRETS_PREFIX",
+    "is_secret_name",
+    "placeholder",
+    "reveal",
+    "secret_name",
+    "secret_names",
+]
 
 #: the expression text of a secret reference, before its name
 SECRETS_PREFIX = "workflow.secrets."
 
 _NAME = r"[A-Za-z0-9_][A-Za-z0-9_\-]{0,127}"
+_NAME_ONLY = re.compile(_NAME)
 _EXPRESSION = re.compile(rf"workflow\.secrets\.({_NAME})")
 _REFERENCE = re.compile(rf"\$\{{workflow\.secrets\.({_NAME})\}}")
 
@@ -29,6 +37,11 @@ def secret_name(expression: str) -> str | None:
     """The secret an expression's text (inside ``${...}``) names, or None."""
     match = _EXPRESSION.fullmatch(expression.strip())
     return match.group(1) if match else None
+
+
+def is_secret_name(name: str) -> bool:
+    """Whether ``name`` can be referenced as ``${workflow.secrets.<name>}``."""
+    return _NAME_ONLY.fullmatch(name) is not None
 
 
 def placeholder(name: str) -> str:

@@ -275,3 +275,28 @@ def test_platform_directory_is_not_a_package() -> None:
     pulumi_yaml = yaml.safe_load((REPO / "Pulumi.yaml").read_text())
     assert pulumi_yaml["main"] == "platform/"
     assert pulumi_yaml["runtime"] == {"name": "python", "options": {"toolchain": "uv"}}
+
+
+@pytest.mark.parametrize(
+    ("secrets", "fragment"),
+    [
+        ({"HOSTS": {"hosts": ["a.b"]}}, "reads the variable of the bindings variable"),
+        (
+            {"db-pass": {"hosts": ["a.b"]}, "DB_PASS": {"hosts": ["c.d"]}},
+            "reads the variable of 'db-pass'",
+        ),
+        ({"api token": {"hosts": ["a.b"]}}, "letters, digits"),
+    ],
+)
+def test_http_task_secret_names_map_to_one_variable_each(
+    secrets: dict[str, Any], fragment: str
+) -> None:
+    """The engine reads a secret's value from STEPWAY_SECRET_<NAME> (upper-cased, '-' as
+    '_') and the bindings from STEPWAY_SECRET_HOSTS: names sharing a variable are refused."""
+    values = dev_values()
+    values["engine"] = {
+        **values["engine"],
+        "activity": {**values["engine"]["activity"], "secrets": secrets},
+    }
+    message = error_of(values)
+    assert "stepway:engine.activity.secrets" in message and fragment in message

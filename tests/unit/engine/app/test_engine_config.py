@@ -424,3 +424,21 @@ def test_secrets_are_read_bound_to_hosts_and_never_shown(tmp_path: Path) -> None
     with pytest.raises(ConfigError) as excinfo:
         EngineConfig.from_env(local_env(tmp_path, STEPWAY_SECRET_HOSTS='{"bad name": ["a.b"]}'))
     assert "not a secret name" in problems(excinfo)["STEPWAY_SECRET_HOSTS"]
+
+
+@pytest.mark.parametrize(
+    "bindings",
+    [
+        '{"HOSTS": ["a.b"]}',  # its value would be STEPWAY_SECRET_HOSTS, the bindings
+        '{"db-pass": ["a.b"], "DB_PASS": ["c.d"]}',  # one variable for two secrets
+    ],
+)
+def test_secret_names_that_share_a_variable_are_refused(tmp_path: Path, bindings: str) -> None:
+    env = local_env(
+        tmp_path,
+        STEPWAY_SECRET_HOSTS=bindings,
+        STEPWAY_SECRET_DB_PASS="pw",
+    )
+    with pytest.raises(ConfigError) as excinfo:
+        EngineConfig.from_env(env)
+    assert "would be read from STEPWAY_SECRET_" in problems(excinfo)["STEPWAY_SECRET_HOSTS"]
