@@ -51,7 +51,7 @@ import math
 import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import Any
 
 import jsonpath
@@ -109,6 +109,14 @@ class _Expr:
         if len(self.parts) == 1 and isinstance(self.parts[0], str):
             return self.parts[0]
         return None
+
+    @cached_property
+    def secret(self) -> str | None:
+        """The text this expression stays when it is a secret reference written out
+        (``${workflow.secrets.NAME}``: secret_refs), else None; once per parsed text."""
+        static = self.static_text
+        name = secret_name(static) if static and SECRETS_PREFIX in static else None
+        return placeholder(name) if name is not None else None
 
 
 @dataclass(frozen=True)
@@ -456,12 +464,9 @@ def _resolve_string(text: str, context: Mapping[str, Any], max_chars: int | None
 
 
 def _evaluate(expr: _Expr, context: Mapping[str, Any], max_chars: int | None = None) -> Any:
+    if expr.secret is not None:
+        return expr.secret  # kept as its text: only an HTTP request reveals it
     static = expr.static_text
-    if static is not None and static.lstrip().startswith(SECRETS_PREFIX):
-        name = secret_name(static)
-        if name is not None:
-            # kept as its text: only an HTTP request reveals it (secret_refs)
-            return placeholder(name)
     text = static if static is not None else _interpolate(expr.parts, context, max_chars)
     return _query(text).evaluate(context)
 
