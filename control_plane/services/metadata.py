@@ -8,7 +8,6 @@ and writes nothing.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
 from typing import Any, Literal
 
 from pydantic import ValidationError
@@ -19,6 +18,7 @@ from control_plane.services.worker_queues import ensure_worker_queues
 from engine.language.definitions import TaskDef, TaskType, WorkflowDef
 from engine.language.recursion import recursion_issues
 from engine.language.validation import (
+    TaskDefLookup,
     ValidationIssue,
     errors_only,
     validate_task_def,
@@ -55,7 +55,7 @@ def _invalid(what: str, issues: list[tuple[str, str]]) -> ApiError:
     return ApiError(400, f"invalid {what}: {summary}{more}", validation_errors=issues)
 
 
-class _RegisteredTaskDefs(Mapping[str, TaskDef]):
+class _RegisteredTaskDefs:
     """The registered task definitions, each read from the run store when the validator
     asks for it (a definition names a few types; the store may hold thousands)."""
 
@@ -63,20 +63,11 @@ class _RegisteredTaskDefs(Mapping[str, TaskDef]):
         self._store = store
         self._read: dict[str, TaskDef | None] = {}
 
-    def __getitem__(self, name: str) -> TaskDef:
+    def get(self, name: str, /) -> TaskDef | None:
         if name not in self._read:
             record = self._store.get_task_def(name)
             self._read[name] = None if record is None else TaskDef.model_validate(record.definition)
-        found = self._read[name]
-        if found is None:
-            raise KeyError(name)
-        return found
-
-    def __iter__(self) -> Iterator[str]:
-        return iter([r.name for r in self._store.list_task_defs()])
-
-    def __len__(self) -> int:
-        return len(self._store.list_task_defs())
+        return self._read[name]
 
 
 class MetadataService:
@@ -212,15 +203,16 @@ class MetadataService:
 
     # --- workflow definitions ---------------------------------------------------------
 
-    def _registered_task_defs(self) -> Mapping[str, TaskDef]:
+    def _registered_task_defs(self) -> TaskDefLookup:
         return _RegisteredTaskDefs(self.deps.run_store)
 
     def parse_workflows(self, items: list[Any], single: bool) -> list[WorkflowDef]:
-        """The definitions of ``items``, or a 400 naming every error of them."""
-        return [wf for wf, _ in self.check_workflows(items, single)]
+        """The definitions of ``items``, or a 400 naming every error of them (a start with
+        an inline definition: no warnings looked for)."""
+        return [wf for wf, _ in self.check_workflows(items, single, warnings=False)]
 
     def check_workflows(
-        self, items: list[Any], single: bool
+        self, items: list[Any], single: bool, *, warnings: bool = True
     ) -> list[tuple[WorkflowDef, list[tuple[str, str]]]]:
         """Each definition of ``items`` with its warnings (path, message: what Conductor
         accepts but reads null, engine.language.validation), or a 400 naming every error
@@ -238,7 +230,9 @@ class MetadataService:
             if not isinstance(item, dict):
                 issues.append((prefix, "a workflow definition must be a JSON object"))
                 continue
-            problems = validate_workflow(item, task_defs, require_task_defs=strict)
+            problems = validate_workflow(
+                item, task_defs, require_task_defs=strict, warnings=warnings
+            )
             refused = errors_only(problems)
             if refused:
                 issues += _issues_at(prefix, refused)

@@ -84,6 +84,7 @@ __all__ = [
     "TERMINATION_STATUSES",
     "CodeArea",
     "Severity",
+    "TaskDefLookup",
     "ValidationIssue",
     "check_coverage",
     "errors_only",
@@ -92,6 +93,13 @@ __all__ = [
     "validate_task_def",
     "validate_workflow",
 ]
+
+
+class TaskDefLookup(Protocol):
+    """The registered task definitions as the workflow checks read them: one by name (a
+    dict, or one that reads the run store when asked)."""
+
+    def get(self, name: str, /) -> TaskDef | None: ...
 
 
 class CodeArea(Protocol):
@@ -410,12 +418,14 @@ _HINT_REFS = 2000
 
 class _WorkflowChecker:
     def __init__(
-        self, wf: WorkflowDef, task_defs: Mapping[str, TaskDef] | None, require: bool
+        self, wf: WorkflowDef, task_defs: TaskDefLookup | None, require: bool, warnings: bool
     ) -> None:
         self.wf = wf
         self.task_defs = task_defs
         #: every WORKER type needs a task definition in ``task_defs``
         self.require = require and task_defs is not None
+        #: report warnings (off: only what refuses the definition is looked for)
+        self.warnings = warnings
         self.issues: list[ValidationIssue] = []
         self.refs: dict[str, _RefInfo] = {}
         self._hints = 0
@@ -426,7 +436,8 @@ class _WorkflowChecker:
         )
 
     def add(self, path: str, message: str, severity: Severity = "error") -> None:
-        self.issues.append(ValidationIssue(path, message, severity))
+        if severity == "error" or self.warnings:
+            self.issues.append(ValidationIssue(path, message, severity))
 
     def _suggestion(self, root: str) -> str:
         """``; did you mean 'x'?`` for an unknown reference, for the first
@@ -573,10 +584,14 @@ class _WorkflowChecker:
             problem = queue_name_problem(task.name)
             if problem:
                 self.add(path + ".name", problem)
-            elif self.task_defs is not None and task.name not in self.task_defs:
+            elif (
+                self.task_defs is not None
+                and (self.require or (self.warnings and task.task_definition is None))
+                and self.task_defs.get(task.name) is None
+            ):
                 if self.require:
                     self.add(path + ".name", f"no task definition for WORKER type {task.name!r}")
-                elif task.task_definition is None:
+                else:
                     self.add(
                         path + ".name",
                         f"no task definition for WORKER type {task.name!r}: it runs with "
@@ -852,9 +867,10 @@ class _WorkflowChecker:
 
 def validate_workflow(
     data: Mapping[str, Any] | WorkflowDef,
-    task_defs: Mapping[str, TaskDef] | None = None,
+    task_defs: TaskDefLookup | None = None,
     *,
     require_task_defs: bool = True,
+    warnings: bool = True,
 ) -> list[ValidationIssue]:
     """All problems of one workflow definition (empty when it is valid).
 
@@ -864,7 +880,8 @@ def validate_workflow(
     needs a task definition there; an inline ``taskDefinition`` does not count, because
     registering the task definition is what creates the type's queues. Without
     ``require_task_defs``, a WORKER type with neither is a warning (it runs with
-    Conductor's default task definition).
+    Conductor's default task definition). Without ``warnings`` only errors are looked
+    for (a start with an inline definition has no one to show warnings to).
     """
     if isinstance(data, WorkflowDef):
         wf = data
@@ -873,7 +890,7 @@ def validate_workflow(
             wf = WorkflowDef.model_validate(data)
         except ValidationError as exc:
             return pydantic_issues(exc)
-    return _WorkflowChecker(wf, task_defs, require_task_defs).run()
+    return _WorkflowChecker(wf, task_defs, require_task_defs, warnings).run()
 
 
 def check_coverage(

@@ -1017,3 +1017,24 @@ def test_a_secret_outside_an_http_request_is_a_warning() -> None:
         ("$.tasks[2].inputParameters.p", "warning"),
         ("$.tasks[2].inputParameters.q", "warning"),
     ]
+
+
+def test_without_warnings_only_errors_are_looked_for() -> None:
+    """A start with an inline definition wants errors only: no warning, and no task
+    definition read for one (the registered ones are read from the run store)."""
+    asked: list[str] = []
+
+    class Lookup:
+        def get(self, name: str, /) -> TaskDef | None:
+            asked.append(name)
+            return None
+
+    data = workflow(task("w"), outputParameters={"x": "${gone.output}"})
+    assert validate_workflow(data, Lookup(), require_task_defs=False, warnings=False) == []
+    assert asked == []
+    found = validate_workflow(data, Lookup(), require_task_defs=False)
+    assert [(i.path, i.severity) for i in found] == [
+        ("$.tasks[0].name", "warning"),
+        ("$.outputParameters.x", "warning"),
+    ]
+    assert asked == ["w"]
