@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 import yaml
 
-from engine.language.validation import Severity, ValidationIssue
+from engine.language.validation import Severity, ValidationIssue, severity_mark
 
 __all__ = [
     "DefinitionItem",
@@ -54,8 +54,7 @@ class SourceIssue:
         return self.severity == "error"
 
     def __str__(self) -> str:
-        mark = "" if self.is_error else "warning: "
-        return f"{self.source}: {self.path}: {mark}{self.message}"
+        return f"{self.source}: {self.path}: {severity_mark(self.severity)}{self.message}"
 
     @classmethod
     def of(cls, source: Path, issue: ValidationIssue, prefix: str = "$") -> SourceIssue:

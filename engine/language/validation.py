@@ -90,6 +90,7 @@ __all__ = [
     "errors_only",
     "pydantic_issues",
     "queue_name_problem",
+    "severity_mark",
     "validate_task_def",
     "validate_workflow",
 ]
@@ -130,8 +131,12 @@ class ValidationIssue:
         return self.severity == "error"
 
     def __str__(self) -> str:
-        mark = "" if self.is_error else "warning: "
-        return f"{self.path}: {mark}{self.message}"
+        return f"{self.path}: {severity_mark(self.severity)}{self.message}"
+
+
+def severity_mark(severity: Severity) -> str:
+    """What precedes a message in a printed issue: nothing for an error."""
+    return "" if severity == "error" else f"{severity}: "
 
 
 def errors_only(issues: Iterable[ValidationIssue]) -> list[ValidationIssue]:

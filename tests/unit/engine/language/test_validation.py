@@ -120,14 +120,12 @@ def test_duplicate_reference_name_reports_second_occurrence_and_first() -> None:
 
 
 def test_reference_to_unknown_task_suggests_a_close_name() -> None:
-    path, message = only(
-        workflow(task("parse"), task("b", inputParameters={"x": "${pares.output.text}"}))
-    )
-    assert path == "$.tasks[1].inputParameters.x"
-    assert "'pares'" in message and "not a task" in message and "'parse'" in message
     [issue] = validate_workflow(
         workflow(task("parse"), task("b", inputParameters={"x": "${pares.output.text}"}))
     )
+    assert issue.path == "$.tasks[1].inputParameters.x"
+    assert "'pares'" in issue.message and "not a task" in issue.message
+    assert "'parse'" in issue.message
     assert issue.is_error  # Conductor's ConstraintParamUtil refuses it in a top-level task
 
 
@@ -149,22 +147,22 @@ def test_an_unknown_reference_outside_a_top_level_tasks_input_is_a_warning() -> 
         ),
         outputParameters={"y": "${zz.output}"},
     )
-    assert severities(data) == [
+    found = validate_workflow(data)
+    assert [(i.path, i.severity) for i in found] == [
         ("$.tasks[0].decisionCases.yes[0].inputParameters.x", "warning"),
         ("$.outputParameters.y", "warning"),
     ]
-    assert errors_only(validate_workflow(data)) == []
-    assert "reads null" in str(validate_workflow(data)[1])
-    assert str(validate_workflow(data)[1]).startswith("$.outputParameters.y: warning: ")
+    assert errors_only(found) == []
+    assert str(found[1]).startswith("$.outputParameters.y: warning: ")
+    assert "reads null" in str(found[1])
 
 
 def test_reference_to_a_later_task_is_a_warning() -> None:
-    path, message = only(workflow(task("a", inputParameters={"x": "${b.output}"}), task("b")))
-    assert path == "$.tasks[0].inputParameters.x"
-    assert "runs later" in message
-    assert severities(workflow(task("a", inputParameters={"x": "${b.output}"}), task("b"))) == [
-        ("$.tasks[0].inputParameters.x", "warning")
-    ]
+    [issue] = validate_workflow(
+        workflow(task("a", inputParameters={"x": "${b.output}"}), task("b"))
+    )
+    assert (issue.path, issue.severity) == ("$.tasks[0].inputParameters.x", "warning")
+    assert "runs later" in issue.message
 
 
 def test_reference_to_itself() -> None:
