@@ -23,7 +23,7 @@ from __future__ import annotations
 import hashlib
 import math
 
-__all__ = ["MAX_RETRY_DELAY_SECONDS", "jitter_of", "retry_delay_seconds"]
+__all__ = ["MAX_RETRY_DELAY_SECONDS", "retry_delay_seconds"]
 
 #: The longest delay before a retry (30 days): exponential backoff with a large
 #: retryCount, or a server's ``Retry-After``, cannot overflow a timer or park a run for years.
@@ -54,11 +54,11 @@ def retry_delay_seconds(
     if retry_after is not None and math.isfinite(retry_after) and retry_after > delay:
         delay = retry_after
     if jitter_ms > 0:
-        delay += jitter_of(jitter_key, jitter_ms) / 1000
+        delay += _jitter_of(jitter_key, jitter_ms) / 1000
     return min(max(float(delay), 0.0), float(MAX_RETRY_DELAY_SECONDS))
 
 
-def jitter_of(key: str, jitter_ms: int) -> int:
+def _jitter_of(key: str, jitter_ms: int) -> int:
     """0 to ``jitter_ms`` milliseconds, the same for the same ``key``, spread evenly over
     keys (the first 8 bytes of its SHA-256)."""
     digest = hashlib.sha256(key.encode()).digest()
