@@ -57,6 +57,8 @@ from jsonschema import validators as _jsonschema_validators
 from pydantic import ValidationError
 
 from engine.language.definitions import (
+    ACTIVITY_TYPES,
+    SCRIPT_TASK_TYPES,
     TASK_TYPE_ALIASES,
     TaskDef,
     TaskType,
@@ -115,6 +117,10 @@ class CodeArea(Protocol):
 
 
 Severity = Literal["error", "warning"]
+
+#: the built-in types that call out (``asyncComplete`` would hold them IN_PROGRESS after
+#: the call, as Conductor's HTTP task); a script completes itself in Conductor too
+_CALL_TYPES = ACTIVITY_TYPES - SCRIPT_TASK_TYPES
 
 
 @dataclass(frozen=True)
@@ -580,6 +586,8 @@ class _WorkflowChecker:
             visible = _Union(visible, _Within(self.refs, task.task_reference_name))
         self._check_template(params, ip, visible, task, scopes)
         self._check_secrets(task, ip)
+        if self.warnings:
+            self._check_unsupported(task, path)
         if kind not in TaskType.__members__:
             self.add(
                 path + ".type",
@@ -698,6 +706,41 @@ class _WorkflowChecker:
                     f"taskDefinition.name {task.task_definition.name!r} differs from the "
                     f"task name {task.name!r}",
                 )
+
+    def _check_unsupported(self, task: WorkflowTask, path: str) -> None:
+        """Conductor fields Stepway keeps but does not act on, set to what changes how a
+        run goes there: a warning each, so that a definition exported from Conductor
+        registers and its author learns where it will run differently
+        (docs/conductor-compatibility.md, "Workflow task fields not supported")."""
+        extra = task.model_extra or {}
+        if task.async_complete and task.type in _CALL_TYPES:
+            self.add(
+                path + ".asyncComplete",
+                f"asyncComplete is not supported: this {task.type} task completes when its "
+                "call answers (Conductor keeps it IN_PROGRESS until a task update completes "
+                "it)",
+                "warning",
+            )
+        if extra.get("permissive") is True and not task.optional:
+            self.add(
+                path + ".permissive",
+                "permissive is not supported: a failure of this task fails the run at once "
+                "(Conductor lets the run go on and fails it at its end)",
+                "warning",
+            )
+        if extra.get("onStateChange"):
+            self.add(
+                path + ".onStateChange",
+                "onStateChange is not supported: no event is published when this task's "
+                "state changes",
+                "warning",
+            )
+        if extra.get("cacheConfig"):
+            self.add(
+                path + ".cacheConfig",
+                "cacheConfig is not supported: this task runs every time, its output is not cached",
+                "warning",
+            )
 
     def _check_secrets(self, task: WorkflowTask, ip: str) -> None:
         """A secret reference anywhere but an HTTP request's URI, headers or body stays

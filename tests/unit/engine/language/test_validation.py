@@ -751,6 +751,9 @@ def test_all_semantic_errors_come_back_at_once() -> None:
 
 
 def test_unknown_conductor_fields_are_ignored() -> None:
+    """Fields Stepway does not know or does not act on never refuse a definition (the
+    ones that change how a run goes are also warnings:
+    test_conductor_fields_stepway_does_not_act_on_are_warnings)."""
     data = workflow(
         task(
             "a",
@@ -767,7 +770,11 @@ def test_unknown_conductor_fields_are_ignored() -> None:
         maskedFields=["a"],
         createTime=1700000000000,
     )
-    assert issues(data) == []
+    assert errors_only(validate_workflow(data, None)) == []
+    assert [i.path for i in validate_workflow(data, None)] == [
+        "$.tasks[0].onStateChange",
+        "$.tasks[0].cacheConfig",
+    ]
 
 
 _json = st.recursive(
@@ -1036,3 +1043,38 @@ def test_without_warnings_only_errors_are_looked_for() -> None:
         ("$.outputParameters.x", "warning"),
     ]
     assert asked == ["w"]
+
+
+def test_conductor_fields_stepway_does_not_act_on_are_warnings() -> None:
+    """asyncComplete on a call, permissive, onStateChange and cacheConfig are kept but not
+    acted on: the definition registers (warnings only), and each names its field and
+    what happens instead. Their defaults and empty values (what an export carries) say
+    nothing, and neither does asyncComplete on a script, which completes itself in
+    Conductor too."""
+    data = workflow(
+        task("call", "HTTP", inputParameters={"uri": "https://example.com"}, asyncComplete=True),
+        task("work", permissive=True, onStateChange={"onFailed": [{"type": "q"}]}),
+        task("cached", cacheConfig={"key": "${workflow.input.k}", "ttlInSecond": 60}),
+        task(
+            "quiet",
+            "INLINE",
+            inputParameters={"evaluatorType": "javascript", "expression": "1"},
+            asyncComplete=True,
+            permissive=False,
+            onStateChange={},
+            cacheConfig=None,
+        ),
+        task("lenient", permissive=True, optional=True),
+    )
+    found = validate_workflow(data, None)
+    assert errors_only(found) == []
+    assert [(i.path, i.severity) for i in found] == [
+        ("$.tasks[0].asyncComplete", "warning"),
+        ("$.tasks[1].permissive", "warning"),
+        ("$.tasks[1].onStateChange", "warning"),
+        ("$.tasks[2].cacheConfig", "warning"),
+    ]
+    assert "completes when its call answers" in found[0].message
+    assert "fails the run at once" in found[1].message
+    # a start with an inline definition looks for errors only
+    assert validate_workflow(data, None, warnings=False) == []
