@@ -105,6 +105,7 @@ from engine.decider.tasks import TaskFailed, TaskStart, handler_for, human_timeo
 from engine.decider.tasks.base import ScheduledTask
 from engine.decider.tasks.dynamic import SYSTEM_TYPES as DYNAMIC_SYSTEM_TYPES
 from engine.language.definitions import (
+    CALL_TASK_TYPES,
     RunStatus,
     TaskDef,
     TaskStatus,
@@ -544,6 +545,20 @@ class Decider:
             return state
         ts.output = {"subWorkflowId": child_id}
         return self.on_started(state, task_id, attempt, "", now_ms)
+
+    def on_called(
+        self, state: RunState, task_id: str, attempt: int, output: dict[str, Any]
+    ) -> RunState:
+        """The call of an ``asyncComplete`` task answered with success: the task is
+        IN_PROGRESS with the call's output and waits for a task update to end it (as
+        Conductor's HTTP task with ``asyncComplete``); its deadlines still hold."""
+        ts = self._waiting_task(state, task_id, attempt)
+        if ts is None:
+            return state
+        ts.status = TaskStatus.IN_PROGRESS
+        ts.output = dict(output)
+        self.touch(state, ts)
+        return state
 
     def on_outcome(self, state: RunState, outcome: TaskOutcome, now_ms: int) -> RunState:
         """Apply what happened to a scheduled attempt; call :meth:`decide` next."""
@@ -1080,6 +1095,7 @@ class Decider:
             wait_until_ms=fields.wait_until_ms,
             timeout_seconds=fields.timeout_seconds,
             sub_workflow=fields.sub_workflow,
+            async_complete=node.task.async_complete and ts.type in CALL_TASK_TYPES,
             seq=ts.seq,
             retried_task_id=ts.retried_task_id,
         )

@@ -220,6 +220,9 @@ class ScheduleTask(_Model):
     timeout_seconds: int | None = None
     #: SUB_WORKFLOW: the child definition
     sub_workflow: SubWorkflowParams | None = None
+    #: a call (HTTP, CALL_TOOL, ...) with ``asyncComplete``: once the call answered the
+    #: task stays IN_PROGRESS, its output the call's, until a task update ends it
+    async_complete: bool = False
     #: the row's ``seq`` and, for a retry, the task id of the attempt it replaces
     seq: int = 0
     retried_task_id: str | None = None

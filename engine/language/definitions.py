@@ -74,6 +74,11 @@ ACTIVITY_TYPES = frozenset(
     }
 )
 
+#: The built-in types that call out. ``asyncComplete`` holds such a task IN_PROGRESS
+#: after its call answered, until a task update completes it (Conductor's HTTP task); a
+#: script completes itself, in Conductor too.
+CALL_TASK_TYPES = ACTIVITY_TYPES - SCRIPT_TASK_TYPES
+
 TimeoutPolicy = Literal["RETRY", "TIME_OUT_WF", "ALERT_ONLY"]
 WorkflowTimeoutPolicy = Literal["TIME_OUT_WF", "ALERT_ONLY"]
 RetryLogic = Literal["FIXED", "LINEAR_BACKOFF", "EXPONENTIAL_BACKOFF"]

@@ -57,8 +57,6 @@ from jsonschema import validators as _jsonschema_validators
 from pydantic import ValidationError
 
 from engine.language.definitions import (
-    ACTIVITY_TYPES,
-    SCRIPT_TASK_TYPES,
     TASK_TYPE_ALIASES,
     TaskDef,
     TaskType,
@@ -117,10 +115,6 @@ class CodeArea(Protocol):
 
 
 Severity = Literal["error", "warning"]
-
-#: the built-in types that call out (``asyncComplete`` would hold them IN_PROGRESS after
-#: the call, as Conductor's HTTP task); a script completes itself in Conductor too
-_CALL_TYPES = ACTIVITY_TYPES - SCRIPT_TASK_TYPES
 
 
 @dataclass(frozen=True)
@@ -713,14 +707,6 @@ class _WorkflowChecker:
         registers and its author learns where it will run differently
         (docs/conductor-compatibility.md, "Workflow task fields not supported")."""
         extra = task.model_extra or {}
-        if task.async_complete and task.type in _CALL_TYPES:
-            self.add(
-                path + ".asyncComplete",
-                f"asyncComplete is not supported: this {task.type} task completes when its "
-                "call answers (Conductor keeps it IN_PROGRESS until a task update completes "
-                "it)",
-                "warning",
-            )
         if extra.get("permissive") is True and not task.optional:
             self.add(
                 path + ".permissive",

@@ -344,6 +344,10 @@ class _Run:
         #: came first, a cancelled attempt): their completions must arrive in this
         #: execution, so the run does not continue as new until they have
         self.orphans: list[dt.Task[Any]] = []
+        #: a completed durable task changed a row the run store must show now (an
+        #: asyncComplete call answered: IN_PROGRESS with its output) though no outcome
+        #: came of it: the next decision emits it
+        self.rows_changed = False
 
     # -- helpers ---------------------------------------------------------------------------
 
@@ -896,12 +900,19 @@ class _Run:
                 entry.phase = "poll-delay"
                 self._arm_timer(task_id, poll_at)
             return None
-        return outcome(
-            TaskStatus(envelope.status),
-            envelope.output,
-            envelope.reason,
-            envelope.retry_after_seconds,
-        )
+        status = TaskStatus(envelope.status)
+        if action.async_complete and status == TaskStatus.COMPLETED:
+            # asyncComplete: the call answered; a task update (raised as its result
+            # event, as a HUMAN task's) ends the task, within its deadlines
+            self.state = self.decider.on_called(
+                self.state, task_id, action.attempt, envelope.output
+            )
+            entry.phase = "async"
+            self.rows_changed = True
+            self._track(task_id, "result", self._wait_event(result_event(task_id)))
+            self._rearm_deadline(task_id)
+            return None
+        return outcome(status, envelope.output, envelope.reason, envelope.retry_after_seconds)
 
     @staticmethod
     def _result(
@@ -1026,7 +1037,11 @@ class _Run:
             task_id, role = owner
             outcome = self.handle(task_id, role, winner)
             if outcome is None:
-                decision = Decision(state=self.state)
+                if self.rows_changed:
+                    self.rows_changed = False
+                    decision = self.decider.decide(self.state, now)
+                else:
+                    decision = Decision(state=self.state)
                 continue
             self.state = self.decider.on_outcome(self.state, outcome, now)
             if self.decider.is_waiting(self.state, task_id):

@@ -10,10 +10,14 @@ WorkflowAndTaskConfigurationSpec ("Test task def template", "Test workflow with 
 
 from __future__ import annotations
 
+import json
+import threading
 import time
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+import httpx
 import pytest
 
 from tests.e2e.conductor.harness import (
@@ -1090,3 +1094,156 @@ def test_http_task_in_the_flat_form(conductor: Conductor, echo_url: str) -> None
     response = task(run, "call")["outputData"]["response"]
     assert response["statusCode"] == 200
     assert response["body"] == {"got": {"n": 5}, "header": "yes"}
+
+
+def _async_http(name: str, uri: str, body: Any, **fields: Any) -> dict[str, Any]:
+    return workflow(
+        name,
+        [
+            {
+                "name": "http",
+                "taskReferenceName": "call",
+                "type": "HTTP",
+                "asyncComplete": True,
+                "inputParameters": {"http_request": {"uri": uri, "method": "POST", "body": body}},
+                **fields,
+            },
+            {
+                "name": "after",
+                "taskReferenceName": "after",
+                "type": "SET_VARIABLE",
+                "inputParameters": {"saw": "${call.output.done}"},
+            },
+        ],
+        outputParameters={"done": "${call.output.done}"},
+    )
+
+
+def test_http_task_with_async_complete_waits_for_a_task_update(
+    conductor: Conductor, echo_url: str
+) -> None:
+    """HttpTask with ``asyncComplete`` (conductor-oss HttpTaskTest.testPostAsyncComplete):
+    the call answered 2xx, so the task is IN_PROGRESS with the response as its output,
+    and the run waits. A task update (``POST /tasks``, as the called service would post
+    it) ends the task with the update's output, which replaces the response
+    (WorkflowExecutorOps.updateTask), and the run goes on."""
+    name = unique("http_async")
+    conductor.register(_async_http(name, echo_url, {"n": "${workflow.input.n}"}))
+    workflow_id = conductor.start(name, {"n": 7})
+    run = conductor.wait_task(workflow_id, "call", "IN_PROGRESS")
+    call = task(run, "call")
+    assert call["status"] == "IN_PROGRESS", call
+    assert call["outputData"]["response"]["body"] == {"got": {"n": 7}, "header": None}
+    time.sleep(0.5)  # nothing ends it meanwhile
+    assert statuses(conductor.run(workflow_id)) == ["IN_PROGRESS"]
+
+    done = conductor.update(
+        {"workflowInstanceId": workflow_id, "taskId": call["taskId"]},
+        "COMPLETED",
+        {"done": "yes"},
+    )
+    assert done.status_code == 200, done.text
+    run = conductor.wait_status(workflow_id, "COMPLETED")
+    assert run["status"] == "COMPLETED", run["reasonForIncompletion"]
+    assert _pairs(run) == [("HTTP", "COMPLETED"), ("SET_VARIABLE", "COMPLETED")]
+    assert task(run, "call")["outputData"] == {"done": "yes"}
+    assert run["output"] == {"done": "yes"}
+
+
+def test_http_task_with_async_complete_retried_after_a_failed_update(
+    conductor: Conductor, echo_url: str
+) -> None:
+    """A FAILED update of an asyncComplete HTTP task is a failed attempt like any other:
+    with ``retryCount`` 1 the call is made again (a new task id) and that attempt waits
+    for its own update, here by reference name."""
+    name = unique("http_async_retry")
+    conductor.register(_async_http(name, echo_url, {"k": 1}, retryCount=1))
+    workflow_id = conductor.start(name)
+    first = task(conductor.wait_task(workflow_id, "call", "IN_PROGRESS"), "call")
+    failed = conductor.update(
+        {"workflowInstanceId": workflow_id, "taskId": first["taskId"]},
+        "FAILED",
+        reason="the job failed",
+    )
+    assert failed.status_code == 200, failed.text
+    run = conductor.wait(
+        workflow_id,
+        lambda r: len(r["tasks"]) == 2 and r["tasks"][1]["status"] == "IN_PROGRESS",
+    )
+    assert statuses(run) == ["FAILED", "IN_PROGRESS"], run["reasonForIncompletion"]
+    second = run["tasks"][1]
+    assert second["retriedTaskId"] == first["taskId"]
+    assert second["outputData"]["response"]["statusCode"] == 200
+    by_ref = conductor.http.post(
+        f"/api/tasks/{workflow_id}/call/COMPLETED", json={"done": "second"}
+    )
+    assert by_ref.status_code == 200, by_ref.text
+    run = conductor.wait_status(workflow_id, "COMPLETED")
+    assert run["output"] == {"done": "second"}
+    assert statuses(run) == ["FAILED", "COMPLETED", "COMPLETED"]
+
+
+def test_http_task_with_async_complete_updated_before_its_call_answers(
+    conductor: Conductor, dev_url: str
+) -> None:
+    """The called service posts the task update before it answers the call (the callback
+    pattern at its fastest): the update is kept and ends the task once the call
+    answered, and the run completes; nothing is lost to the race."""
+    posted: list[int] = []
+
+    class CallsBack(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            answer = httpx.post(
+                f"{dev_url}/api/tasks/{body['workflowId']}/call/COMPLETED",
+                json={"done": "early"},
+                timeout=10,
+            )
+            posted.append(answer.status_code)
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", "2")
+            self.end_headers()
+            self.wfile.write(b"{}")
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), CallsBack)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        name = unique("http_async_early")
+        uri = f"http://127.0.0.1:{server.server_address[1]}/job"
+        conductor.register(_async_http(name, uri, {"workflowId": "${workflow.workflowId}"}))
+        run = conductor.wait_status(conductor.start(name), "COMPLETED")
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert posted == [200]
+    assert run["status"] == "COMPLETED", run["reasonForIncompletion"]
+    assert task(run, "call")["outputData"] == {"done": "early"}
+
+
+def test_http_task_with_async_complete_times_out_without_an_update(
+    conductor: Conductor, echo_url: str
+) -> None:
+    """The wait for the update is bounded by the task's ``timeoutSeconds`` as any system
+    task's (DeciderService.checkTaskTimeout): TIME_OUT_WF times the run out."""
+    name = unique("http_async_timeout")
+    conductor.register(
+        _async_http(
+            name,
+            echo_url,
+            {},
+            taskDefinition={
+                "timeoutSeconds": 1,
+                "responseTimeoutSeconds": 1,
+                "timeoutPolicy": "TIME_OUT_WF",
+                "retryCount": 0,
+            },
+        )
+    )
+    run = conductor.wait_status(conductor.start(name), "TIMED_OUT")
+    assert run["status"] == "TIMED_OUT", run["reasonForIncompletion"]
+    assert statuses(run) == ["TIMED_OUT"]
+    assert task(run, "call")["outputData"]["response"]["statusCode"] == 200

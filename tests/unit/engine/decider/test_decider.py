@@ -1509,3 +1509,32 @@ def test_a_definition_with_no_tasks_completes_at_once() -> None:
     sim = Sim(decider())
     assert sim.finished is not None and sim.finished.status == RunStatus.COMPLETED
     assert sim.actions == {} and sim.records == []
+
+
+def test_async_complete_holds_a_call_in_progress_until_its_outcome() -> None:
+    """``asyncComplete`` on a call (HTTP here) marks its action so; the call's answer
+    (``on_called``) leaves the task IN_PROGRESS with the call's output, recorded, and the
+    run waiting; the outcome of a task update then ends it with the update's output. A
+    script's asyncComplete is ignored (it completes itself, in Conductor too), and a stale
+    attempt's answer changes nothing."""
+    sim = Sim(
+        decider(
+            t("call", "HTTP", asyncComplete=True, inputParameters={"uri": "https://x.example"}),
+            t("js", "INLINE", asyncComplete=True, inputParameters={"expression": "1"}),
+        )
+    )
+    action = sim.actions["call"]
+    assert action.async_complete
+    response = {"response": {"statusCode": 202}}
+    unchanged = sim.d.on_called(sim.state, action.task_id, action.attempt + 1, response)
+    assert unchanged.tasks["call"].status == TaskStatus.SCHEDULED
+    sim.state = sim.d.on_called(sim.state, action.task_id, action.attempt, response)
+    decision = sim.decide()
+    assert decision.actions == []
+    assert [(r.ref, r.status, r.output) for r in decision.records] == [
+        ("call", TaskStatus.IN_PROGRESS, response)
+    ]
+    assert sim.d.is_waiting(sim.state, action.task_id)
+    sim.complete("call", done="yes")
+    assert sim.task("call").output == {"done": "yes"}
+    assert not sim.actions["js"].async_complete
