@@ -815,7 +815,12 @@ class Decider:
                     return
                 self._start_task(state, frame, wt, now_ms, actions)
                 continue
-            if ts.status.is_successful:
+            if ts.status.is_successful or (
+                ts.status.is_terminal
+                and ts.task_id not in state.pending
+                and self.nodes[ts.def_ref].task.permissive
+            ):
+                # (a permissive task that failed: the run goes on past it)
                 frame.pos += 1
                 continue
             handler = handler_for(ts.type)
@@ -1141,8 +1146,17 @@ class Decider:
     ) -> None:
         state.pending.pop(ts.task_id, None)
         node = self.nodes[ts.def_ref]
-        if node.task.optional and not even_optional:
-            ts.status = TaskStatus.COMPLETED_WITH_ERRORS
+        if (node.task.optional or node.task.permissive) and not even_optional:
+            if node.task.optional:
+                ts.status = TaskStatus.COMPLETED_WITH_ERRORS
+            else:
+                # conductor-oss's permissive task keeps its failed status and the run goes
+                # on (DeciderService.retry); the run fails where it would have completed
+                state.failed_reference_task_names.append(ts.ref)
+                state.permissive_failures.append(
+                    f"Task {ts.task_id} failed with status: {ts.status.value} and reason: "
+                    f"'{ts.reason}'"
+                )
             if ts.type == TaskType.DO_WHILE:
                 state.loops.pop(ts.ref, None)
                 self._close_children(state, ts, now_ms)
@@ -1224,6 +1238,12 @@ class Decider:
             state._ctx["workflow"] = self.workflow_entry(state)
 
     def _complete_run(self, state: RunState, now_ms: int) -> None:
+        if state.permissive_failures:
+            # conductor-oss's DeciderService: a permissive task that failed fails the run
+            # once it has nothing left to do
+            reason = ". ".join(state.permissive_failures)
+            self.finish_run(state, RunStatus.FAILED, {}, reason, now_ms)
+            return
         try:
             output = self.run_output(state)
         except TaskFailed as failure:

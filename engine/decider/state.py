@@ -160,6 +160,10 @@ class RunState(_Model):
     #: part of every task id: a restart, rerun or retry of the run starts a new
     #: generation, so no task id of it collides with one of an earlier execution
     generation: str = ""
+    #: permissive tasks that failed (Conductor's text for each: "Task <id> failed with
+    #: status: <status> and reason: '<reason>'"): the run fails with them when it would
+    #: have completed
+    permissive_failures: list[str] = Field(default_factory=list)
     #: final records of attempts replaced in this step by their retry (emitted first)
     closed: list[TaskChange] = Field(default_factory=list)
     #: a retried or rerun run: the rows it keeps by instance ref, adopted when the run

@@ -208,6 +208,10 @@ class WorkflowTask(_Model):
     description: str | None = None
     input_parameters: dict[str, Any] = Field(default_factory=dict)
     optional: bool = False
+    #: conductor-oss's ``permissive``: the task's failure (its retries spent) does not end
+    #: the run at once; the run goes on and FAILS when it would have completed, a JOIN on
+    #: the task fails once every task it joins on has ended, a loop at its iteration's end
+    permissive: bool = False
     start_delay: int = Field(default=0, ge=0, le=MAX_INT32)
     async_complete: bool = False
     retry_count: int | None = Field(default=None, ge=0, le=MAX_INT32)

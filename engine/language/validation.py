@@ -707,13 +707,6 @@ class _WorkflowChecker:
         registers and its author learns where it will run differently
         (docs/conductor-compatibility.md, "Workflow task fields not supported")."""
         extra = task.model_extra or {}
-        if extra.get("permissive") is True and not task.optional:
-            self.add(
-                path + ".permissive",
-                "permissive is not supported: a failure of this task fails the run at once "
-                "(Conductor lets the run go on and fails it at its end)",
-                "warning",
-            )
         if extra.get("onStateChange"):
             self.add(
                 path + ".onStateChange",

@@ -76,10 +76,15 @@ class DoWhileTask(TaskHandler):
         wt = node.task
         n = state.loops[loop.ref]
         latest: dict[str, Any] = {}
+        failure: str | None = None
         for ref in node.body_refs:
             ts = state.tasks.get(ref + body.suffix)
             if ts is not None:
                 latest[ref] = ts.output
+                if failure is None and ts.status.is_terminal and not ts.status.is_successful:
+                    # a permissive body task failed (any other ended the run): the loop
+                    # fails at its iteration's end, as conductor-oss's DoWhile
+                    failure = ts.reason or f"task {ts.ref} {ts.status.value}"
         # in place: copying a growing loop output on every iteration would be quadratic
         output = loop.output
         output[str(n)] = latest
@@ -90,6 +95,10 @@ class DoWhileTask(TaskHandler):
             # key leaves per iteration, the older ones left before)
             output.pop(str(n - keep), None)
         decider.touch(state, loop)
+        if failure is not None:
+            state.loops.pop(loop.ref, None)
+            decider.fail_inline(state, loop, failure, now_ms)
+            return
         again = False
         items: list[Any] | None = None
         if wt.iterates_a_list():

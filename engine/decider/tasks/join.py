@@ -5,7 +5,8 @@ still running after the task it is joined on goes on; the run ends once it has. 
 output is ``{ref: output}`` of each joined task with an output. A joined task that never
 ran (a branch that ended without it) is not waited for once its fork's branches ended.
 An optional joined task that failed (COMPLETED_WITH_ERRORS) makes the JOIN
-COMPLETED_WITH_ERRORS, as Conductor's."""
+COMPLETED_WITH_ERRORS, as Conductor's; a permissive one that failed fails the JOIN (with
+the joined tasks' reasons) once every task it joins on has ended."""
 
 from __future__ import annotations
 
@@ -50,6 +51,7 @@ class JoinTask(TaskHandler):
         )
         output: dict[str, Any] = {}
         with_errors: list[str] = []
+        failed: list[TaskState] = []
         for ref in refs:
             joined = state.tasks.get(str(ref) + frame.suffix)
             if joined is None:
@@ -62,6 +64,14 @@ class JoinTask(TaskHandler):
                 output[str(ref)] = joined.output
             if joined.status == TaskStatus.COMPLETED_WITH_ERRORS:
                 with_errors.append(f"{joined.name}/{joined.task_id}")
+            elif not joined.status.is_successful:
+                failed.append(joined)  # a permissive task: the others were waited for
+        if failed:
+            # conductor-oss's Join: the reasons of the joined tasks that did not succeed
+            task.output = output
+            reasons = " ".join(t.reason for t in failed if t.reason)
+            decider.fail_inline(state, task, reasons, now_ms)
+            return True
         decider.complete_inline(state, task, output, now_ms)
         if with_errors:
             task.status = TaskStatus.COMPLETED_WITH_ERRORS

@@ -1538,3 +1538,56 @@ def test_async_complete_holds_a_call_in_progress_until_its_outcome() -> None:
     sim.complete("call", done="yes")
     assert sim.task("call").output == {"done": "yes"}
     assert not sim.actions["js"].async_complete
+
+
+# --------------------------------------------------------------------------- permissive
+
+
+def test_a_permissive_body_task_that_failed_fails_its_loop_at_the_iterations_end() -> None:
+    """conductor-oss's DoWhile: the body goes on past the permissive task that failed,
+    then the loop fails with its reason (and the run with the loop, which is not)."""
+    sim = Sim(decider(loop([t("p", permissive=True), t("q")], "true"), t("after")))
+    sim.fail("p__1", "broke")
+    assert sim.finished is None
+    assert sim.pending == ["q__1"]
+    sim.complete("q__1")
+    assert sim.status("loop") == TaskStatus.FAILED
+    assert sim.task("loop").reason == "broke"
+    assert sim.finished is not None and sim.finished.status == RunStatus.FAILED
+    assert "after" not in sim.state.tasks
+
+
+def test_a_permissive_task_still_times_the_run_out_under_time_out_wf() -> None:
+    """TIME_OUT_WF times the run out at once, permissive or optional alike."""
+    d = decider(
+        t("a", permissive=True), t("b"), defs={"a": {**WORKER_DEF, "timeoutPolicy": "TIME_OUT_WF"}}
+    )
+    sim = Sim(d, now=0)
+    sim.outcome("a", TaskStatus.TIMED_OUT, at=60_000)
+    assert sim.finished is not None and sim.finished.status == RunStatus.TIMED_OUT
+    assert "b" not in sim.state.tasks
+
+
+def test_permissive_failures_fail_the_run_when_it_would_have_completed() -> None:
+    """Each permissive failure is in the run's reason (joined by ". ", Conductor's text for
+    each) and in failedReferenceTaskNames; the run's output is not computed."""
+    sim = Sim(
+        decider(
+            t("a", permissive=True),
+            t("b", permissive=True, type="HTTP", inputParameters={"uri": "https://x.example"}),
+            t("c"),
+            outputParameters={"c": "${c.output.v}"},
+        )
+    )
+    a = sim.actions["a"].task_id
+    sim.fail("a", "first")
+    b = sim.actions["b"].task_id
+    sim.outcome("b", TaskStatus.FAILED_WITH_TERMINAL_ERROR, reason="second")
+    sim.complete("c", v=1)
+    assert sim.finished is not None and sim.finished.status == RunStatus.FAILED
+    assert sim.finished.reason == (
+        f"Task {a} failed with status: FAILED and reason: 'first'. "
+        f"Task {b} failed with status: FAILED_WITH_TERMINAL_ERROR and reason: 'second'"
+    )
+    assert sim.finished.failed_reference_task_names == ["a", "b"]
+    assert sim.finished.output == {}

@@ -1046,10 +1046,10 @@ def test_without_warnings_only_errors_are_looked_for() -> None:
 
 
 def test_conductor_fields_stepway_does_not_act_on_are_warnings() -> None:
-    """permissive, onStateChange and cacheConfig are kept but not acted on: the
-    definition registers (warnings only), and each names its field and what happens
-    instead. Their defaults and empty values (what an export carries) say nothing;
-    asyncComplete, which Stepway acts on, says nothing either."""
+    """onStateChange and cacheConfig are kept but not acted on: the definition registers
+    (warnings only), and each names its field and what happens instead. Their empty
+    values (what an export carries) say nothing; asyncComplete and permissive, which
+    Stepway acts on, say nothing either."""
     data = workflow(
         task("call", "HTTP", inputParameters={"uri": "https://example.com"}, asyncComplete=True),
         task("work", permissive=True, onStateChange={"onFailed": [{"type": "q"}]}),
@@ -1068,10 +1068,9 @@ def test_conductor_fields_stepway_does_not_act_on_are_warnings() -> None:
     found = validate_workflow(data, None)
     assert errors_only(found) == []
     assert [(i.path, i.severity) for i in found] == [
-        ("$.tasks[1].permissive", "warning"),
         ("$.tasks[1].onStateChange", "warning"),
         ("$.tasks[2].cacheConfig", "warning"),
     ]
-    assert "fails the run at once" in found[0].message
+    assert "no event is published" in found[0].message
     # a start with an inline definition looks for errors only
     assert validate_workflow(data, None, warnings=False) == []
