@@ -412,12 +412,16 @@ class TaskResults(TaskSupport):
         if result.status == "IN_PROGRESS":
             raise bad_request(f"a {row.task_type} task can only be completed or failed", "$.status")
         worker_id = result.worker_id or caller.name
+        # a large output goes to the payload store, as a worker's: inline, it would ride
+        # in the run's history and messages (and fail the run past their limit)
+        output, output_ref = self._store_output(row, result, task_type_name(row), caller)
         event = TaskResultEvent(
             attempt=row.attempt,
             status=result.status,
-            output=result.output_data or {},
+            output=output if output_ref is None else {OUTPUT_REF: output_ref},
             reason=result.reason_for_incompletion,
             worker_id=worker_id,
+            output_ref=output_ref,
         )
         if not self._signal(row.workflow_id, result_event(row.task_id), event.payload()):
             raise ApiError(503, "the run could not be signalled", retryable=True)

@@ -1224,6 +1224,64 @@ def test_http_task_with_async_complete_updated_before_its_call_answers(
     assert task(run, "call")["outputData"] == {"done": "early"}
 
 
+def test_a_large_output_posted_for_a_human_or_async_complete_task_is_kept_whole(
+    conductor: Conductor, echo_url: str
+) -> None:
+    """An output of 3 MB (well under the request limit) posted for a HUMAN task and for
+    an asyncComplete HTTP task goes to the payload store as a worker's does: the tasks
+    complete, the run reads from them and completes, and the output reads back whole.
+    Inline, it rode in the run's messages and failed the run past their 1 MiB limit while
+    the task stayed IN_PROGRESS."""
+    name = unique("large_outputs")
+    http = _async_http(name, echo_url, {})["tasks"][0]
+    conductor.register(
+        workflow(
+            name,
+            [
+                {"name": "h", "taskReferenceName": "h", "type": "HUMAN"},
+                http,
+                {
+                    "name": "s",
+                    "taskReferenceName": "s",
+                    "type": "SET_VARIABLE",
+                    "inputParameters": {"k": "${h.output.k}", "d": "${call.output.k}"},
+                },
+            ],
+            outputParameters={"k": "${h.output.k}", "d": "${call.output.k}"},
+        )
+    )
+    workflow_id = conductor.start(name)
+    blob = "x" * 3_000_000
+    for ref, k in (("h", 1), ("call", 2)):
+        conductor.wait_task(workflow_id, ref, "IN_PROGRESS")
+        done = conductor.http.post(
+            f"/api/tasks/{workflow_id}/{ref}/COMPLETED", json={"blob": blob, "k": k}
+        )
+        assert done.status_code == 200, done.text
+    run = conductor.wait_status(workflow_id, "COMPLETED")
+    assert run["status"] == "COMPLETED", run["reasonForIncompletion"]
+    assert run["output"] == {"k": 1, "d": 2}
+    for ref in ("h", "call"):
+        row = task(run, ref)
+        assert row["status"] == "COMPLETED"
+        read = conductor.http.get(f"/api/tasks/{row['taskId']}")
+        assert read.status_code == 200, read.text
+        body = read.json()
+        output = body["outputData"]
+        if not output and body.get("externalOutputPayloadStoragePath"):
+            location = conductor.http.get(
+                "/api/tasks/external-storage-location",
+                params={
+                    "path": body["externalOutputPayloadStoragePath"],
+                    "operation": "READ",
+                    "payloadType": "TASK_OUTPUT",
+                },
+            )
+            assert location.status_code == 200, location.text
+            output = httpx.get(location.json()["uri"]).json()
+        assert output["blob"] == blob
+
+
 def test_http_task_with_async_complete_times_out_without_an_update(
     conductor: Conductor, echo_url: str
 ) -> None:
