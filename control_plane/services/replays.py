@@ -31,10 +31,11 @@ from opentelemetry.trace import SpanKind
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-from control_plane.api.errors import bad_request, conflict, failure_of, not_found
+from control_plane.api.errors import ApiError, bad_request, conflict, failure_of, not_found
 from control_plane.deps import Deps, Settings
 from control_plane.services.wire import read_offloaded
 from engine.language.definitions import TaskStatus, WorkflowDef
+from engine.ports.payload_store import PayloadKind, PayloadTooLarge, offload_if_large
 from engine.ports.run_store import (
     DefinitionRecord,
     RunRecord,
@@ -45,7 +46,7 @@ from engine.ports.run_store import (
 from engine.runtime.snapshots import SnapshotError, publish_snapshot, read_definition
 from engine.runtime.tracing import attributes, span, traceparent_of, tracer
 from protocol.events import SKIP_EVENT, SkipEvent
-from protocol.payload_keys import INPUT_REF, OUTPUT_REF
+from protocol.payload_keys import INPUT_REF, OUTPUT_REF, task_output_key
 from protocol.runs import ReplayTask, RunInput
 from protocol.task_types import SCHEDULED_KINDS
 
@@ -196,7 +197,9 @@ class RunReplays:
                 f"The task referenced {ref} has already been processed, cannot be skipped"
             )
         event = SkipEvent(
-            task_reference_name=ref, task_input=request.task_input, task_output=request.task_output
+            task_reference_name=ref,
+            task_input=request.task_input,
+            task_output=self._skip_output(workflow_id, request.task_output),
         )
         self.deps.signals.raise_event(workflow_id, SKIP_EVENT, event.payload())
         self.settle(
@@ -207,6 +210,19 @@ class RunReplays:
         )
 
     # --- helpers ----------------------------------------------------------------------
+
+    def _skip_output(self, workflow_id: str, output: dict[str, Any]) -> dict[str, Any]:
+        """A skipped task's output, or above the threshold its reference in the payload
+        store (``{"outputRef": ref}``, as a worker's large output): inline, it would ride
+        in the run's messages and fail the run past their limit."""
+        if self.deps.payloads is None:
+            return output
+        key = task_output_key(workflow_id, f"skip-{uuid.uuid4().hex}", 1)
+        try:
+            inline, ref = offload_if_large(self.deps.payloads, PayloadKind.TASK_OUTPUT, key, output)
+        except PayloadTooLarge as exc:
+            raise ApiError(413, str(exc), validation_errors=[("$.taskOutput", str(exc))]) from None
+        return dict(inline) if ref is None else {OUTPUT_REF: ref}
 
     def _finished(self, workflow_id: str, what: str) -> RunRecord:
         run = self.deps.run_store.get_run(workflow_id)

@@ -192,6 +192,25 @@ class Conductor:
 
         return self.wait(workflow_id, reached, **kw)
 
+    def task_output(self, task_id: str) -> dict[str, Any]:
+        """``GET /tasks/{taskId}``'s output, read from the payload store through
+        ``/tasks/external-storage-location`` when it is offloaded
+        (``externalOutputPayloadStoragePath``), as a Conductor client reads it."""
+        r = self.http.get(f"/api/tasks/{task_id}")
+        assert r.status_code == 200, r.text
+        body = r.json()
+        path = body.get("externalOutputPayloadStoragePath")
+        if not path:
+            output: dict[str, Any] = body["outputData"]
+            return output
+        location = self.http.get(
+            "/api/tasks/external-storage-location",
+            params={"path": path, "operation": "READ", "payloadType": "TASK_OUTPUT"},
+        )
+        assert location.status_code == 200, location.text
+        stored: dict[str, Any] = httpx.get(location.json()["uri"]).json()
+        return stored
+
     # --- workers ----------------------------------------------------------------------
 
     def poll(

@@ -221,6 +221,39 @@ def test_skip_a_task_the_run_has_not_reached_yet(conductor: Conductor) -> None:
     assert (run["status"], len(run["tasks"])) == ("COMPLETED", 3)
 
 
+def test_a_skipped_tasks_large_output_is_kept_whole(conductor: Conductor) -> None:
+    """A skip's ``taskOutput`` of 3 MB goes to the payload store as a worker's large
+    output does: the later task reads from it, the run completes, and the skipped task's
+    output reads back whole. Inline, it failed the run (its records above the 1 MiB
+    message limit)."""
+    t1, t3, name = unique("task_a"), unique("task_c"), unique("skip_large")
+    conductor.register(
+        workflow(
+            name,
+            [simple(t1, "t1"), simple(t1, "t2"), simple(t3, "t3", k="${t2.output.k}")],
+            outputParameters={"k": "${t2.output.k}"},
+        )
+    )
+    workflow_id = conductor.start(name)
+    conductor.wait_tasks(workflow_id, 1)
+    blob = "x" * 3_000_000
+    r = conductor.http.put(
+        f"/api/workflow/{workflow_id}/skiptask/t2", json={"taskOutput": {"blob": blob, "k": 7}}
+    )
+    assert r.status_code == 200, r.text
+    conductor.poll_and_complete(t1)
+    assert conductor.poll_one(t3)["inputData"] == {"k": 7}
+    run = conductor.wait(workflow_id, lambda r: len(r["tasks"]) == 3)
+    skipped = task(run, "t2")
+    assert skipped["status"] == "SKIPPED"
+    assert conductor.task_output(skipped["taskId"])["blob"] == blob
+    r = conductor.http.post(f"/api/tasks/{workflow_id}/t3/COMPLETED", json={})
+    assert r.status_code == 200, r.text
+    run = conductor.wait_status(workflow_id, "COMPLETED")
+    assert run["status"] == "COMPLETED", run["reasonForIncompletion"]
+    assert run["output"] == {"k": 7}
+
+
 def test_a_paused_run_schedules_nothing_until_resumed(conductor: Conductor) -> None:
     """WorkflowAndTaskConfigurationSpec "Test pause and resume simple workflow"."""
     name, t1, t2 = _two_steps(conductor)

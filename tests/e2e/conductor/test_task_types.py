@@ -1264,22 +1264,7 @@ def test_a_large_output_posted_for_a_human_or_async_complete_task_is_kept_whole(
     for ref in ("h", "call"):
         row = task(run, ref)
         assert row["status"] == "COMPLETED"
-        read = conductor.http.get(f"/api/tasks/{row['taskId']}")
-        assert read.status_code == 200, read.text
-        body = read.json()
-        output = body["outputData"]
-        if not output and body.get("externalOutputPayloadStoragePath"):
-            location = conductor.http.get(
-                "/api/tasks/external-storage-location",
-                params={
-                    "path": body["externalOutputPayloadStoragePath"],
-                    "operation": "READ",
-                    "payloadType": "TASK_OUTPUT",
-                },
-            )
-            assert location.status_code == 200, location.text
-            output = httpx.get(location.json()["uri"]).json()
-        assert output["blob"] == blob
+        assert conductor.task_output(row["taskId"])["blob"] == blob
 
 
 def test_http_task_with_async_complete_times_out_without_an_update(
