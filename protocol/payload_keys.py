@@ -35,6 +35,7 @@ __all__ = [
     "activity_prefix",
     "definition_snapshot_key",
     "offloaded",
+    "rerun_input_key",
     "task_input_key",
     "task_output_key",
     "unowned_activity_prefix",
@@ -69,6 +70,12 @@ def workflow_input_key(workflow_id: str) -> str:
 
 def workflow_output_key(workflow_id: str) -> str:
     return f"payloads/{workflow_id}/output.json"
+
+
+def rerun_input_key(workflow_id: str, unique: str) -> str:
+    """A rerun's new workflow input: a key of its own, as no key is written twice (the
+    engine's payload cache keeps what it read under a key)."""
+    return f"payloads/{workflow_id}/rerun-{unique}-input.json"
 
 
 def task_input_key(workflow_id: str, task_id: str, attempt: int) -> str:

@@ -43,10 +43,17 @@ from engine.ports.run_store import (
     RunUpdate,
     TaskRecord,
 )
+from engine.runtime.payload_refs import pointer
 from engine.runtime.snapshots import SnapshotError, publish_snapshot, read_definition
 from engine.runtime.tracing import attributes, span, traceparent_of, tracer
 from protocol.events import SKIP_EVENT, SkipEvent
-from protocol.payload_keys import INPUT_REF, OUTPUT_REF, task_output_key
+from protocol.payload_keys import (
+    INPUT_REF,
+    OUTPUT_REF,
+    rerun_input_key,
+    task_input_key,
+    task_output_key,
+)
 from protocol.runs import ReplayTask, RunInput
 from protocol.task_types import SCHEDULED_KINDS
 
@@ -147,7 +154,16 @@ class RunReplays:
         if request.correlation_id is not None:
             update.correlation_id = request.correlation_id
         if request.workflow_input is not None:
-            update.input, update.input_ref = request.workflow_input, None
+            stored = self._offloaded(
+                PayloadKind.WORKFLOW_INPUT,
+                rerun_input_key(workflow_id, uuid.uuid4().hex),
+                request.workflow_input,
+                "$.workflowInput",
+            )
+            if isinstance(stored, str):
+                update.input, update.input_ref = None, stored
+            else:
+                update.input, update.input_ref = stored, None
         if request.re_run_from_task_id is None:
             self._run_again(run, definition_ref, reset=True, update=update)
             return workflow_id
@@ -160,11 +176,15 @@ class RunReplays:
         self.deps.run_store.delete_tasks(
             workflow_id, [row.task_id for row in rows if row.seq >= start.seq]
         )
-        inputs = (
-            {start.reference_task_name: request.task_input}
-            if request.task_input is not None
-            else {}
-        )
+        inputs: dict[str, dict[str, Any]] = {}
+        if request.task_input is not None:
+            # above the threshold the task's input is a pointer into the payload store
+            # (engine/runtime/payload_refs.py), read where the task's I/O is done
+            key = task_input_key(workflow_id, f"rerun-{uuid.uuid4().hex}", 1)
+            stored = self._offloaded(PayloadKind.TASK_INPUT, key, request.task_input, "$.taskInput")
+            inputs[start.reference_task_name] = (
+                pointer(stored, "$") if isinstance(stored, str) else stored
+            )
         self._run_again(
             run,
             definition_ref,
@@ -213,16 +233,25 @@ class RunReplays:
 
     def _skip_output(self, workflow_id: str, output: dict[str, Any]) -> dict[str, Any]:
         """A skipped task's output, or above the threshold its reference in the payload
-        store (``{"outputRef": ref}``, as a worker's large output): inline, it would ride
-        in the run's messages and fail the run past their limit."""
-        if self.deps.payloads is None:
-            return output
+        store (``{"outputRef": ref}``, as a worker's large output)."""
         key = task_output_key(workflow_id, f"skip-{uuid.uuid4().hex}", 1)
+        stored = self._offloaded(PayloadKind.TASK_OUTPUT, key, output, "$.taskOutput")
+        return {OUTPUT_REF: stored} if isinstance(stored, str) else stored
+
+    def _offloaded(
+        self, kind: PayloadKind, key: str, value: dict[str, Any], field: str
+    ) -> dict[str, Any] | str:
+        """``value``, or above the threshold of ``kind`` its reference, the value stored
+        under ``key`` in the payload store: a value an API call puts into a run must not
+        ride inline in its messages (past their limit it would fail the run). 413 naming
+        ``field`` above the payload store's maximum."""
+        if self.deps.payloads is None:
+            return value
         try:
-            inline, ref = offload_if_large(self.deps.payloads, PayloadKind.TASK_OUTPUT, key, output)
+            _, ref = offload_if_large(self.deps.payloads, kind, key, value)
         except PayloadTooLarge as exc:
-            raise ApiError(413, str(exc), validation_errors=[("$.taskOutput", str(exc))]) from None
-        return dict(inline) if ref is None else {OUTPUT_REF: ref}
+            raise ApiError(413, str(exc), validation_errors=[(field, str(exc))]) from None
+        return value if ref is None else ref
 
     def _finished(self, workflow_id: str, what: str) -> RunRecord:
         run = self.deps.run_store.get_run(workflow_id)

@@ -194,6 +194,39 @@ def test_rerun_a_completed_run_from_a_task_and_from_the_start(conductor: Conduct
     assert run["output"]["o3"] == "again"
 
 
+def test_rerun_with_large_inputs(conductor: Conductor) -> None:
+    """A rerun's ``taskInput`` and ``workflowInput`` of 3 MB each go to the payload store
+    as a start's large input does: the worker gets them whole and the run completes.
+    Inline, they rode in the run's messages and failed it ('the dispatch of a task would
+    be an orchestration message of 6001456 bytes')."""
+    name, t1, t2 = _two_steps(conductor)
+    workflow_id = conductor.start(name, _INPUT)
+    conductor.poll_and_complete(t1, {"op": "task1.done"})
+    conductor.poll_and_complete(t2)
+    run = conductor.wait_status(workflow_id, "COMPLETED")
+
+    blob = "x" * 3_000_000
+    rerun = {
+        "reRunFromTaskId": run["tasks"][1]["taskId"],
+        "taskInput": {"blob": blob, "n": 1},
+        "workflowInput": {"param1": "big", "blob": blob},
+    }
+    r = conductor.http.post(f"/api/workflow/{workflow_id}/rerun", json=rerun)
+    assert (r.status_code, r.text) == (200, workflow_id)
+    polled = conductor.poll_one(t2)
+    assert polled["inputData"] == {"blob": blob, "n": 1}
+    conductor.complete(polled)
+    run = conductor.wait_status(workflow_id, "COMPLETED")
+    assert run["status"] == "COMPLETED", run["reasonForIncompletion"]
+    assert run["input"] == {"param1": "big", "blob": blob}
+
+    r = conductor.http.post(
+        f"/api/workflow/{workflow_id}/rerun", json={"workflowInput": {"param1": blob}}
+    )
+    assert (r.status_code, r.text) == (200, workflow_id)
+    assert conductor.poll_one(t1)["inputData"]["p1"] == blob
+
+
 def test_skip_a_task_the_run_has_not_reached_yet(conductor: Conductor) -> None:
     """WorkflowAndTaskConfigurationSpec "Test task skipping in simple workflows"."""
     t1, t2, t3, name = (unique(f"integration_task_{i}") for i in (1, 2, 3, 0))
