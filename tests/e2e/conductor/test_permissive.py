@@ -11,6 +11,8 @@ it fails once every task it joins on has ended.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from tests.e2e.conductor.harness import (
@@ -23,6 +25,37 @@ from tests.e2e.conductor.harness import (
 )
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
+
+
+def _fork_join(
+    name: str,
+    branches: list[list[tuple[str, str]]],
+    join_on: list[str],
+    after: tuple[str, str],
+) -> dict[str, Any]:
+    """ForkJoinSpec's fan-out: a FORK_JOIN of permissive worker tasks ((type, ref) per
+    branch), a JOIN on ``join_on``, then the (not permissive) task ``after``."""
+    return workflow(
+        name,
+        [
+            {
+                "name": "fork",
+                "taskReferenceName": "fanouttask",
+                "type": "FORK_JOIN",
+                "forkTasks": [
+                    [{**simple(t, ref), "permissive": True} for t, ref in branch]
+                    for branch in branches
+                ],
+            },
+            {
+                "name": "join",
+                "taskReferenceName": "fanouttask_join",
+                "type": "JOIN",
+                "joinOn": join_on,
+            },
+            simple(*after),
+        ],
+    )
 
 
 def test_a_failed_permissive_task_lets_the_run_go_on_then_fails_it(
@@ -93,29 +126,7 @@ def test_a_join_on_a_failed_permissive_task_fails_once_every_branch_ended(
     t1, t2, t3 = (unique(f"integration_task_{i}") for i in (1, 2, 3))
     name = unique("FanInOutPermissiveTest")
     conductor.taskdefs(*({"name": t, "retryCount": 0} for t in (t1, t2, t3)))
-    conductor.register(
-        workflow(
-            name,
-            [
-                {
-                    "name": "fork",
-                    "taskReferenceName": "fanouttask",
-                    "type": "FORK_JOIN",
-                    "forkTasks": [
-                        [{**simple(t1, "t1"), "permissive": True}],
-                        [{**simple(t2, "t2"), "permissive": True}],
-                    ],
-                },
-                {
-                    "name": "join",
-                    "taskReferenceName": "fanouttask_join",
-                    "type": "JOIN",
-                    "joinOn": ["t1", "t2"],
-                },
-                simple(t3, "t3"),
-            ],
-        )
-    )
+    conductor.register(_fork_join(name, [[(t1, "t1")], [(t2, "t2")]], ["t1", "t2"], (t3, "t3")))
     workflow_id = conductor.start(name)
     conductor.poll_and_fail(t1, "Failed...")
     run = conductor.wait(workflow_id, lambda r: statuses(r)[1] == "FAILED")
@@ -143,30 +154,7 @@ def test_retrying_a_run_failed_by_permissive_tasks(conductor: Conductor) -> None
     name = unique("FanInOutPermissiveTest_2")
     conductor.taskdefs(*({"name": t, "retryCount": 0} for t in (rt1, rt2, rt3, rt4)))
     conductor.register(
-        workflow(
-            name,
-            [
-                {
-                    "name": "fork",
-                    "taskReferenceName": "fanouttask",
-                    "type": "FORK_JOIN",
-                    "forkTasks": [
-                        [
-                            {**simple(rt1, "t1"), "permissive": True},
-                            {**simple(rt3, "t3"), "permissive": True},
-                        ],
-                        [{**simple(rt2, "t2"), "permissive": True}],
-                    ],
-                },
-                {
-                    "name": "join",
-                    "taskReferenceName": "fanouttask_join",
-                    "type": "JOIN",
-                    "joinOn": ["t3", "t2"],
-                },
-                simple(rt4, "t4"),
-            ],
-        )
+        _fork_join(name, [[(rt1, "t1"), (rt3, "t3")], [(rt2, "t2")]], ["t3", "t2"], (rt4, "t4"))
     )
     workflow_id = conductor.start(name)
     conductor.poll_and_complete(rt1)
