@@ -51,10 +51,10 @@ def test_a_secret_reaches_its_host_and_nothing_the_run_keeps(platform: Any) -> N
         )
         workflow_id = platform.start("with_secret", {"id": 7})
         run = platform.wait(workflow_id)
-        assert server.requests[0].header("Authorization") == f"Bearer {TOKEN}"
-    assert run.status == RunStatus.COMPLETED, run.reason_for_incompletion
+        row = platform.tasks(workflow_id)["call"]
+        assert run.status == RunStatus.COMPLETED, (run.reason_for_incompletion, row)
+        assert [r.header("Authorization") for r in server.requests] == [f"Bearer {TOKEN}"], row
     assert run.output == {"saw": f"Bearer {MASK}"}
-    row = platform.tasks(workflow_id)["call"]
     assert row.input_data["http_request"]["headers"] == {
         "Authorization": "Bearer ${workflow.secrets.API_TOKEN}"
     }
