@@ -31,11 +31,11 @@ from opentelemetry.trace import SpanKind
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-from control_plane.api.errors import ApiError, bad_request, conflict, failure_of, not_found
+from control_plane.api.errors import bad_request, conflict, failure_of, not_found
 from control_plane.deps import Deps, Settings
-from control_plane.services.wire import read_offloaded
+from control_plane.services.wire import offload_posted, read_offloaded
 from engine.language.definitions import TaskStatus, WorkflowDef
-from engine.ports.payload_store import PayloadKind, PayloadTooLarge, offload_if_large
+from engine.ports.payload_store import PayloadKind
 from engine.ports.run_store import (
     DefinitionRecord,
     RunRecord,
@@ -154,16 +154,13 @@ class RunReplays:
         if request.correlation_id is not None:
             update.correlation_id = request.correlation_id
         if request.workflow_input is not None:
-            stored = self._offloaded(
+            update.input, update.input_ref = offload_posted(
+                self.deps.payloads,
                 PayloadKind.WORKFLOW_INPUT,
                 rerun_input_key(workflow_id, uuid.uuid4().hex),
                 request.workflow_input,
                 "$.workflowInput",
             )
-            if isinstance(stored, str):
-                update.input, update.input_ref = None, stored
-            else:
-                update.input, update.input_ref = stored, None
         if request.re_run_from_task_id is None:
             self._run_again(run, definition_ref, reset=True, update=update)
             return workflow_id
@@ -181,10 +178,10 @@ class RunReplays:
             # above the threshold the task's input is a pointer into the payload store
             # (engine/runtime/payload_refs.py), read where the task's I/O is done
             key = task_input_key(workflow_id, f"rerun-{uuid.uuid4().hex}", 1)
-            stored = self._offloaded(PayloadKind.TASK_INPUT, key, request.task_input, "$.taskInput")
-            inputs[start.reference_task_name] = (
-                pointer(stored, "$") if isinstance(stored, str) else stored
+            inline, ref = offload_posted(
+                self.deps.payloads, PayloadKind.TASK_INPUT, key, request.task_input, "$.taskInput"
             )
+            inputs[start.reference_task_name] = inline if ref is None else pointer(ref, "$")
         self._run_again(
             run,
             definition_ref,
@@ -235,23 +232,10 @@ class RunReplays:
         """A skipped task's output, or above the threshold its reference in the payload
         store (``{"outputRef": ref}``, as a worker's large output)."""
         key = task_output_key(workflow_id, f"skip-{uuid.uuid4().hex}", 1)
-        stored = self._offloaded(PayloadKind.TASK_OUTPUT, key, output, "$.taskOutput")
-        return {OUTPUT_REF: stored} if isinstance(stored, str) else stored
-
-    def _offloaded(
-        self, kind: PayloadKind, key: str, value: dict[str, Any], field: str
-    ) -> dict[str, Any] | str:
-        """``value``, or above the threshold of ``kind`` its reference, the value stored
-        under ``key`` in the payload store: a value an API call puts into a run must not
-        ride inline in its messages (past their limit it would fail the run). 413 naming
-        ``field`` above the payload store's maximum."""
-        if self.deps.payloads is None:
-            return value
-        try:
-            _, ref = offload_if_large(self.deps.payloads, kind, key, value)
-        except PayloadTooLarge as exc:
-            raise ApiError(413, str(exc), validation_errors=[(field, str(exc))]) from None
-        return value if ref is None else ref
+        inline, ref = offload_posted(
+            self.deps.payloads, PayloadKind.TASK_OUTPUT, key, output, "$.taskOutput"
+        )
+        return {OUTPUT_REF: ref} if ref is not None else dict(inline)
 
     def _finished(self, workflow_id: str, what: str) -> RunRecord:
         run = self.deps.run_store.get_run(workflow_id)

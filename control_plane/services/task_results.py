@@ -22,14 +22,13 @@ from pydantic.alias_generators import to_camel
 from control_plane.api.errors import ApiError, bad_request, conflict, forbidden, not_found
 from control_plane.auth import Principal
 from control_plane.services.task_support import WORKER, TaskSupport
-from control_plane.services.wire import task_type_name
+from control_plane.services.wire import offload_posted, task_type_name
 from control_plane.services.wire_types import Int64, NonNegative32, Text
 from engine.ports.payload_store import (
     PayloadError,
     PayloadKind,
     PayloadTooLarge,
     check_size,
-    offload_if_large,
     validate_reference,
 )
 from engine.ports.queue import QueueUnavailable
@@ -387,18 +386,13 @@ class TaskResults(TaskSupport):
                     f"no payload at {path!r}", "$.externalOutputPayloadStoragePath"
                 ) from None
             return None, path
-        output = result.output_data or {}
-        if self.deps.payloads is None:
-            return output, None
-        try:
-            return offload_if_large(
-                self.deps.payloads,
-                PayloadKind.TASK_OUTPUT,
-                task_output_key(row.workflow_id, row.task_id, row.attempt),
-                output,
-            )
-        except PayloadTooLarge as exc:
-            raise ApiError(413, str(exc), validation_errors=[("$.outputData", str(exc))]) from None
+        return offload_posted(
+            self.deps.payloads,
+            PayloadKind.TASK_OUTPUT,
+            task_output_key(row.workflow_id, row.task_id, row.attempt),
+            result.output_data or {},
+            "$.outputData",
+        )
 
     def _complete_non_worker(
         self, row: TaskRecord, result: TaskResultIn, caller: Principal

@@ -7,8 +7,16 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
+from control_plane.api.errors import ApiError
 from engine.language.definitions import TaskDef
-from engine.ports.payload_store import PayloadError, PayloadStore, resolve
+from engine.ports.payload_store import (
+    PayloadError,
+    PayloadKind,
+    PayloadStore,
+    PayloadTooLarge,
+    offload_if_large,
+    resolve,
+)
 from engine.ports.run_store import RunRecord, TaskRecord
 
 WORKER = "WORKER"
@@ -215,6 +223,21 @@ def read_offloaded(payloads: PayloadStore | None, ref: str | None, inline: Any) 
         except PayloadError:
             return None
     return inline
+
+
+def offload_posted(
+    payloads: PayloadStore | None, kind: PayloadKind, key: str, value: Any, field: str
+) -> tuple[Any, str | None]:
+    """A value an API call puts into a run, kept whole: ``(value, None)``, or above the
+    threshold of ``kind`` ``(None, reference)`` with the value stored under ``key`` (inline,
+    a large value would ride in the run's messages and fail the run past their limit).
+    413 naming ``field`` above the payload store's maximum; nothing is written then."""
+    if payloads is None:
+        return value, None
+    try:
+        return offload_if_large(payloads, kind, key, value)
+    except PayloadTooLarge as exc:
+        raise ApiError(413, str(exc), validation_errors=[(field, str(exc))]) from None
 
 
 def run_summary(run: RunRecord) -> dict[str, Any]:

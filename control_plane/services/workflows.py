@@ -46,15 +46,16 @@ from control_plane.services.signals import ReturnStrategy, RunWaits
 from control_plane.services.stamp_reads import Stamp, StampReads
 from control_plane.services.start_cache import StartCache, input_validator
 from control_plane.services.tasks import TaskService
-from control_plane.services.wire import read_offloaded, task_def_name, workflow_json
+from control_plane.services.wire import (
+    offload_posted,
+    read_offloaded,
+    task_def_name,
+    workflow_json,
+)
 from control_plane.services.wire_types import Text
 from control_plane.services.worker_queues import ensure_worker_queues
 from engine.language.definitions import WorkflowDef
-from engine.ports.payload_store import (
-    PayloadKind,
-    PayloadTooLarge,
-    offload_if_large,
-)
+from engine.ports.payload_store import PayloadKind
 from engine.ports.run_signals import RunSignalsUnavailable
 from engine.ports.run_store import (
     DefinitionRecord,
@@ -348,7 +349,13 @@ class WorkflowService:
         now = self.deps.clock()
         # the run's input and variables as the engine starts it with them
         given = wf.run_input(request.input)
-        inline, input_ref = self._offload_input(workflow_id, given)
+        inline, input_ref = offload_posted(
+            self.deps.payloads,
+            PayloadKind.WORKFLOW_INPUT,
+            workflow_input_key(workflow_id),
+            given,
+            "$.input",
+        )
         run = NewRun(
             workflow_id=workflow_id,
             name=wf.name,
@@ -369,21 +376,6 @@ class WorkflowService:
         """Wait until the run store shows what a call just caused (``reached``), at most
         ``settle_seconds``; the engine acts on the call's signal a moment later."""
         self.settling.settle(workflow_id, reached)
-
-    def _offload_input(self, workflow_id: str, value: dict[str, Any]) -> tuple[Any, str | None]:
-        """Keep a workflow input above the threshold in the payload store (413 above the
-        maximum, naming the payload and its size; nothing is written)."""
-        if self.deps.payloads is None:
-            return value, None
-        try:
-            return offload_if_large(
-                self.deps.payloads,
-                PayloadKind.WORKFLOW_INPUT,
-                workflow_input_key(workflow_id),
-                value,
-            )
-        except PayloadTooLarge as exc:
-            raise ApiError(413, str(exc), validation_errors=[("$.input", str(exc))]) from None
 
     def run(self, workflow_id: str) -> RunRecord:
         """The run as a client may read it: a run started a moment ago once its first
