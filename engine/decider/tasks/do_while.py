@@ -96,7 +96,6 @@ class DoWhileTask(TaskHandler):
             output.pop(str(n - keep), None)
         decider.touch(state, loop)
         if failure is not None:
-            state.loops.pop(loop.ref, None)
             decider.fail_inline(state, loop, failure, now_ms)
             return
         again = False

@@ -1591,3 +1591,21 @@ def test_permissive_failures_fail_the_run_when_it_would_have_completed() -> None
     )
     assert sim.finished.failed_reference_task_names == ["a", "b"]
     assert sim.finished.output == {}
+
+
+@pytest.mark.parametrize(
+    ("type_", "marked"),
+    [
+        ("HTTP", True),
+        ("CALL_TOOL", True),
+        ("LOGIC_APP", True),
+        ("DOCUMENT_INTELLIGENCE", True),
+        ("JSON_JQ_TRANSFORM", False),
+        ("WORKER", False),
+    ],
+)
+def test_async_complete_marks_the_calls_only(type_: str, marked: bool) -> None:
+    """Conductor's asyncComplete holds a call IN_PROGRESS after it answered; every
+    built-in call type takes it, a script or a worker task ignores it."""
+    sim = Sim(decider(t("x", type_, asyncComplete=True, inputParameters={"q": "."})))
+    assert sim.actions["x"].async_complete is marked
