@@ -10,16 +10,14 @@ WorkflowAndTaskConfigurationSpec ("Test task def template", "Test workflow with 
 
 from __future__ import annotations
 
-import json
-import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import httpx
 import pytest
 
+from engine.runtime.builtins.testing import LocalServer, Reply, Request
 from tests.e2e.conductor.harness import (
     Conductor,
     echo_server,
@@ -1191,34 +1189,20 @@ def test_http_task_with_async_complete_updated_before_its_call_answers(
     answered, and the run completes; nothing is lost to the race."""
     posted: list[int] = []
 
-    class CallsBack(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            answer = httpx.post(
-                f"{dev_url}/api/tasks/{body['workflowId']}/call/COMPLETED",
-                json={"done": "early"},
-                timeout=10,
-            )
-            posted.append(answer.status_code)
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", "2")
-            self.end_headers()
-            self.wfile.write(b"{}")
+    def calls_back(request: Request) -> Reply:
+        answer = httpx.post(
+            f"{dev_url}/api/tasks/{request.json()['workflowId']}/call/COMPLETED",
+            json={"done": "early"},
+            timeout=10,
+        )
+        posted.append(answer.status_code)
+        return Reply(200, {})
 
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), CallsBack)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
+    with LocalServer(calls_back) as server:
         name = unique("http_async_early")
-        uri = f"http://127.0.0.1:{server.server_address[1]}/job"
-        conductor.register(_async_http(name, uri, {"workflowId": "${workflow.workflowId}"}))
+        body = {"workflowId": "${workflow.workflowId}"}
+        conductor.register(_async_http(name, f"{server.url}/job", body))
         run = conductor.wait_status(conductor.start(name), "COMPLETED")
-    finally:
-        server.shutdown()
-        server.server_close()
     assert posted == [200]
     assert run["status"] == "COMPLETED", run["reasonForIncompletion"]
     assert task(run, "call")["outputData"] == {"done": "early"}
