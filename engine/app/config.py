@@ -758,8 +758,7 @@ def read_secrets(env: EnvReader) -> Secrets:
         value = env.text(variable)
         if not value:
             env.error(
-                env_name(secret),
-                f"is not set: the value of secret {secret!r} (STEPWAY_SECRET_HOSTS)",
+                variable, f"is not set: the value of secret {secret!r} (STEPWAY_SECRET_HOSTS)"
             )
             continue
         values[secret] = value
