@@ -63,7 +63,7 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from durabletask import task as dt
 from durabletask.internal.exceptions import AbandonOrchestrationError
-from pydantic import BaseModel
+from pydantic import BaseModel, TypeAdapter
 
 from engine.decider import (
     Decider,
@@ -262,6 +262,29 @@ def check_encoded(what: str, text: str, limit: int) -> None:
     size = encoded_size(text)
     if size > limit:
         raise MessageTooLarge(what, size, limit)
+
+
+_RECORDS = TypeAdapter(list[TaskChange])
+
+
+def _json_size(records: list[TaskChange]) -> int:
+    """The size of ``records`` in a message, in bytes."""
+    return len(_RECORDS.dump_json(records, by_alias=True))
+
+
+def _parts(records: list[TaskChange], limit: int) -> list[list[TaskChange]]:
+    """``records`` in order, in consecutive parts of at most ``limit`` bytes of JSON each
+    (a record larger than that alone in its part)."""
+    parts: list[list[TaskChange]] = [[]]
+    size = 0
+    for record in records:
+        length = len(record.model_dump_json(by_alias=True))
+        if parts[-1] and size + length > limit:
+            parts.append([])
+            size = 0
+        parts[-1].append(record)
+        size += length + 1
+    return parts
 
 
 def _child_id(task_id: str, attempt: int) -> str:
@@ -1092,23 +1115,42 @@ class _Run:
         return bool(self.records or len(self.state.warnings) > self.warned or self.cancel_children)
 
     def flush_records(self) -> Generator[dt.Task[Any], Any, None]:
+        """Record the rows, warnings and child runs to end the run has not recorded yet:
+        one record (activity, or this work item where it may), or, for rows that would
+        not fit one orchestration message together (a step that ran thousands of inline
+        tasks), one record per part that fits (:func:`_parts`)."""
         records = self._take_records()
         warnings = self._take_warnings()
         children, self.cancel_children = self.cancel_children, []
-        if records or warnings or children:
-            data = RecordInput(
-                workflow_id=self.ctx.instance_id,
-                records=records,
-                warnings=warnings,
-                cancel_children=children or None,
-                traceparent=self.run.traceparent,
-            )
+        if not (records or warnings or children):
+            return
+        data = RecordInput(
+            workflow_id=self.ctx.instance_id,
+            records=records,
+            warnings=warnings,
+            cancel_children=children or None,
+            traceparent=self.run.traceparent,
+        )
+        encoded = encode(data)
+        if len(records) > 1 and encoded_size(encoded) > self.max_message_bytes:
+            for i, part in enumerate(_parts(records, self.max_message_bytes // 2)):
+                # the warnings and child runs to end go with the first part
+                update: dict[str, Any] = {"records": part}
+                if i:
+                    update.update(warnings=[], cancel_children=None)
+                yield from self._record(data.model_copy(update=update))
+            return
+        check_encoded("the task records of a step", encoded, self.max_message_bytes)
+        yield from self._record(data, encoded)
+
+    def _record(
+        self, data: RecordInput, encoded: EncodedJson | None = None
+    ) -> Generator[dt.Task[Any], Any, None]:
+        if encoded is None:
             encoded = self._encoded("the task records of a step", data)
-            if self._done_here(ACTIVITY_RECORD, self.local_record, data):
-                return
-            yield self.ctx.call_activity(
-                ACTIVITY_RECORD, retry_policy=BOOKKEEPING_RETRY, input=encoded
-            )
+        if self._done_here(ACTIVITY_RECORD, self.local_record, data):
+            return
+        yield self.ctx.call_activity(ACTIVITY_RECORD, retry_policy=BOOKKEEPING_RETRY, input=encoded)
 
     def finish(self, result: RunResult) -> Generator[dt.Task[Any], Any, dict[str, Any]]:
         for task_id in list(self.pending):
@@ -1117,12 +1159,19 @@ class _Run:
             # a child's run row may still be written: the finish that ends it waits for it
             yield dt.when_any([task for task, _ in self.resolving])
             self._take_resolved()
+        records = self._take_records()
+        if len(records) > 1 and _json_size(records) > self.max_message_bytes // 2:
+            # rows too many for the message that ends the run (a step that ran thousands
+            # of inline tasks): recorded first, in parts that fit
+            self.records = records
+            yield from self.flush_records()
+            records = []
         return (
             yield from finish_run(
                 self.ctx,
                 self.run,
                 result,
-                records=self._take_records(),
+                records=records,
                 warnings=self._take_warnings(),
                 cancel_children=[child.child_id for child in self.cancel_children],
                 variables=self.state.variables,

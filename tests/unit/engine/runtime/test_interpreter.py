@@ -49,6 +49,7 @@ from engine.runtime.interpreter import (
     make_workflow_interpreter,
 )
 from engine.runtime.payload_cache import PayloadCache
+from engine.runtime.run_limits import RunLimits
 from protocol.events import (
     TERMINATE_EVENT,
     TaskResultEvent,
@@ -1166,3 +1167,51 @@ def test_a_defect_as_a_child_starts_ends_the_child_run_with_the_parent(
     [(_, name, finish)] = activities(run.step(done(resolve_id, RESOLVED)))
     assert (name, finish["result"]["status"]) == (ACTIVITY_FINISH, "FAILED")
     assert finish["cancelChildren"] == [child_id]
+
+
+def test_rows_too_many_for_one_message_are_recorded_in_parts_before_the_end(
+    store: SqlRunStore,
+) -> None:
+    """3,000 SET_VARIABLE iterations decided in one step: their rows (about 1.5 MB) do
+    not fit the run's last message (1 MiB), so they go to record activities in parts
+    that fit, in order, and the finish carries none of them."""
+    iterations = 3000
+    register(
+        store,
+        {
+            "name": "many_rows",
+            "tasks": [
+                {
+                    "name": "loop",
+                    "taskReferenceName": "loop",
+                    "type": "DO_WHILE",
+                    "loopCondition": f"$.loop['iteration'] < {iterations}",
+                    "loopOver": [
+                        {
+                            "name": "count",
+                            "taskReferenceName": "count",
+                            "type": "SET_VARIABLE",
+                            "inputParameters": {"n": "${loop.output.iteration}"},
+                        }
+                    ],
+                }
+            ],
+        },
+    )
+    limit = RunLimits().max_message_bytes
+    run = Replay(store, RunInput(name="many_rows", version=1))
+    actions = run.step()
+    recorded: list[str] = []
+    while True:
+        [(activity_id, name, data)] = activities(actions)
+        size = len(next(a for a in actions if a.HasField("scheduleTask")).scheduleTask.input.value)
+        assert size <= limit
+        if name == ACTIVITY_FINISH:
+            assert data["records"] == []
+            assert data["result"]["status"] == "COMPLETED"
+            break
+        assert name == ACTIVITY_RECORD
+        recorded += [r["ref"] for r in data["records"]]
+        actions = run.step(done(activity_id))
+    assert recorded[:2] == ["loop", "count__1"]
+    assert sorted(recorded) == sorted(["loop"] + [f"count__{n}" for n in range(1, iterations + 1)])
