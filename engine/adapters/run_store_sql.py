@@ -890,18 +890,32 @@ class SqlRunStore:
             params = {"b_task_id": task_id, "v_now": now}
             return self._exec(conn, "mark_retried", build, params).rowcount == 1
 
-    def delete_tasks(self, workflow_id: str, task_ids: list[str] | None = None) -> int:
-        rows = sa.select(tasks.c.task_id).where(tasks.c.workflow_id == workflow_id)
+    def delete_tasks(
+        self,
+        workflow_id: str,
+        task_ids: list[str] | None = None,
+        *,
+        instances: list[str] | None = None,
+    ) -> int:
+        which = [tasks.c.workflow_id == workflow_id]
         if task_ids is not None:
-            rows = rows.where(tasks.c.task_id.in_(task_ids))
+            which.append(tasks.c.task_id.in_(task_ids))
+        if instances is not None:
+            ref = tasks.c.reference_task_name
+            # a prefix compared as text, not LIKE (case-insensitive in SQLite, and
+            # ``_`` and ``%`` in a ref would be wildcards)
+            which.append(
+                sa.or_(
+                    ref.in_(instances),
+                    *(sa.func.substr(ref, 1, len(i) + 2) == i + "__" for i in instances),
+                )
+            )
+        rows = sa.select(tasks.c.task_id).where(*which)
         with self._write() as conn:
             self._watches.touched(workflow_id)
             conn.execute(sa.delete(task_logs).where(task_logs.c.task_id.in_(rows)))
             conn.execute(sa.delete(leases).where(leases.c.task_id.in_(rows)))
-            stmt = sa.delete(tasks).where(tasks.c.workflow_id == workflow_id)
-            if task_ids is not None:
-                stmt = stmt.where(tasks.c.task_id.in_(task_ids))
-            return int(conn.execute(stmt).rowcount)
+            return int(conn.execute(sa.delete(tasks).where(*which)).rowcount)
 
     def delete_run(self, workflow_id: str) -> bool:
         task_ids = sa.select(tasks.c.task_id).where(tasks.c.workflow_id == workflow_id)

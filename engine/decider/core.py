@@ -313,6 +313,55 @@ class Decider:
             made_by = maker.made_by if maker is not None else None
         return False
 
+    def inside(self, def_ref: str, refs: set[str]) -> bool:
+        """Whether the task ``def_ref`` is one of ``refs`` or was made by a
+        FORK_JOIN_DYNAMIC among them (itself or through a dynamic fork it made)."""
+        seen: set[str] = set()
+        ref: str | None = def_ref
+        while ref is not None and ref not in seen:
+            if ref in refs:
+                return True
+            seen.add(ref)
+            node = self.nodes.get(ref)
+            ref = node.made_by if node is not None else None
+        return False
+
+    def forget(self, state: RunState, ts: TaskState) -> None:
+        """Drop an ended task instance from the run state and the expression context
+        (a DO_WHILE's ``keepLastN``; :meth:`remove_rows` removes its rows)."""
+        del state.tasks[ts.ref]
+        state.dynamic_forks.pop(ts.ref, None)
+        ctx = state._ctx
+        if ctx is not None and state._ctx_owner == id(state):
+            ctx.pop(ts.ref, None)
+            latest = ctx.get(ts.def_ref)
+            if latest is not None and latest["referenceTaskName"] == ts.ref:
+                # as :meth:`context` would build it now: the last instance left, if any
+                ctx.pop(ts.def_ref)
+                for other in state.tasks.values():
+                    if other.def_ref == ts.def_ref and other.ref in ctx:
+                        ctx[ts.def_ref] = ctx[other.ref]
+
+    def remove_rows(self, state: RunState, def_refs: list[str], suffix: str) -> None:
+        """Have the run store delete the rows of the instances ``<def_ref><suffix>`` and
+        every instance nested in one (``<def_ref><suffix>__*``), every attempt: records
+        with ``removed`` set, emitted after the step's other records. By reference name,
+        as the run state may no longer hold those instances (:meth:`compact`)."""
+        for def_ref in def_refs:
+            task = self.nodes[def_ref].task
+            state.removed.append(
+                TaskChange(
+                    workflow_id=state.workflow_id,
+                    task_id="",
+                    ref=def_ref + suffix,
+                    def_ref=def_ref,
+                    name=task.name,
+                    type=task.type,
+                    status=TaskStatus.COMPLETED,
+                    removed=True,
+                )
+            )
+
     def resolve_dynamic(self, def_ref: str, name: str) -> None:
         """A DYNAMIC task resolved to type ``name`` (a worker type, or a system task
         type it runs as such): its node takes the task definition of that name (a
@@ -1571,6 +1620,9 @@ class Decider:
             for ref in dict.fromkeys(state.dirty)
             if ref in state.tasks
         ]
+        if state.removed:
+            records += state.removed
+            state.removed = []
         state.dirty = []
         state.closed = []
         cancel, state.canceled = state.canceled, []

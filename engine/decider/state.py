@@ -98,6 +98,11 @@ class TaskChange(_TaskRow):
     #: a SET_VARIABLE that completed: the run's variables since (the run row shows them
     #: while the run runs, as Conductor's)
     variables: dict[str, Any] | None = None
+    #: not a row: the instance ``ref`` left the run (a DO_WHILE's ``keepLastN`` dropped
+    #: its iteration), and the rows of it and of every instance nested in it
+    #: (``ref__*``), every attempt, are deleted; ``task_id`` is empty. Left out of the
+    #: JSON when False: records ride in the run's messages, whose size is bounded
+    removed: bool = Field(default=False, exclude_if=lambda removed: not removed)
 
 
 class Frame(_Model):
@@ -166,6 +171,9 @@ class RunState(_Model):
     permissive_failures: list[str] = Field(default_factory=list)
     #: final records of attempts replaced in this step by their retry (emitted first)
     closed: list[TaskChange] = Field(default_factory=list)
+    #: instances dropped from the run in this step (``TaskChange.removed``; emitted last,
+    #: after any record of theirs)
+    removed: list[TaskChange] = Field(default_factory=list)
     #: a retried or rerun run: the rows it keeps by instance ref, adopted when the run
     #: reaches them again (:class:`protocol.runs.ReplayTask`)
     replay: dict[str, ReplayTask] = Field(default_factory=dict)

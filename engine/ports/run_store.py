@@ -473,9 +473,18 @@ class RunStore(Protocol):
         status; False when there is no such row."""
         ...
 
-    def delete_tasks(self, workflow_id: str, task_ids: list[str] | None = None) -> int:
-        """Delete task rows of a run (all, or those of ``task_ids``) with their logs and
-        leases (a restart or rerun decides them again); the number deleted."""
+    def delete_tasks(
+        self,
+        workflow_id: str,
+        task_ids: list[str] | None = None,
+        *,
+        instances: list[str] | None = None,
+    ) -> int:
+        """Delete task rows of a run (all, those of ``task_ids``, or those of the task
+        instances ``instances`` names by reference name, each with the instances nested
+        in it: ``ref`` and ``ref__*``, case-sensitive, every attempt) with their logs and
+        leases (a restart or rerun decides them again; a DO_WHILE's keepLastN drops an
+        iteration); the number deleted."""
         ...
 
     def search_runs(self, query: RunQuery) -> SearchResult:

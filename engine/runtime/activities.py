@@ -928,7 +928,12 @@ class RunActivities:
         if variables:
             # a SET_VARIABLE ran: the run row shows the variables while the run runs
             self.store.update_run(workflow_id, RunUpdate(variables=variables[-1]), now)
+        removed: list[str] = []
         for change in changes:
+            if change.removed:
+                # a DO_WHILE's keepLastN dropped its iteration (its own records came first)
+                removed.append(change.ref)
+                continue
             row = self._with_instructions(store_row(workflow_id, change))
             existing = self.store.task_state(row.task_id)
             if existing is not None and existing[0] == row.attempt:
@@ -969,6 +974,8 @@ class RunActivities:
                         row.status, change.retried, row.reason_for_incompletion
                     ),
                 )
+        if removed:
+            self.store.delete_tasks(workflow_id, instances=removed)
 
     def _write_warnings(self, workflow_id: str, warnings: list[str], now: int) -> None:
         """Run warnings (ALERT_ONLY timeouts): logged, and appended to the log keyed by the

@@ -816,6 +816,37 @@ def test_delete_tasks_of_a_run_all_or_some(store: SqlRunStore) -> None:
     assert store.list_tasks("w1") == [] and store.get_task("other") is not None
 
 
+def test_delete_tasks_of_instances_takes_every_attempt_and_nested_instance(
+    store: SqlRunStore,
+) -> None:
+    """A DO_WHILE's keepLastN drops an iteration's instances by reference name: every
+    attempt of each, the instances nested in one (``ref__*``; their logs and leases too),
+    of this run only; a name that only looks alike (another case, a longer number, ``_``
+    and ``%`` taken literally) stays."""
+    store.create_run(run("w1"))
+    store.create_run(run("w2"))
+    rows = {
+        "a1": "p__1",
+        "b1": "q__1__1",
+        "b2": "q__1__2",
+        "c1": "p__2",
+        "c2": "p__10",
+        "c3": "P__1",
+        "c4": "q__1x__1",
+        "c5": "r%__1",
+    }
+    for task_id, ref in rows.items():
+        store.upsert_task(task(task_id, reference_task_name=ref, status=TaskStatus.FAILED), T0)
+    store.upsert_task(task("a2", reference_task_name="p__1", attempt=2, retried_task_id="a1"), T0)
+    store.upsert_task(task("d1", workflow_id="w2", reference_task_name="p__1"), T0)
+    store.append_task_log("a2", "log", T0)
+    assert store.start_task("a2", 2, "wk", lease_expires_at=T0 + 1000, now=T0) is not None
+    assert store.delete_tasks("w1", instances=["p__1", "q__1", "r_", "nothing"]) == 4
+    assert sorted(t.task_id for t in store.list_tasks("w1")) == ["c1", "c2", "c3", "c4", "c5"]
+    assert store.list_task_logs("a2") == [] and store.get_lease("a2", 2) is None
+    assert store.get_task("d1") is not None
+
+
 def test_retry_fields_of_runs_and_tasks(store: SqlRunStore) -> None:
     """What a retry or restart records: the run's last retry time, generation and
     definition snapshot; a task's retriedTaskId and retried flag."""

@@ -4,7 +4,10 @@
 iteration so far) + ``{bodyRef: latest output}``. An empty condition means one
 iteration; an empty body completes at once. Iteration ``n`` of a body task ``x`` is the
 instance ``x__n``. ``inputParameters.keepLastN`` (a number N) keeps only the last N
-iterations in the loop's output (conductor-oss's; its task rows stay).
+iterations, as conductor-oss's: when iteration ``n`` ends, iteration ``n - N`` leaves the
+loop's output and its task instances (nested ones too, every attempt) leave the run and
+its rows. A retried or rerun run re-enters such a loop at the oldest iteration it kept
+rows of, not at the first: the iterations before it are not run again.
 
 Over a list (conductor-oss's list iteration): ``items`` (an expression; Orkes' form:
 ``inputParameters._items``) gives the list, resolved again before each iteration (a
@@ -37,7 +40,9 @@ class DoWhileTask(TaskHandler):
         if not wt.loop_over:
             decider.complete_inline(state, ts, {"iteration": 0}, start.now_ms)
             return
-        ts.output = {"iteration": 1}
+        # 1, or where a retried run's kept iterations begin (keepLastN removed the others)
+        first = _resumed_at(state, ts, node.body_refs, frame.suffix)
+        ts.output = {"iteration": first}
         if wt.iterates_a_list():
             try:
                 items = _items(decider, state, ts)
@@ -46,8 +51,11 @@ class DoWhileTask(TaskHandler):
                         f"DO_WHILE {ts.ref!r} has {len(items)} items to iterate over, above "
                         f"the limit of {decider.max_loop_iterations} iterations"
                     )
+                if first > len(items):
+                    first = 1  # the list changed: the kept iterations are not of this one
+                    ts.output["iteration"] = first
                 if items:
-                    _at(decider, ts, ts.output, items, 0)
+                    _at(decider, ts, ts.output, items, first - 1)
             except TaskFailed as failure:
                 decider.fail_inline(state, ts, str(failure), start.now_ms)
                 return
@@ -55,9 +63,15 @@ class DoWhileTask(TaskHandler):
                 decider.complete_inline(state, ts, {"iteration": 0}, start.now_ms)
                 return
             decider.touch(state, ts)  # the body's inputs read loopItem
-        state.loops[ts.ref] = 1
+        state.loops[ts.ref] = first
         decider.open_frame(
-            state, frame, ts.ref, node.branches["body"], "body:1", frame.suffix + "__1", True
+            state,
+            frame,
+            ts.ref,
+            node.branches["body"],
+            f"body:{first}",
+            frame.suffix + f"__{first}",
+            True,
         )
 
     def child_frame_ended(
@@ -92,8 +106,10 @@ class DoWhileTask(TaskHandler):
         keep = loop.input.get("keepLastN")
         if isinstance(keep, int) and not isinstance(keep, bool) and 0 < keep < n:
             # conductor-oss's keepLastN: the output keeps the last N iterations only (one
-            # key leaves per iteration, the older ones left before)
+            # key leaves per iteration, the older ones left before), and the tasks of that
+            # iteration leave the run
             output.pop(str(n - keep), None)
+            _remove_iteration(decider, state, loop, parent.suffix + f"__{n - keep}")
         decider.touch(state, loop)
         if failure is not None:
             decider.fail_inline(state, loop, failure, now_ms)
@@ -175,6 +191,41 @@ class DoWhileTask(TaskHandler):
         else:
             state.loops.pop(loop.ref, None)
             decider.complete_inline(state, loop, output, now_ms)
+
+
+def _remove_iteration(decider: Decider, state: RunState, loop: TaskState, suffix: str) -> None:
+    """Remove the iteration of ``loop`` whose frame suffix is ``suffix`` (an ended one):
+    its task instances, nested loops' iterations and dynamic forks' tasks included, leave
+    the state, and their rows the run store."""
+    body = set(decider.nodes[loop.def_ref].body_refs)
+    for ts in list(state.tasks.values()):
+        rest = ts.ref[len(ts.def_ref) :]
+        if (
+            (rest == suffix or rest.startswith(suffix + "__"))
+            and ts.ref.startswith(ts.def_ref)
+            and ts.status.is_terminal
+            and decider.inside(ts.def_ref, body)
+        ):
+            decider.forget(state, ts)
+    inside = [ref for ref in decider.nodes if decider.inside(ref, body)]
+    decider.remove_rows(state, inside, suffix)
+
+
+def _resumed_at(state: RunState, loop: TaskState, body_refs: list[str], suffix: str) -> int:
+    """The iteration a retried or rerun run re-enters ``loop`` at: the oldest one it
+    kept a row of, when ``keepLastN`` removed the ones before it; else 1."""
+    keep = loop.input.get("keepLastN")
+    if not state.replay or not isinstance(keep, int) or isinstance(keep, bool) or keep < 1:
+        return 1
+    oldest: int | None = None
+    for ref in state.replay:
+        for body_ref in body_refs:
+            head = body_ref + suffix + "__"
+            if ref.startswith(head):
+                number = ref[len(head) :].split("__", 1)[0]
+                if number.isdigit() and (oldest is None or int(number) < oldest):
+                    oldest = int(number)
+    return oldest if oldest is not None and oldest > 1 else 1
 
 
 def _reads_only_iteration(condition: str, loop_ref: str) -> bool:
