@@ -21,9 +21,11 @@ from pydantic.alias_generators import to_camel
 
 from control_plane.api.errors import ApiError, bad_request, conflict, forbidden, not_found
 from control_plane.auth import Principal
+from control_plane.services.run_definitions import RunDefinitions
 from control_plane.services.task_support import WORKER, TaskSupport
 from control_plane.services.wire import offload_posted, task_type_name
 from control_plane.services.wire_types import Int64, NonNegative32, Text
+from engine.language.definitions import CALL_TASK_TYPES, TaskType
 from engine.ports.payload_store import (
     PayloadError,
     PayloadKind,
@@ -405,6 +407,9 @@ class TaskResults(TaskSupport):
             raise conflict(f"task {row.task_id} is already {row.status.value}")
         if result.status == "IN_PROGRESS":
             raise bad_request(f"a {row.task_type} task can only be completed or failed", "$.status")
+        refused = self._ended_by_the_engine(row)
+        if refused is not None:
+            raise conflict(f"task {row.task_id} is a {row.task_type} task {refused}")
         worker_id = result.worker_id or caller.name
         # a large output goes to the payload store, as a worker's: inline, it would ride
         # in the run's history and messages (and fail the run past their limit)
@@ -420,6 +425,31 @@ class TaskResults(TaskSupport):
         if not self._signal(row.workflow_id, result_event(row.task_id), event.payload()):
             raise ApiError(503, "the run could not be signalled", retryable=True)
         return UpdateOutcome(row.task_id, row.task_type, row.domain, True)
+
+    def _ended_by_the_engine(self, row: TaskRecord) -> str | None:
+        """Why the run does not take an update of this task (the end of that sentence),
+        or None when it does: a HUMAN or WAIT task, a call with ``asyncComplete`` (its
+        workflow task's field; a call the definition does not name, one a dynamic fork
+        made, is given the benefit). Accepting any other would answer 200 for a result
+        the run never reads."""
+        kind = row.task_type
+        if kind in (TaskType.HUMAN, TaskType.WAIT):
+            return None
+        if kind in CALL_TASK_TYPES:
+            run = self.deps.run_store.get_run(row.workflow_id)
+            definition = RunDefinitions(self.deps).of(run) if run is not None else None
+            workflow_task = (
+                definition.workflow_task(row.reference_task_name) if definition else None
+            )
+            if workflow_task is None or workflow_task.get("asyncComplete"):
+                return None
+            return (
+                "without asyncComplete: it ends when its call answers (set asyncComplete "
+                "on the workflow task to complete it by a task update)"
+            )
+        if kind == TaskType.SUB_WORKFLOW:
+            return "that ends with its child run: complete or terminate the child run"
+        return "the engine ends: it does not take task updates"
 
     def update_by_ref(
         self,

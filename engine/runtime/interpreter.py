@@ -19,7 +19,9 @@ Waits:
   out or the timer is armed again. A ``<taskId>.started`` event, when one is raised, is
   applied the same way. A committed durable timer fires even after its wait is over, so
   stale timer firings are recognised (by task, attempt and fire time) and ignored.
-* HUMAN and WAIT without a duration: the external event named by the task id.
+* HUMAN and WAIT without a duration: the external event named by the task id. A WAIT
+  with a duration or an end: a durable timer, raced against that event (a task update
+  ends it early, as Conductor's).
 * Activity types: the activity returns a result envelope; retries are the Decider's (so
   Retry-After and terminal errors are honoured), with the retry delay as a durable timer.
   Where the process hosts the activities too, a quick HTTP, INLINE or JSON_JQ_TRANSFORM
@@ -530,6 +532,8 @@ class _Run:
             assert action.wait_until_ms is not None
             self._arm_timer(task_id, action.wait_until_ms)
             self.pending[task_id].phase = "wait"
+            # a task update may end it before its time (Conductor's updateTask of a WAIT)
+            self._track(task_id, "result", self._wait_event(result_event(task_id)))
         elif action.delay_seconds > 0:
             # a retry of an activity or child run: wait out the delay on a durable timer
             self._arm_timer(task_id, self.now() + int(action.delay_seconds * 1000))

@@ -1208,6 +1208,97 @@ def test_http_task_with_async_complete_updated_before_its_call_answers(
     assert task(run, "call")["outputData"] == {"done": "early"}
 
 
+def test_an_update_of_a_call_without_async_complete_is_refused_naming_the_field(
+    conductor: Conductor, dev_url: str
+) -> None:
+    """Without ``asyncComplete`` the call's answer ends the task: an update posted while
+    the call runs is a 409 that says so (it was a 200 the run never read), and the run
+    goes on with the call's answer."""
+    answers: list[httpx.Response] = []
+
+    def calls_back(request: Request) -> Reply:
+        answers.append(
+            httpx.post(
+                f"{dev_url}/api/tasks/{request.json()['workflowId']}/call/COMPLETED",
+                json={"done": "by update"},
+                timeout=10,
+            )
+        )
+        return Reply(200, {"done": "by the call"})
+
+    with LocalServer(calls_back) as server:
+        name = unique("http_not_async")
+        definition = _async_http(
+            name, f"{server.url}/job", {"workflowId": "${workflow.workflowId}"}
+        )
+        definition["tasks"][0]["asyncComplete"] = False
+        conductor.register(definition)
+        run = conductor.wait_status(conductor.start(name), "COMPLETED")
+    [answer] = answers
+    assert answer.status_code == 409, answer.text
+    assert "asyncComplete" in answer.json()["message"]
+    assert run["status"] == "COMPLETED", run["reasonForIncompletion"]
+    assert task(run, "call")["outputData"]["response"]["body"] == {"done": "by the call"}
+
+
+def test_an_update_of_a_running_sub_workflow_task_is_refused(conductor: Conductor) -> None:
+    """A SUB_WORKFLOW task ends with its child run: an update of it is a 409 naming the
+    way (the child run), and the parent still waits for the child."""
+    child_type, child, parent = unique("child_task"), unique("child_wf"), unique("parent_wf")
+    _no_retries(conductor, child_type)
+    conductor.register(workflow(child, [simple(child_type, "c")]))
+    conductor.register(
+        workflow(
+            parent,
+            [
+                {
+                    "name": "sub",
+                    "taskReferenceName": "sub",
+                    "type": "SUB_WORKFLOW",
+                    "subWorkflowParam": {"name": child, "version": 1},
+                }
+            ],
+        )
+    )
+    workflow_id = conductor.start(parent)
+    conductor.wait_task(workflow_id, "sub", "IN_PROGRESS")
+    r = conductor.http.post(f"/api/tasks/{workflow_id}/sub/COMPLETED", json={"x": 1})
+    assert r.status_code == 409, r.text
+    assert "child run" in r.json()["message"]
+    conductor.poll_and_complete(child_type, {"from": "child"})
+    run = conductor.wait_status(workflow_id, "COMPLETED")
+    assert run["status"] == "COMPLETED", run["reasonForIncompletion"]
+    assert task(run, "sub")["outputData"].get("x") is None
+
+
+def test_a_wait_with_a_duration_ends_early_by_a_task_update(conductor: Conductor) -> None:
+    """A WAIT of an hour completed by a task update (Conductor's updateTask ends any WAIT
+    task): the run goes on at once with the update's output."""
+    after, name = unique("after_wait"), unique("wait_hour")
+    _no_retries(conductor, after)
+    conductor.register(
+        workflow(
+            name,
+            [
+                {
+                    "name": "wait",
+                    "taskReferenceName": "wait",
+                    "type": "WAIT",
+                    "inputParameters": {"duration": "1 hour"},
+                },
+                simple(after, "after", got="${wait.output.early}"),
+            ],
+        )
+    )
+    workflow_id = conductor.start(name)
+    conductor.wait_task(workflow_id, "wait", "IN_PROGRESS")
+    r = conductor.http.post(f"/api/tasks/{workflow_id}/wait/COMPLETED", json={"early": True})
+    assert r.status_code == 200, r.text
+    assert conductor.poll_one(after)["inputData"] == {"got": True}
+    run = conductor.run(workflow_id)
+    assert _pairs(run)[0] == ("WAIT", "COMPLETED")
+
+
 def test_a_large_output_posted_for_a_human_or_async_complete_task_is_kept_whole(
     conductor: Conductor, echo_url: str
 ) -> None:
