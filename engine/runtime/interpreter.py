@@ -1164,20 +1164,29 @@ class _Run:
             yield dt.when_any([task for task, _ in self.resolving])
             self._take_resolved()
         records = self._take_records()
+        warnings = self._take_warnings()
+        children = [child.child_id for child in self.cancel_children]
         if len(records) > 1 and _json_size(records) > self.max_message_bytes // 2:
-            # rows too many for the message that ends the run (a step that ran thousands
-            # of inline tasks): recorded first, in parts that fit
-            self.records = records
-            yield from self.flush_records()
-            records = []
+            whole = finish_input(
+                self.ctx, self.run, result, records, warnings, children, self.state.variables
+            )
+            if encoded_size(encode(whole)) > self.max_message_bytes:
+                # rows too many for the message that ends the run (a step that ran
+                # thousands of inline tasks): recorded first, in parts that fit
+                base = RecordInput(
+                    workflow_id=self.ctx.instance_id, traceparent=self.run.traceparent
+                )
+                for part in _parts(records, self.max_message_bytes // 2):
+                    yield from self._record(base.model_copy(update={"records": part}))
+                records = []
         return (
             yield from finish_run(
                 self.ctx,
                 self.run,
                 result,
                 records=records,
-                warnings=self._take_warnings(),
-                cancel_children=[child.child_id for child in self.cancel_children],
+                warnings=warnings,
+                cancel_children=children,
                 variables=self.state.variables,
                 max_message_bytes=self.max_message_bytes,
                 local=self.local_finish,
@@ -1195,6 +1204,28 @@ class _Run:
 
     def _run_without_state(self) -> RunInput:
         return self.run.model_copy(update={"state": None})
+
+
+def finish_input(
+    ctx: dt.OrchestrationContext,
+    run: RunInput,
+    result: RunResult,
+    records: list[TaskChange] | None = None,
+    warnings: list[str] | None = None,
+    cancel_children: list[str] | None = None,
+    variables: dict[str, Any] | None = None,
+) -> FinishInput:
+    """The finish activity's input (:func:`finish_run`)."""
+    return FinishInput(
+        workflow_id=ctx.instance_id,
+        run=run.model_copy(update={"state": None}),
+        result=result,
+        records=records or [],
+        warnings=warnings or [],
+        cancel_children=cancel_children or [],
+        variables=variables or {},
+        now_ms=_ms(ctx.current_utc_datetime),
+    )
 
 
 def finish_run(
@@ -1222,16 +1253,7 @@ def finish_run(
     takes the activity's path as its history says; a work item that recorded the end but
     whose completion was lost records it again when it is handed out anew (the write is
     the finish activity's, idempotent)."""
-    data = FinishInput(
-        workflow_id=ctx.instance_id,
-        run=run.model_copy(update={"state": None}),
-        result=result,
-        records=records or [],
-        warnings=warnings or [],
-        cancel_children=cancel_children or [],
-        variables=variables or {},
-        now_ms=_ms(ctx.current_utc_datetime),
-    )
+    data = finish_input(ctx, run, result, records, warnings, cancel_children, variables)
     finish = encode(data)
     if max_message_bytes is not None:
         check_encoded("the end of the run", finish, max_message_bytes)
