@@ -215,7 +215,7 @@ class RunReplays:
             )
         event = SkipEvent(
             task_reference_name=ref,
-            task_input=request.task_input,
+            task_input=self._skip_input(workflow_id, request.task_input),
             task_output=self._skip_output(workflow_id, request.task_output),
         )
         self.deps.signals.raise_event(workflow_id, SKIP_EVENT, event.payload())
@@ -227,6 +227,16 @@ class RunReplays:
         )
 
     # --- helpers ----------------------------------------------------------------------
+
+    def _skip_input(self, workflow_id: str, task_input: dict[str, Any]) -> dict[str, Any]:
+        """A skipped task's input, or above the threshold a pointer into the payload
+        store (engine/runtime/payload_refs.py), as a rerun's taskInput: inline, it would
+        ride in the run's messages and fail the run past their limit."""
+        key = task_input_key(workflow_id, f"skip-{uuid.uuid4().hex}", 1)
+        inline, ref = offload_posted(
+            self.deps.payloads, PayloadKind.TASK_INPUT, key, task_input, "$.taskInput"
+        )
+        return pointer(ref, "$") if ref is not None else dict(inline)
 
     def _skip_output(self, workflow_id: str, output: dict[str, Any]) -> dict[str, Any]:
         """A skipped task's output, or above the threshold its reference in the payload

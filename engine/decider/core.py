@@ -1539,7 +1539,9 @@ class Decider:
 
     def _entry(self, ts: TaskState) -> dict[str, Any]:
         return {
-            "input": ts.input,
+            # a pointer for the whole input (a skip's or rerun's taskInput above the
+            # threshold, kept in the payload store) is read through the loader
+            "input": self.dereferenced(ts.input) if is_pointer(ts.input) else ts.input,
             "output": self._output(ts),
             "status": ts.status.value,
             "taskId": ts.task_id,

@@ -73,7 +73,7 @@ from engine.runtime.activity_io import (
 from engine.runtime.builtins import ActivityDeps, ActivityResult, run_activity, run_poll
 from engine.runtime.encoded_json import parse
 from engine.runtime.local_steps import LocalSteps
-from engine.runtime.payload_refs import dereference
+from engine.runtime.payload_refs import dereference, is_pointer
 from engine.runtime.services import EngineServices
 from engine.runtime.settlement import (
     FAILED_STATUSES,
@@ -95,6 +95,8 @@ from protocol.payload_keys import (
     ACTIVITY_PREFIX_KEY,
     INPUT_REF,
     OUTPUT_REF,
+    POINTER,
+    POINTER_PATH,
     activity_prefix,
     offloaded,
     task_input_key,
@@ -146,6 +148,9 @@ def _in_work_item(work: Callable[[], T], workflow_id: str, goes_to: str) -> T | 
 def store_row(workflow_id: str, change: TaskChange) -> TaskRecord:
     """A task row the Decider changed, as a run-store row."""
     output_ref = offloaded(change.output, OUTPUT_REF)
+    # an input kept whole in the payload store (a skip's or rerun's taskInput above the
+    # threshold) is the row's input reference, as a worker task's offloaded input
+    input_ref = str(change.input[POINTER]) if _whole_pointer(change.input) else None
     return TaskRecord(
         task_id=change.task_id,
         workflow_id=change.workflow_id or workflow_id,
@@ -156,7 +161,8 @@ def store_row(workflow_id: str, change: TaskChange) -> TaskRecord:
         attempt=change.attempt,
         retry_count=change.attempt - 1,
         seq=change.seq,
-        input_data=change.input,
+        input_data=None if input_ref else change.input,
+        input_ref=input_ref,
         output_data=None if output_ref else change.output,
         output_ref=output_ref,
         reason_for_incompletion=change.reason,
@@ -168,6 +174,10 @@ def store_row(workflow_id: str, change: TaskChange) -> TaskRecord:
         retried_task_id=change.retried_task_id,
         retried=change.retried,
     )
+
+
+def _whole_pointer(value: Any) -> bool:
+    return is_pointer(value) and value[POINTER_PATH] == "$"
 
 
 #: task types whose row transitions are written where they happen, before the Decider's

@@ -254,16 +254,20 @@ def test_skip_a_task_the_run_has_not_reached_yet(conductor: Conductor) -> None:
     assert (run["status"], len(run["tasks"])) == ("COMPLETED", 3)
 
 
-def test_a_skipped_tasks_large_output_is_kept_whole(conductor: Conductor) -> None:
-    """A skip's ``taskOutput`` of 3 MB goes to the payload store as a worker's large
-    output does: the later task reads from it, the run completes, and the skipped task's
-    output reads back whole. Inline, it failed the run (its records above the 1 MiB
-    message limit)."""
+def test_a_skipped_tasks_large_input_and_output_are_kept_whole(conductor: Conductor) -> None:
+    """A skip's ``taskInput`` and ``taskOutput`` of 3 MB each go to the payload store as
+    a worker's large input and output do: the later task reads from both, the run
+    completes, and the skipped task's input and output read back whole. Inline, either
+    failed the run (its records above the 1 MiB message limit)."""
     t1, t3, name = unique("task_a"), unique("task_c"), unique("skip_large")
     conductor.register(
         workflow(
             name,
-            [simple(t1, "t1"), simple(t1, "t2"), simple(t3, "t3", k="${t2.output.k}")],
+            [
+                simple(t1, "t1"),
+                simple(t1, "t2"),
+                simple(t3, "t3", k="${t2.output.k}", j="${t2.input.j}"),
+            ],
             outputParameters={"k": "${t2.output.k}"},
         )
     )
@@ -271,15 +275,18 @@ def test_a_skipped_tasks_large_output_is_kept_whole(conductor: Conductor) -> Non
     conductor.wait_tasks(workflow_id, 1)
     blob = "x" * 3_000_000
     r = conductor.http.put(
-        f"/api/workflow/{workflow_id}/skiptask/t2", json={"taskOutput": {"blob": blob, "k": 7}}
+        f"/api/workflow/{workflow_id}/skiptask/t2",
+        json={"taskInput": {"blob": blob, "j": 3}, "taskOutput": {"blob": blob, "k": 7}},
     )
     assert r.status_code == 200, r.text
     conductor.poll_and_complete(t1)
-    assert conductor.poll_one(t3)["inputData"] == {"k": 7}
+    assert conductor.poll_one(t3)["inputData"] == {"k": 7, "j": 3}
     run = conductor.wait(workflow_id, lambda r: len(r["tasks"]) == 3)
     skipped = task(run, "t2")
     assert skipped["status"] == "SKIPPED"
     assert conductor.task_output(skipped["taskId"])["blob"] == blob
+    assert skipped["inputData"] == {"blob": blob, "j": 3}
+    assert skipped["externalInputPayloadStoragePath"]
     r = conductor.http.post(f"/api/tasks/{workflow_id}/t3/COMPLETED", json={})
     assert r.status_code == 200, r.text
     run = conductor.wait_status(workflow_id, "COMPLETED")
