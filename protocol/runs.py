@@ -12,10 +12,25 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-__all__ = ["ORCHESTRATOR_NAME", "ReplayTask", "RunInput", "TaskMock"]
+__all__ = ["BEHAVIOUR", "ORCHESTRATOR_NAME", "ReplayTask", "RunInput", "TaskMock"]
 
 #: The one orchestration that runs every run of every definition.
 ORCHESTRATOR_NAME = "WorkflowInterpreter"
+
+#: The interpreter's behaviour version, stamped on every run it starts
+#: (:attr:`RunInput.behaviour`). A run in flight at an upgrade is replayed by the new
+#: interpreter from the history the old one wrote, and must decide the same actions
+#: again. So a change of what the interpreter decides for a definition that could run
+#: before (an action more or fewer, or another one) bumps this number, and the Decider
+#: keeps the earlier behaviour for runs started under an earlier one;
+#: tests/unit/engine/runtime/test_history_compat.py replays histories earlier versions
+#: wrote (tests/data/histories/). The versions:
+#:
+#: * 0: runs started before the field (up to b7821a0): ``asyncComplete`` and
+#:   ``permissive`` are read but not acted on.
+#: * 1: a call with ``asyncComplete`` waits for a task update; a ``permissive`` task's
+#:   failure lets the run go on.
+BEHAVIOUR = 1
 
 
 class ReplayTask(BaseModel):
@@ -84,6 +99,9 @@ class RunInput(BaseModel):
     state: dict[str, Any] | None = None
     started_at_ms: int | None = None
     executions: int = 0
+    #: the interpreter behaviour the run was started under (:data:`BEHAVIOUR`); an
+    #: orchestration input without the field (a run started before it) reads as 0
+    behaviour: int = BEHAVIOUR
     #: W3C trace context of the span that started the run: every span of the run is in
     #: its trace (engine/runtime/tracing.py). Kept in the input so replays see the same
     #: value; None when tracing is off.

@@ -124,7 +124,7 @@ from engine.language.retry import retry_delay_seconds
 from engine.language.scripting import ScriptMemo
 from engine.runtime.payload_refs import dereference, has_pointers, is_pointer, pointer
 from protocol.payload_keys import INPUT_REF, OUTPUT_REF, POINTER, POINTER_PATH, offloaded
-from protocol.runs import ReplayTask
+from protocol.runs import BEHAVIOUR, ReplayTask
 from protocol.task_types import row_kind
 
 __all__ = [
@@ -528,11 +528,14 @@ class Decider:
         replay: list[ReplayTask] | None = None,
         seq_base: int = 0,
         task_inputs: dict[str, dict[str, Any]] | None = None,
+        behaviour: int = BEHAVIOUR,
     ) -> RunState:
         """A new run's state; call :meth:`decide` next. ``generation``: see
         :attr:`RunState.generation`; ``replay``, ``seq_base``, ``task_inputs``: a retried
-        or rerun run (:class:`protocol.runs.RunInput`)."""
+        or rerun run (:class:`protocol.runs.RunInput`); ``behaviour``: the interpreter
+        behaviour it was started under (``protocol.runs.BEHAVIOUR``)."""
         state = RunState(
+            behaviour=behaviour,
             generation=generation,
             seq=seq_base,
             replay={entry.ref: entry for entry in replay or []},
@@ -867,7 +870,7 @@ class Decider:
             if ts.status.is_successful or (
                 ts.status.is_terminal
                 and ts.task_id not in state.pending
-                and self.nodes[ts.def_ref].task.permissive
+                and self._permissive(state, self.nodes[ts.def_ref])
             ):
                 # (a permissive task that failed: the run goes on past it)
                 frame.pos += 1
@@ -1072,7 +1075,7 @@ class Decider:
         state, ts, wt, now_ms = start.state, start.task, start.definition, start.now_ms
         node = self.nodes[wt.task_reference_name]
         delay = float(wt.start_delay)
-        action = self._action(ts, node, delay, now_ms)
+        action = self._action(state, ts, node, delay, now_ms)
         ts.scheduled_time = ts.first_scheduled_time = now_ms + int(delay * 1000)
         self._started_when_scheduled(ts, delay)
         state.pending[ts.task_id] = ts.ref
@@ -1127,9 +1130,16 @@ class Decider:
                 lambda key: f"input {key!r} of task {ts.ref!r}",
             )
         self.touch(state, ts)
-        actions.append(self._action(ts, node, delay, ts.scheduled_time))
+        actions.append(self._action(state, ts, node, delay, ts.scheduled_time))
 
-    def _action(self, ts: TaskState, node: Node, delay: float, base_ms: int) -> ScheduleTask:
+    @staticmethod
+    def _permissive(state: RunState, node: Node) -> bool:
+        """``permissive`` acts (behaviour 1 on; ``protocol.runs.BEHAVIOUR``)."""
+        return node.task.permissive and state.behaviour >= 1
+
+    def _action(
+        self, state: RunState, ts: TaskState, node: Node, delay: float, base_ms: int
+    ) -> ScheduleTask:
         """The action of the current attempt of ``ts``; ``base_ms``: when the attempt is
         scheduled from (before its delay)."""
         handler = handler_for(ts.type)
@@ -1149,7 +1159,10 @@ class Decider:
             wait_until_ms=fields.wait_until_ms,
             timeout_seconds=fields.timeout_seconds,
             sub_workflow=fields.sub_workflow,
-            async_complete=node.task.async_complete and ts.type in CALL_TASK_TYPES,
+            # behaviour 1 on (protocol.runs.BEHAVIOUR): earlier runs ignored the field
+            async_complete=(
+                node.task.async_complete and ts.type in CALL_TASK_TYPES and state.behaviour >= 1
+            ),
             seq=ts.seq,
             retried_task_id=ts.retried_task_id,
         )
@@ -1195,7 +1208,7 @@ class Decider:
     ) -> None:
         state.pending.pop(ts.task_id, None)
         node = self.nodes[ts.def_ref]
-        if (node.task.optional or node.task.permissive) and not even_optional:
+        if (node.task.optional or self._permissive(state, node)) and not even_optional:
             if node.task.optional:
                 ts.status = TaskStatus.COMPLETED_WITH_ERRORS
             else:

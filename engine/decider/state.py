@@ -165,6 +165,9 @@ class RunState(_Model):
     #: part of every task id: a restart, rerun or retry of the run starts a new
     #: generation, so no task id of it collides with one of an earlier execution
     generation: str = ""
+    #: the interpreter behaviour the run was started under (``protocol.runs.BEHAVIOUR``;
+    #: a state carried before the field was 0)
+    behaviour: int = 0
     #: permissive tasks that failed (Conductor's text for each: "Task <id> failed with
     #: status: <status> and reason: '<reason>'"): the run fails with them when it would
     #: have completed

@@ -1284,6 +1284,8 @@ def make_workflow_interpreter(
     ) -> Generator[dt.Task[Any], Any, dict[str, Any]]:
         """The one orchestration that runs every run of every definition."""
         run = RunInput.model_validate(raw_input or {})
+        if isinstance(raw_input, dict) and "behaviour" not in raw_input:
+            run.behaviour = 0  # started before runs were stamped with it
         try:
             decider = definitions.decider_for(run.name, run.version, run.definition_ref)
         except LookupError as exc:
@@ -1317,6 +1319,7 @@ def make_workflow_interpreter(
                     replay=run.replay,
                     seq_base=run.seq_base,
                     task_inputs=run.task_inputs,
+                    behaviour=run.behaviour,
                 )
             # a definition with dynamic tasks: a Decider of this run's own (the tasks it made)
             runner.decider = decider.for_run(state)
