@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,15 +30,6 @@ INSTANCE = "wf-1"
 
 def _goldens() -> list[Path]:
     return sorted(GOLDENS.glob("*/*.json"))
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[SqlRunStore]:
-    s = SqlRunStore(f"sqlite:///{tmp_path / 'runs.db'}")
-    try:
-        yield s
-    finally:
-        s.close()
 
 
 def replayed(store: SqlRunStore, golden: dict[str, Any]) -> list[list[list[Any]]]:

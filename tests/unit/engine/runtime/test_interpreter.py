@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -63,15 +61,6 @@ from protocol.runs import ORCHESTRATOR_NAME, RunInput
 INSTANCE = "wf-1"
 T0 = datetime(2030, 1, 1, 12, 0, 0)
 LOG = logging.getLogger("tests.interpreter")
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[SqlRunStore]:
-    s = SqlRunStore(f"sqlite:///{tmp_path / 'runs.db'}")
-    try:
-        yield s
-    finally:
-        s.close()
 
 
 class Replay:
