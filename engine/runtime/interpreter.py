@@ -65,7 +65,7 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from durabletask import task as dt
 from durabletask.internal.exceptions import AbandonOrchestrationError
-from pydantic import BaseModel, TypeAdapter
+from pydantic import BaseModel
 
 from engine.decider import (
     Decider,
@@ -259,19 +259,15 @@ def check_message(what: str, payload: Any, limit: int) -> None:
 
 def check_encoded(what: str, text: str, limit: int) -> None:
     """Raise :class:`MessageTooLarge` if the JSON ``text`` is larger than ``limit`` bytes."""
+    if _too_large(text, limit):
+        raise MessageTooLarge(what, encoded_size(text), limit)
+
+
+def _too_large(text: str, limit: int) -> bool:
+    """Whether the JSON ``text`` is larger than ``limit`` bytes in UTF-8."""
     if len(text) * 4 <= limit:
-        return  # UTF-8 is at most 4 bytes a character: it fits
-    size = encoded_size(text)
-    if size > limit:
-        raise MessageTooLarge(what, size, limit)
-
-
-_RECORDS = TypeAdapter(list[TaskChange])
-
-
-def _json_size(records: list[TaskChange]) -> int:
-    """The size of ``records`` in a message, in bytes."""
-    return len(_RECORDS.dump_json(records, by_alias=True))
+        return False  # UTF-8 is at most 4 bytes a character: it fits
+    return encoded_size(text) > limit
 
 
 def _parts(records: list[TaskChange], limit: int) -> list[list[TaskChange]]:
@@ -1136,7 +1132,7 @@ class _Run:
             traceparent=self.run.traceparent,
         )
         encoded = encode(data)
-        if len(records) > 1 and encoded_size(encoded) > self.max_message_bytes:
+        if len(records) > 1 and _too_large(encoded, self.max_message_bytes):
             for i, part in enumerate(_parts(records, self.max_message_bytes // 2)):
                 # the warnings and child runs to end go with the first part
                 update: dict[str, Any] = {"records": part}
@@ -1164,32 +1160,28 @@ class _Run:
             yield dt.when_any([task for task, _ in self.resolving])
             self._take_resolved()
         records = self._take_records()
-        warnings = self._take_warnings()
         children = [child.child_id for child in self.cancel_children]
-        if len(records) > 1 and _json_size(records) > self.max_message_bytes // 2:
-            whole = finish_input(
-                self.ctx, self.run, result, records, warnings, children, self.state.variables
-            )
-            if encoded_size(encode(whole)) > self.max_message_bytes:
-                # rows too many for the message that ends the run (a step that ran
-                # thousands of inline tasks): recorded first, in parts that fit
-                base = RecordInput(
-                    workflow_id=self.ctx.instance_id, traceparent=self.run.traceparent
-                )
-                for part in _parts(records, self.max_message_bytes // 2):
-                    yield from self._record(base.model_copy(update={"records": part}))
-                records = []
+        data = finish_input(
+            self.ctx,
+            self.run,
+            result,
+            records,
+            self._take_warnings(),
+            children,
+            self.state.variables,
+        )
+        finish = encode(data)
+        if len(records) > 1 and _too_large(finish, self.max_message_bytes):
+            # rows too many for the message that ends the run (a step that ran thousands
+            # of inline tasks): recorded first, in parts that fit
+            base = RecordInput(workflow_id=self.ctx.instance_id, traceparent=self.run.traceparent)
+            for part in _parts(records, self.max_message_bytes // 2):
+                yield from self._record(base.model_copy(update={"records": part}))
+            data = data.model_copy(update={"records": []})
+            finish = encode(data)
         return (
-            yield from finish_run(
-                self.ctx,
-                self.run,
-                result,
-                records=records,
-                warnings=warnings,
-                cancel_children=children,
-                variables=self.state.variables,
-                max_message_bytes=self.max_message_bytes,
-                local=self.local_finish,
+            yield from end_run(
+                self.ctx, result, data, finish, self.max_message_bytes, self.local_finish
             )
         )
 
@@ -1254,7 +1246,18 @@ def finish_run(
     whose completion was lost records it again when it is handed out anew (the write is
     the finish activity's, idempotent)."""
     data = finish_input(ctx, run, result, records, warnings, cancel_children, variables)
-    finish = encode(data)
+    return (yield from end_run(ctx, result, data, encode(data), max_message_bytes, local))
+
+
+def end_run(
+    ctx: dt.OrchestrationContext,
+    result: RunResult,
+    data: FinishInput,
+    finish: EncodedJson,
+    max_message_bytes: int | None,
+    local: LocalFinish | None,
+) -> Generator[dt.Task[Any], Any, dict[str, Any]]:
+    """:func:`finish_run` with its input built (``finish``: ``data`` encoded)."""
     if max_message_bytes is not None:
         check_encoded("the end of the run", finish, max_message_bytes)
     if local is not None and not ctx.is_replaying:
