@@ -475,6 +475,10 @@ def _default_lock_timeout(engine: Engine, seconds: float) -> None:
             dbapi_conn.autocommit = autocommit
 
 
+#: task instances one statement of ``delete_tasks`` deletes at most
+_INSTANCES_PER_STATEMENT = 200
+
+
 class SqlRunStore:
     """Run store on SQLite or PostgreSQL through SQLAlchemy Core."""
 
@@ -897,25 +901,40 @@ class SqlRunStore:
         *,
         instances: list[str] | None = None,
     ) -> int:
-        which = [tasks.c.workflow_id == workflow_id]
+        base = [tasks.c.workflow_id == workflow_id]
         if task_ids is not None:
-            which.append(tasks.c.task_id.in_(task_ids))
-        if instances is not None:
-            ref = tasks.c.reference_task_name
-            # a prefix compared as text, not LIKE (case-insensitive in SQLite, and
-            # ``_`` and ``%`` in a ref would be wildcards)
-            which.append(
-                sa.or_(
-                    ref.in_(instances),
-                    *(sa.func.substr(ref, 1, len(i) + 2) == i + "__" for i in instances),
-                )
-            )
-        rows = sa.select(tasks.c.task_id).where(*which)
+            base.append(tasks.c.task_id.in_(task_ids))
+        # instances in groups: one OR per instance, and SQLite refuses an expression
+        # deeper than 1,000 (a loop body of that many tasks)
+        groups: list[list[str] | None] = (
+            [None]
+            if instances is None
+            else [
+                instances[i : i + _INSTANCES_PER_STATEMENT]
+                for i in range(0, len(instances), _INSTANCES_PER_STATEMENT)
+            ]
+            or [[]]
+        )
+        deleted = 0
         with self._write() as conn:
             self._watches.touched(workflow_id)
-            conn.execute(sa.delete(task_logs).where(task_logs.c.task_id.in_(rows)))
-            conn.execute(sa.delete(leases).where(leases.c.task_id.in_(rows)))
-            return int(conn.execute(sa.delete(tasks).where(*which)).rowcount)
+            for group in groups:
+                which = list(base)
+                if group is not None:
+                    ref = tasks.c.reference_task_name
+                    # a prefix compared as text, not LIKE (case-insensitive in SQLite,
+                    # and ``_`` and ``%`` in a ref would be wildcards)
+                    which.append(
+                        sa.or_(
+                            ref.in_(group),
+                            *(sa.func.substr(ref, 1, len(i) + 2) == i + "__" for i in group),
+                        )
+                    )
+                rows = sa.select(tasks.c.task_id).where(*which)
+                conn.execute(sa.delete(task_logs).where(task_logs.c.task_id.in_(rows)))
+                conn.execute(sa.delete(leases).where(leases.c.task_id.in_(rows)))
+                deleted += int(conn.execute(sa.delete(tasks).where(*which)).rowcount)
+        return deleted
 
     def delete_run(self, workflow_id: str) -> bool:
         task_ids = sa.select(tasks.c.task_id).where(tasks.c.workflow_id == workflow_id)

@@ -847,6 +847,17 @@ def test_delete_tasks_of_instances_takes_every_attempt_and_nested_instance(
     assert store.get_task("d1") is not None
 
 
+def test_delete_tasks_of_thousands_of_instances_at_once(store: SqlRunStore) -> None:
+    """A loop body of thousands of tasks: its iteration's instances go in one call (each
+    is a condition of its own: SQLite refuses an expression deeper than 1,000)."""
+    store.create_run(run("w1"))
+    for n in range(1500):
+        store.upsert_task(task(f"t{n}", reference_task_name=f"x{n}__1", seq=n + 1), T0)
+    store.upsert_task(task("kept", reference_task_name="x0__2", seq=2000), T0)
+    assert store.delete_tasks("w1", instances=[f"x{n}__1" for n in range(1500)]) == 1500
+    assert [t.task_id for t in store.list_tasks("w1")] == ["kept"]
+
+
 def test_retry_fields_of_runs_and_tasks(store: SqlRunStore) -> None:
     """What a retry or restart records: the run's last retry time, generation and
     definition snapshot; a task's retriedTaskId and retried flag."""
