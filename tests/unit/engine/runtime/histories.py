@@ -17,8 +17,9 @@ The driver answers every activity the run asks for as the real ones would for a 
 that goes well: a dispatch queues the task and its worker answers at once (COMPLETED, or
 FAILED for the refs a case names, once), a built-in call answers 200 (and, for a call
 with asyncComplete, its service posts the task's update), a record and a finish are
-done; a timer is fired only when nothing else is outstanding (a WAIT, a retry delay),
-never a worker's deadline timer.
+done, a child run is resolved and completes, a HUMAN task is completed by its assignee
+once nothing else is due; a timer is fired only when nothing else is outstanding (a
+WAIT, a retry delay), never a worker's deadline timer.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ DISPATCH = "stepway.dispatch"
 BUILTIN = "stepway.builtin"
 RECORD = "stepway.record"
 FINISH = "stepway.finish"
+RESOLVE_CHILD = "stepway.resolve_child"
 
 
 def _worker(name: str, ref: str | None = None, **fields: Any) -> dict[str, Any]:
@@ -135,6 +137,33 @@ CASES: dict[str, tuple[dict[str, Any], list[dict[str, Any]], set[str]]] = {
         [],
         set(),
     ),
+    "human_then_worker": (
+        {
+            "name": "human_then_worker",
+            "tasks": [
+                {"name": "approve", "taskReferenceName": "approve", "type": "HUMAN"},
+                _worker("after"),
+            ],
+        },
+        [],
+        set(),
+    ),
+    "sub_workflow": (
+        {
+            "name": "sub_workflow",
+            "tasks": [
+                {
+                    "name": "child",
+                    "taskReferenceName": "child",
+                    "type": "SUB_WORKFLOW",
+                    "subWorkflowParam": {"name": "child_flow", "version": 1},
+                },
+                _worker("after"),
+            ],
+        },
+        [],
+        set(),
+    ),
     "wait_then_worker": (
         {
             "name": "wait_then_worker",
@@ -189,6 +218,7 @@ def record(case: str, replay_class: Any, store: SqlRunStore, t0: datetime) -> di
     items: list[dict[str, Any]] = []
     timers: list[tuple[int, datetime]] = []
     failed: set[str] = set()
+    humans: dict[str, int] = {}
     now = t0
     events: list[pb.HistoryEvent] = []
     for _ in range(200):
@@ -210,12 +240,28 @@ def record(case: str, replay_class: Any, store: SqlRunStore, t0: datetime) -> di
         for action in actions:
             if action.HasField("createTimer"):
                 timers.append((action.id, action.createTimer.fireAt.ToDatetime()))
+            if action.HasField("createSubOrchestration"):
+                # the backend's record of the child's creation, then the child's end
+                child = action.createSubOrchestration
+                run.history.append(
+                    helpers.new_sub_orchestration_created_event(
+                        action.id, child.name, child.instanceId, child.input.value
+                    )
+                )
+                summary = {"status": "COMPLETED", "output": {"child": True}, "reason": None}
+                events.append(
+                    helpers.new_sub_orchestration_completed_event(action.id, json.dumps(summary))
+                )
             if not action.HasField("scheduleTask"):
                 continue
             name = action.scheduleTask.name
             data = json.loads(action.scheduleTask.input.value)
             if isinstance(data, str):
                 data = json.loads(data)
+            for change in data.get("records") or []:
+                # a HUMAN task waiting: its assignee completes it when nothing else is due
+                if change["type"] == "HUMAN" and change["status"] in ("SCHEDULED", "IN_PROGRESS"):
+                    humans[change["taskId"]] = change["attempt"]
             if name == DISPATCH:
                 task = data["task"]
                 events.append(_done(action.id, {"queue": task["name"]}))
@@ -250,6 +296,8 @@ def record(case: str, replay_class: Any, store: SqlRunStore, t0: datetime) -> di
                     )
             elif name == RECORD:
                 events.append(_done(action.id, {}))
+            elif name == RESOLVE_CHILD:
+                events.append(_done(action.id, {"name": "child_flow", "version": 1}))
             elif name == FINISH:
                 result = data["result"]
                 summary = {
@@ -261,6 +309,12 @@ def record(case: str, replay_class: Any, store: SqlRunStore, t0: datetime) -> di
             else:
                 raise RuntimeError(f"case {case}: no answer for activity {name}")
         now = now + timedelta(seconds=1)
+        if not events and humans:
+            task_id, attempt = humans.popitem()
+            done = TaskResultEvent(attempt=attempt, status="COMPLETED", output={"ok": True})
+            events.append(
+                helpers.new_event_raised_event(result_event(task_id), json.dumps(done.payload()))
+            )
         if not events:
             # nothing outstanding but timers: the earliest one that is not a worker's
             # deadline (an hour out) fires
