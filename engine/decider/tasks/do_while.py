@@ -103,8 +103,8 @@ class DoWhileTask(TaskHandler):
         output = loop.output
         output[str(n)] = latest
         output["iteration"] = n
-        keep = loop.input.get("keepLastN")
-        if isinstance(keep, int) and not isinstance(keep, bool) and 0 < keep < n:
+        keep = _keep_last_n(loop)
+        if keep is not None and keep < n:
             # conductor-oss's keepLastN: the output keeps the last N iterations only (one
             # key leaves per iteration, the older ones left before), and the tasks of that
             # iteration leave the run
@@ -193,6 +193,15 @@ class DoWhileTask(TaskHandler):
             decider.complete_inline(state, loop, output, now_ms)
 
 
+def _keep_last_n(loop: TaskState) -> int | None:
+    """The loop's ``keepLastN``, a whole number above 0, else None (not set, or not
+    one: ignored, as a value Conductor could not read as an Integer)."""
+    keep = loop.input.get("keepLastN")
+    if isinstance(keep, int) and not isinstance(keep, bool) and keep > 0:
+        return keep
+    return None
+
+
 def _remove_iteration(decider: Decider, state: RunState, loop: TaskState, suffix: str) -> None:
     """Remove the iteration of ``loop`` whose frame suffix is ``suffix`` (an ended one):
     its task instances, nested loops' iterations and dynamic forks' tasks included, leave
@@ -214,8 +223,7 @@ def _remove_iteration(decider: Decider, state: RunState, loop: TaskState, suffix
 def _resumed_at(state: RunState, loop: TaskState, body_refs: list[str], suffix: str) -> int:
     """The iteration a retried or rerun run re-enters ``loop`` at: the oldest one it
     kept a row of, when ``keepLastN`` removed the ones before it; else 1."""
-    keep = loop.input.get("keepLastN")
-    if not state.replay or not isinstance(keep, int) or isinstance(keep, bool) or keep < 1:
+    if not state.replay or _keep_last_n(loop) is None:
         return 1
     oldest: int | None = None
     for ref in state.replay:
