@@ -303,15 +303,7 @@ class Decider:
     def _made_by(self, node: Node, fork_def_ref: str) -> bool:
         """Whether FORK_JOIN_DYNAMIC ``fork_def_ref`` made ``node``, itself or through a
         dynamic fork it made."""
-        seen: set[str] = set()
-        made_by = node.made_by
-        while made_by is not None and made_by not in seen:
-            if made_by == fork_def_ref:
-                return True
-            seen.add(made_by)
-            maker = self.nodes.get(made_by)
-            made_by = maker.made_by if maker is not None else None
-        return False
+        return node.made_by is not None and self.inside(node.made_by, {fork_def_ref})
 
     def inside(self, def_ref: str, refs: set[str]) -> bool:
         """Whether the task ``def_ref`` is one of ``refs`` or was made by a
