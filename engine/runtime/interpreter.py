@@ -1133,15 +1133,19 @@ class _Run:
         )
         encoded = encode(data)
         if len(records) > 1 and _too_large(encoded, self.max_message_bytes):
-            for i, part in enumerate(_parts(records, self.max_message_bytes // 2)):
-                # the warnings and child runs to end go with the first part
-                update: dict[str, Any] = {"records": part}
-                if i:
-                    update.update(warnings=[], cancel_children=None)
-                yield from self._record(data.model_copy(update=update))
+            yield from self._record_in_parts(data)
             return
         check_encoded("the task records of a step", encoded, self.max_message_bytes)
         yield from self._record(data, encoded)
+
+    def _record_in_parts(self, data: RecordInput) -> Generator[dt.Task[Any], Any, None]:
+        """``data`` recorded in one record per part of its rows that fits a message
+        (:func:`_parts`); its warnings and child runs to end go with the first part."""
+        for i, part in enumerate(_parts(data.records, self.max_message_bytes // 2)):
+            update: dict[str, Any] = {"records": part}
+            if i:
+                update.update(warnings=[], cancel_children=None)
+            yield from self._record(data.model_copy(update=update))
 
     def _record(
         self, data: RecordInput, encoded: EncodedJson | None = None
@@ -1174,9 +1178,13 @@ class _Run:
         if len(records) > 1 and _too_large(finish, self.max_message_bytes):
             # rows too many for the message that ends the run (a step that ran thousands
             # of inline tasks): recorded first, in parts that fit
-            base = RecordInput(workflow_id=self.ctx.instance_id, traceparent=self.run.traceparent)
-            for part in _parts(records, self.max_message_bytes // 2):
-                yield from self._record(base.model_copy(update={"records": part}))
+            yield from self._record_in_parts(
+                RecordInput(
+                    workflow_id=self.ctx.instance_id,
+                    records=records,
+                    traceparent=self.run.traceparent,
+                )
+            )
             data = data.model_copy(update={"records": []})
             finish = encode(data)
         return (
@@ -1207,7 +1215,7 @@ def finish_input(
     cancel_children: list[str] | None = None,
     variables: dict[str, Any] | None = None,
 ) -> FinishInput:
-    """The finish activity's input (:func:`finish_run`)."""
+    """The finish activity's input (:func:`end_run`)."""
     return FinishInput(
         workflow_id=ctx.instance_id,
         run=run.model_copy(update={"state": None}),
@@ -1220,21 +1228,18 @@ def finish_input(
     )
 
 
-def finish_run(
+def end_run(
     ctx: dt.OrchestrationContext,
-    run: RunInput,
     result: RunResult,
-    *,
-    records: list[TaskChange] | None = None,
-    warnings: list[str] | None = None,
-    cancel_children: list[str] | None = None,
-    variables: dict[str, Any] | None = None,
-    max_message_bytes: int | None = None,
-    local: LocalFinish | None = None,
+    data: FinishInput,
+    finish: EncodedJson,
+    max_message_bytes: int | None,
+    local: LocalFinish | None,
 ) -> Generator[dt.Task[Any], Any, dict[str, Any]]:
-    """End the run: the finish activity records it and returns the run's summary (the
-    orchestration's output). With ``max_message_bytes``, a finish too large for one
-    message raises :class:`MessageTooLarge`.
+    """End the run: the finish activity records it (``data``, encoded as ``finish``)
+    and returns the run's summary (the orchestration's output). With
+    ``max_message_bytes``, a finish too large for one message raises
+    :class:`MessageTooLarge`.
 
     With ``local`` (a process that hosts the activities too), the end is recorded in
     this work item instead, when the run reaches its end for the first time: the work
@@ -1245,19 +1250,6 @@ def finish_run(
     takes the activity's path as its history says; a work item that recorded the end but
     whose completion was lost records it again when it is handed out anew (the write is
     the finish activity's, idempotent)."""
-    data = finish_input(ctx, run, result, records, warnings, cancel_children, variables)
-    return (yield from end_run(ctx, result, data, encode(data), max_message_bytes, local))
-
-
-def end_run(
-    ctx: dt.OrchestrationContext,
-    result: RunResult,
-    data: FinishInput,
-    finish: EncodedJson,
-    max_message_bytes: int | None,
-    local: LocalFinish | None,
-) -> Generator[dt.Task[Any], Any, dict[str, Any]]:
-    """:func:`finish_run` with its input built (``finish``: ``data`` encoded)."""
     if max_message_bytes is not None:
         check_encoded("the end of the run", finish, max_message_bytes)
     if local is not None and not ctx.is_replaying:
@@ -1376,7 +1368,8 @@ def _fail(
     """Record the run FAILED when the interpreter cannot go on (definition gone, a defect),
     ending the child runs in ``cancel_children`` with it."""
     result = RunResult(status=RunStatus.FAILED, reason=reason)
-    return (yield from finish_run(ctx, run, result, cancel_children=cancel_children))
+    data = finish_input(ctx, run, result, cancel_children=cancel_children)
+    return (yield from end_run(ctx, result, data, encode(data), None, None))
 
 
 __all__ = [
@@ -1393,6 +1386,7 @@ __all__ = [
     "MessageTooLarge",
     "SeesScheduledActivities",
     "check_message",
-    "finish_run",
+    "end_run",
+    "finish_input",
     "make_workflow_interpreter",
 ]
