@@ -175,13 +175,9 @@ class RunReplays:
         )
         inputs: dict[str, dict[str, Any]] = {}
         if request.task_input is not None:
-            # above the threshold the task's input is a pointer into the payload store
-            # (engine/runtime/payload_refs.py), read where the task's I/O is done
-            key = task_input_key(workflow_id, f"rerun-{uuid.uuid4().hex}", 1)
-            inline, ref = offload_posted(
-                self.deps.payloads, PayloadKind.TASK_INPUT, key, request.task_input, "$.taskInput"
+            inputs[start.reference_task_name] = self._posted_input(
+                workflow_id, "rerun", request.task_input
             )
-            inputs[start.reference_task_name] = inline if ref is None else pointer(ref, "$")
         self._run_again(
             run,
             definition_ref,
@@ -215,7 +211,7 @@ class RunReplays:
             )
         event = SkipEvent(
             task_reference_name=ref,
-            task_input=self._skip_input(workflow_id, request.task_input),
+            task_input=self._posted_input(workflow_id, "skip", request.task_input),
             task_output=self._skip_output(workflow_id, request.task_output),
         )
         self.deps.signals.raise_event(workflow_id, SKIP_EVENT, event.payload())
@@ -228,11 +224,14 @@ class RunReplays:
 
     # --- helpers ----------------------------------------------------------------------
 
-    def _skip_input(self, workflow_id: str, task_input: dict[str, Any]) -> dict[str, Any]:
-        """A skipped task's input, or above the threshold a pointer into the payload
-        store (engine/runtime/payload_refs.py), as a rerun's taskInput: inline, it would
-        ride in the run's messages and fail the run past their limit."""
-        key = task_input_key(workflow_id, f"skip-{uuid.uuid4().hex}", 1)
+    def _posted_input(
+        self, workflow_id: str, what: str, task_input: dict[str, Any]
+    ) -> dict[str, Any]:
+        """A task input posted for a rerun or a skip (``what``), or above the threshold
+        a pointer into the payload store (engine/runtime/payload_refs.py), read where the
+        task's I/O is done: inline, it would ride in the run's messages and fail the run
+        past their limit."""
+        key = task_input_key(workflow_id, f"{what}-{uuid.uuid4().hex}", 1)
         inline, ref = offload_posted(
             self.deps.payloads, PayloadKind.TASK_INPUT, key, task_input, "$.taskInput"
         )
