@@ -6,20 +6,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.decider.state import RunState
 from engine.language.definitions import RunStatus
 from tests.unit.engine.decider.test_decider import Sim, decider, t
 
 
 def _sim(behaviour: int, *tasks: dict[str, Any], **defs: dict[str, Any]) -> Sim:
-    sim = Sim.__new__(Sim)
-    sim.d = decider(*tasks, defs=defs)
-    sim.now = 1_000
-    state: RunState = sim.d.start(workflow_id="w", input={}, now_ms=1_000, behaviour=behaviour)
-    sim.state = state
-    sim.actions, sim.all_actions, sim.records, sim.cancel, sim.finished = {}, [], [], [], None
-    sim.decide()
-    return sim
+    return Sim(decider(*tasks, defs=defs), behaviour=behaviour)
 
 
 def test_permissive_lets_the_run_go_on_only_from_behaviour_1() -> None:

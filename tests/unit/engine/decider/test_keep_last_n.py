@@ -126,11 +126,7 @@ def test_a_retried_run_re_enters_the_loop_at_its_oldest_kept_iteration() -> None
         ReplayTask(ref="p__4", task_id="t4", seq=4, status="COMPLETED", output={"n": 4}),
         ReplayTask(ref="p__5", task_id="t5", seq=5, status="FAILED"),
     ]
-    state = d.start(workflow_id="w", input={}, now_ms=0, generation="g2", replay=kept, seq_base=6)
-    sim = Sim.__new__(Sim)
-    sim.d, sim.now, sim.state = d, 0, state
-    sim.actions, sim.all_actions, sim.records, sim.cancel, sim.finished = {}, [], [], [], None
-    sim.decide()
+    sim = Sim(d, generation="g2", replay=kept, seq_base=6)
     assert sim.pending == ["p__5"]
     assert (sim.actions["p__5"].attempt, sim.actions["p__5"].retried_task_id) == (2, "t5")
     assert sim.task("loop").output["iteration"] == 5
