@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from engine.decider.nodes import Node
 from engine.decider.state import TaskState
-from engine.decider.tasks.base import ActionFields, ScheduledTask, TaskFailed
+from engine.decider.tasks.base import ActionFields, ScheduledTask, TaskFailed, TaskStart
 from engine.language.definitions import SubWorkflowParams
 
 if TYPE_CHECKING:
@@ -18,16 +18,57 @@ __all__ = ["SubWorkflowTask", "sub_workflow_of"]
 
 
 class SubWorkflowTask(ScheduledTask):
+    def start(self, decider: Decider, start: TaskStart) -> None:
+        param = start.definition.sub_workflow_param
+        if param is not None and _has_expressions(param):
+            # Conductor's SubWorkflowTaskMapper resolves subWorkflowParam's name,
+            # taskToDomain and a workflowDefinition given as text against the run, and
+            # puts the child it names into the task's input
+            ts = start.task
+            given = param.workflow_definition
+            resolved = decider.resolve_values(
+                start.state,
+                {
+                    "name": param.name,
+                    "taskToDomain": param.task_to_domain,
+                    # a definition object is taken as it is (its own ${...} are its own)
+                    "workflowDefinition": given if isinstance(given, str) else None,
+                },
+                decider.context(start.state),
+                lambda key: f"subWorkflowParam.{key} of task {ts.ref!r}",
+            )
+            if not isinstance(given, str):
+                resolved["workflowDefinition"] = given
+            ts.input.update(
+                subWorkflowName=resolved["name"],
+                subWorkflowVersion=param.version,
+                subWorkflowTaskToDomain=resolved["taskToDomain"],
+                subWorkflowDefinition=resolved["workflowDefinition"],
+            )
+        decider.schedule(start)
+
     def action_fields(
         self, decider: Decider, task: TaskState, node: Node, base_ms: int
     ) -> ActionFields:
-        child = node.task.sub_workflow_param or sub_workflow_of(task.input)
+        param = node.task.sub_workflow_param
+        child = (
+            param if param is not None and not _has_expressions(param) else None
+        ) or sub_workflow_of(task.input)
         if child is None:
             raise TaskFailed(
                 "SUB_WORKFLOW names no child: subWorkflowParam, or (a DYNAMIC task) "
                 "subWorkflowName and subWorkflowVersion, or subWorkflowDefinition, in its input"
             )
         return ActionFields(sub_workflow=child)
+
+
+def _has_expressions(param: SubWorkflowParams) -> bool:
+    """Whether ``subWorkflowParam`` names its child by expressions (``${...}``)."""
+    return (
+        "${" in param.name
+        or any("${" in value for value in param.task_to_domain.values())
+        or isinstance(param.workflow_definition, str)
+    )
 
 
 def sub_workflow_of(task_input: dict[str, Any]) -> SubWorkflowParams | None:

@@ -1492,6 +1492,35 @@ def test_a_retried_run_adopts_what_succeeded_and_makes_a_new_attempt_of_the_rest
     assert state.tasks["a"].task_id == "ta"
 
 
+def test_a_sub_workflow_named_by_expressions_is_resolved_against_the_run() -> None:
+    """Conductor's SubWorkflowTaskMapper resolves ``subWorkflowParam``'s name and
+    taskToDomain against the run and puts the child into the task's input
+    (conductor-oss's hierarchical_fork_join_swf names its child
+    ``${workflow.input.subwf}``)."""
+    d = decider(
+        t(
+            "s",
+            "SUB_WORKFLOW",
+            subWorkflowParam={
+                "name": "${workflow.input.subwf}",
+                "version": 2,
+                "taskToDomain": {"*": "${workflow.input.domain}"},
+            },
+        )
+    )
+    sim = Sim(d, input={"subwf": "leaf", "domain": "blue"})
+    action = sim.actions["s"]
+    assert action.sub_workflow is not None
+    assert (action.sub_workflow.name, action.sub_workflow.version) == ("leaf", 2)
+    assert action.sub_workflow.task_to_domain == {"*": "blue"}
+    assert action.input["subWorkflowName"] == "leaf"
+    # a name that resolves to nothing fails the task, saying why
+    sim = Sim(d, input={})
+    assert sim.finished is not None and sim.finished.status == RunStatus.FAILED
+    assert "names no child" in (sim.finished.reason or "")
+
+
+
 def test_a_skipped_task_is_passed_by() -> None:
     d = decider(t("a"), t("b"), t("c"))
     sim = Sim(d)
