@@ -882,6 +882,38 @@ class SqlRunStore:
             self._watches.touched(workflow_id)
             return conn.execute(stmt).rowcount == 1
 
+    def reopen_task(self, task_id: str, attempt: int, output: dict[str, Any], now: int) -> bool:
+        ended = [
+            TaskStatus.FAILED.value,
+            TaskStatus.FAILED_WITH_TERMINAL_ERROR.value,
+            TaskStatus.TIMED_OUT.value,
+            TaskStatus.CANCELED.value,
+        ]
+        stmt = (
+            sa.update(tasks)
+            .where(
+                tasks.c.task_id == task_id,
+                tasks.c.attempt == attempt,
+                tasks.c.status.in_(ended),
+            )
+            .values(
+                status=TaskStatus.IN_PROGRESS.value,
+                end_time=None,
+                reason_for_incompletion=None,
+                output_data=output,
+                output_ref=None,
+                retried=False,
+                update_time=now,
+            )
+            .returning(tasks.c.workflow_id)
+        )
+        with self._write() as conn:
+            found = conn.execute(stmt).first()
+            if found is None:
+                return False
+            self._watches.touched(found[0])
+            return True
+
     def mark_retried(self, task_id: str, now: int) -> bool:
         def build() -> Any:
             return (

@@ -468,6 +468,14 @@ class RunStore(Protocol):
         """The result kept by ``put_step_result`` and when (its ``now``), or None."""
         ...
 
+    def reopen_task(self, task_id: str, attempt: int, output: dict[str, Any], now: int) -> bool:
+        """Operator retry of a run whose SUB_WORKFLOW task waits for its child run again
+        (Conductor's ``updateAndPushParents``): move the attempt back from an unsuccessful
+        end (FAILED, FAILED_WITH_TERMINAL_ERROR, TIMED_OUT, CANCELED) to IN_PROGRESS,
+        clearing its end time and reason, its output ``output``. False when the row is
+        not at ``attempt`` or not so ended."""
+        ...
+
     def mark_retried(self, task_id: str, now: int) -> bool:
         """Flag an attempt a retry replaced (Conductor's ``retried``), whatever its
         status; False when there is no such row."""

@@ -733,6 +733,63 @@ def test_reopen_run(store: SqlRunStore) -> None:
     assert got.reason_for_incompletion is None
 
 
+@pytest.mark.parametrize(
+    "ended",
+    [
+        TaskStatus.FAILED,
+        TaskStatus.FAILED_WITH_TERMINAL_ERROR,
+        TaskStatus.TIMED_OUT,
+        TaskStatus.CANCELED,
+    ],
+)
+def test_reopen_task_takes_an_unsuccessful_attempt_back_to_in_progress(
+    store: SqlRunStore, ended: TaskStatus
+) -> None:
+    """A retry that resumes a SUB_WORKFLOW task in place: the same attempt IN_PROGRESS
+    again, its end time, reason, offloaded output and retried flag cleared."""
+    store.create_run(run("w1"))
+    store.upsert_task(
+        task(
+            "t1",
+            attempt=2,
+            status=ended,
+            reason_for_incompletion="child failed",
+            end_time=T0 + 1,
+            output_ref="outputs/t1.json",
+            retried=True,
+        ),
+        T0,
+    )
+    assert not store.reopen_task("t1", 1, {"subWorkflowId": "c"}, T0 + 2)  # another attempt
+    assert not store.reopen_task("nope", 2, {"subWorkflowId": "c"}, T0 + 2)
+    assert store.reopen_task("t1", 2, {"subWorkflowId": "t1-2"}, T0 + 3)
+    got = store.get_task("t1")
+    assert got is not None
+    assert (got.status, got.attempt, got.end_time, got.reason_for_incompletion) == (
+        TaskStatus.IN_PROGRESS,
+        2,
+        None,
+        None,
+    )
+    assert (got.output_data, got.output_ref, got.retried) == (
+        {"subWorkflowId": "t1-2"},
+        None,
+        False,
+    )
+    assert got.update_time == T0 + 3
+
+
+@pytest.mark.parametrize("status", [TaskStatus.COMPLETED, TaskStatus.IN_PROGRESS])
+def test_reopen_task_leaves_a_task_that_did_not_fail(
+    store: SqlRunStore, status: TaskStatus
+) -> None:
+    store.create_run(run("w1"))
+    store.upsert_task(task("t1", status=status), T0)
+    assert not store.reopen_task("t1", 1, {}, T0 + 1)
+    got = store.get_task("t1")
+    assert got is not None and got.status == status
+
+
 def test_delete_run_removes_tasks_logs_and_leases(store: SqlRunStore) -> None:
     store.create_run(run("w1"))
     store.upsert_task(task("t1"), T0)
