@@ -7,6 +7,11 @@
   :class:`TaskStartedEvent`. Optional: the Task API no longer raises it (a hand-out
   costs the run no event); the interpreter reads the hand-out from the run store when a
   deadline is due, and still applies the event when one comes.
+* :func:`child_end_event` (``<taskId>.child``): the end of a SUB_WORKFLOW's child run that
+  was retried in place (``retry`` with ``resumeSubworkflowTasks``, or a retry of the
+  child itself), which its parent, retried with it, waits for by this event instead of
+  as its sub-orchestration; payload the child's run summary (what its orchestration
+  returns).
 * :data:`TERMINATE_EVENT`: end the run TERMINATED (the API's terminate, or a parent run
   that ended); payload :class:`TerminateEvent`.
 
@@ -28,6 +33,7 @@ __all__ = [
     "TaskResultEvent",
     "TaskStartedEvent",
     "TerminateEvent",
+    "child_end_event",
     "result_event",
     "started_event",
 ]
@@ -36,11 +42,19 @@ TERMINATE_EVENT = "stepway.terminate"
 #: skip a task the run has not reached yet (Conductor's ``skiptask``)
 SKIP_EVENT = "stepway.skip"
 STARTED_SUFFIX = ".started"
+CHILD_END_SUFFIX = ".child"
 
 
 def result_event(task_id: str) -> str:
     """The name of the event that carries a task's result."""
     return task_id
+
+
+def child_end_event(task_id: str) -> str:
+    """The name of the event that carries the end of a SUB_WORKFLOW task's child run,
+    resumed in place (the child's orchestration is no longer the parent's
+    sub-orchestration)."""
+    return task_id + CHILD_END_SUFFIX
 
 
 def started_event(task_id: str) -> str:

@@ -12,7 +12,14 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-__all__ = ["BEHAVIOUR", "ORCHESTRATOR_NAME", "ReplayTask", "RunInput", "TaskMock"]
+__all__ = [
+    "BEHAVIOUR",
+    "ORCHESTRATOR_NAME",
+    "ReplayTask",
+    "RunInput",
+    "TaskMock",
+    "child_run_id",
+]
 
 #: The one orchestration that runs every run of every definition.
 ORCHESTRATOR_NAME = "WorkflowInterpreter"
@@ -31,6 +38,11 @@ ORCHESTRATOR_NAME = "WorkflowInterpreter"
 #: * 1: a call with ``asyncComplete`` waits for a task update; a ``permissive`` task's
 #:   failure lets the run go on.
 BEHAVIOUR = 1
+
+
+def child_run_id(task_id: str, attempt: int) -> str:
+    """The workflow id of a SUB_WORKFLOW attempt's child run (``<taskId>-<attempt>``)."""
+    return f"{task_id}-{attempt}"
 
 
 class ReplayTask(BaseModel):
@@ -54,6 +66,10 @@ class ReplayTask(BaseModel):
     scheduled_time: int | None = None
     start_time: int | None = None
     end_time: int | None = None
+    #: a SUB_WORKFLOW task whose child run is retried in place with it (Conductor's
+    #: retry with ``resumeSubworkflowTasks``): the task goes IN_PROGRESS again under its
+    #: id and attempt, and waits for that child's end (``protocol.events.child_end_event``)
+    resume: bool = False
 
 
 class TaskMock(BaseModel):
@@ -102,6 +118,10 @@ class RunInput(BaseModel):
     #: the interpreter behaviour the run was started under (:data:`BEHAVIOUR`); an
     #: orchestration input without the field (a run started before it) reads as 0
     behaviour: int = BEHAVIOUR
+    #: a child run retried in place while its parent waits for it again: its end is
+    #: raised on the parent as ``child_end_event(parent_task_id)`` (the parent's new
+    #: execution did not start it as its sub-orchestration)
+    report_end: bool = False
     #: W3C trace context of the span that started the run: every span of the run is in
     #: its trace (engine/runtime/tracing.py). Kept in the input so replays see the same
     #: value; None when tracing is off.
@@ -109,6 +129,7 @@ class RunInput(BaseModel):
 
     def wire(self) -> dict[str, Any]:
         """The JSON input of the orchestration (no ``traceparent`` when there is none)."""
-        return self.model_dump(
-            mode="json", by_alias=True, exclude=None if self.traceparent else {"traceparent"}
+        left_out = ({"traceparent"} if not self.traceparent else set()) | (
+            {"report_end"} if not self.report_end else set()
         )
+        return self.model_dump(mode="json", by_alias=True, exclude=left_out or None)

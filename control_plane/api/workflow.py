@@ -299,7 +299,7 @@ def retry(
     service: Service, caller: Caller, workflowId: str, resumeSubworkflowTasks: bool = False
 ) -> None:
     require_role(caller, "operator")
-    service.retry(workflowId)
+    service.retry(workflowId, resumeSubworkflowTasks)
 
 
 @router.post(

@@ -23,6 +23,7 @@ answers after deciding.
 from __future__ import annotations
 
 import logging
+import re
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -34,7 +35,7 @@ from pydantic.alias_generators import to_camel
 from control_plane.api.errors import bad_request, conflict, failure_of, not_found
 from control_plane.deps import Deps, Settings
 from control_plane.services.wire import offload_posted, read_offloaded
-from engine.language.definitions import TaskStatus, WorkflowDef
+from engine.language.definitions import TaskStatus, TaskType, WorkflowDef
 from engine.ports.payload_store import PayloadKind
 from engine.ports.run_store import (
     DefinitionRecord,
@@ -46,7 +47,7 @@ from engine.ports.run_store import (
 from engine.runtime.payload_refs import pointer
 from engine.runtime.snapshots import SnapshotError, publish_snapshot, read_definition
 from engine.runtime.tracing import attributes, span, traceparent_of, tracer
-from protocol.events import SKIP_EVENT, SkipEvent
+from protocol.events import SKIP_EVENT, SkipEvent, child_end_event
 from protocol.payload_keys import (
     INPUT_REF,
     OUTPUT_REF,
@@ -54,7 +55,7 @@ from protocol.payload_keys import (
     task_input_key,
     task_output_key,
 )
-from protocol.runs import ReplayTask, RunInput
+from protocol.runs import ReplayTask, RunInput, child_run_id
 from protocol.task_types import SCHEDULED_KINDS
 
 log = logging.getLogger(__name__)
@@ -128,7 +129,15 @@ class RunReplays:
         update = RunUpdate(version=definition.version, variables=definition.run_variables())
         self._run_again(run, definition_ref, reset=True, update=update)
 
-    def retry(self, workflow_id: str) -> None:
+    def retry(self, workflow_id: str, resume_subworkflow_tasks: bool = False) -> None:
+        """Conductor's WorkflowExecutorOps.retry. With ``resume_subworkflow_tasks`` the
+        retry goes down to the deepest child run that failed (through the first task of
+        each run that did not get through, a SUB_WORKFLOW: Conductor's
+        ``findLastFailedSubWorkflowIfAny``) and retries that one. Either way the retried
+        run's parents that ended because of it are retried with it, their SUB_WORKFLOW
+        tasks resumed in place (Conductor's ``updateAndPushParents``): the same task,
+        IN_PROGRESS again, waiting for the same child run, as are the parents' other
+        SUB_WORKFLOW tasks whose child runs did not get through (each child retried)."""
         run = self._finished(workflow_id, "retry")
         rows = self.deps.run_store.list_tasks(workflow_id)
         if not rows:
@@ -139,13 +148,173 @@ class RunReplays:
                 "There are no retryable tasks! Use restart if you want to attempt entire "
                 "workflow execution again."
             )
-        self._run_again(
-            run,
-            self._definition_ref(run),
-            keep=latest,
-            seq_base=max(row.seq for row in rows),
-            retried=True,
-        )
+        target = (run, rows)
+        if resume_subworkflow_tasks:
+            target = self._deepest_failed(run, rows)
+        parents = self._waiting_parents(target[0])
+        # the outermost parent first, so that each parent waits for its child's end
+        # before the child can reach it
+        for level in reversed(range(len(parents))):
+            parent, parent_rows, task_id = parents[level]
+            child = parents[level - 1][0] if level else target[0]
+            self._retry_run(
+                parent,
+                parent_rows,
+                resume=self._resumable(parent, parent_rows, child.workflow_id, task_id),
+                report_end=level < len(parents) - 1,
+                retried_below=child.workflow_id,
+            )
+        self._retry_run(*target, report_end=bool(parents))
+
+    def _retry_run(
+        self,
+        run: RunRecord,
+        rows: list[TaskRecord],
+        resume: dict[str, RunRecord] | None = None,
+        report_end: bool = False,
+        retried_below: str | None = None,
+    ) -> None:
+        """Retry one run: every task it did not get through gets a new attempt, but the
+        SUB_WORKFLOW tasks in ``resume`` (task id -> child run), which wait for their
+        child runs again, each retried here after the run but ``retried_below`` (the
+        next run of the chain, which the caller retries); ``report_end``: its parent
+        waits for its end by event."""
+        resume = resume or {}
+        try:
+            self._run_again(
+                run,
+                self._definition_ref(run),
+                keep=_latest_per_ref(rows),
+                seq_base=max(row.seq for row in rows),
+                retried=True,
+                resume=set(resume),
+                report_end=report_end,
+            )
+        except Exception:
+            if report_end:
+                self._not_resumed(run)
+            raise
+        for child in resume.values():
+            if child.workflow_id != retried_below and child.status.is_terminal:
+                self._retry_run(
+                    child, self.deps.run_store.list_tasks(child.workflow_id), report_end=True
+                )
+
+    def _not_resumed(self, child: RunRecord) -> None:
+        """A child run whose parent already waits for it again could not be retried: its
+        end as it stands is raised on the parent, so that the parent decides again (its
+        task fails as before) instead of waiting for an end that will not come."""
+        if not (child.parent_workflow_id and child.parent_task_id):
+            return
+        summary: dict[str, Any] = {
+            "status": child.status.value,
+            "output": {},
+            "reason": f"the retry of child run {child.workflow_id} failed",
+        }
+        try:
+            self.deps.signals.raise_event(
+                child.parent_workflow_id, child_end_event(child.parent_task_id), summary
+            )
+        except Exception:
+            log.exception(
+                "could not tell parent %s its child was not retried", child.parent_workflow_id
+            )
+
+    def _deepest_failed(
+        self, run: RunRecord, rows: list[TaskRecord]
+    ) -> tuple[RunRecord, list[TaskRecord]]:
+        """The run a retry with ``resumeSubworkflowTasks`` retries (Conductor's
+        ``findLastFailedSubWorkflowIfAny``): the first task of ``run`` that did not get
+        through, if a SUB_WORKFLOW (or a DO_WHILE: the loop's first such SUB_WORKFLOW),
+        leads into its child run when that has a task that did not get through, and so
+        on down; else ``run`` itself."""
+        store = self.deps.run_store
+        for _ in range(_MAX_CHAIN):
+            latest = _latest_per_ref(rows)
+            failed = [row for row in latest if row.status in RETRIABLE]
+            if failed and failed[0].task_type == TaskType.DO_WHILE:
+                failed = [row for row in failed if row.task_type == TaskType.SUB_WORKFLOW]
+            if not failed or failed[0].task_type != TaskType.SUB_WORKFLOW:
+                return run, rows
+            child = store.get_run(child_run_id(failed[0].task_id, failed[0].attempt))
+            if child is None or not child.status.is_terminal:
+                return run, rows
+            child_rows = store.list_tasks(child.workflow_id)
+            if not any(row.status in RETRIABLE for row in _latest_per_ref(child_rows)):
+                return run, rows
+            run, rows = child, child_rows
+        return run, rows
+
+    def _waiting_parents(self, run: RunRecord) -> list[tuple[RunRecord, list[TaskRecord], str]]:
+        """The parents that a retry of ``run`` takes back to RUNNING (Conductor's
+        ``updateAndPushParents``), nearest first, each with its rows and the id of its
+        SUB_WORKFLOW task the child below it belongs to: up the chain while the parent
+        has ended, that task is its latest attempt of the instance and did not get
+        through, and the definition names it as a SUB_WORKFLOW (an optional task's
+        failure did not end its parent; a retried attempt has a child of its own)."""
+        store = self.deps.run_store
+        found: list[tuple[RunRecord, list[TaskRecord], str]] = []
+        child = run
+        while child.parent_workflow_id and child.parent_task_id and len(found) < _MAX_CHAIN:
+            parent = store.get_run(child.parent_workflow_id)
+            if parent is None or parent.status not in _RESUMABLE_RUN:
+                break
+            rows = store.list_tasks(parent.workflow_id)
+            latest = {row.task_id: row for row in _latest_per_ref(rows)}
+            task = latest.get(child.parent_task_id)
+            if (
+                task is None
+                or task.status not in RETRIABLE
+                or child_run_id(task.task_id, task.attempt) != child.workflow_id
+                or not self._static_sub_workflow(parent, task.reference_task_name)
+            ):
+                break
+            found.append((parent, rows, task.task_id))
+            child = parent
+        return found
+
+    def _resumable(
+        self, parent: RunRecord, rows: list[TaskRecord], child_id: str, task_id: str
+    ) -> dict[str, RunRecord]:
+        """The SUB_WORKFLOW tasks of ``parent`` a retry resumes in place, by task id, with
+        their child runs: ``task_id`` (whose child ``child_id`` is retried), and every
+        other one that did not get through whose child run ended with a task that did
+        not get through (Conductor retries those children too)."""
+        store = self.deps.run_store
+        child = store.get_run(child_id)
+        assert child is not None
+        found = {task_id: child}
+        for row in _latest_per_ref(rows):
+            if (
+                row.task_id == task_id
+                or row.task_type != TaskType.SUB_WORKFLOW
+                or row.status not in RETRIABLE
+                or not self._static_sub_workflow(parent, row.reference_task_name)
+            ):
+                continue
+            sibling = store.get_run(child_run_id(row.task_id, row.attempt))
+            if (
+                sibling is not None
+                and sibling.status.is_terminal
+                and sibling.parent_task_id == row.task_id
+                and any(
+                    t.status in RETRIABLE
+                    for t in _latest_per_ref(store.list_tasks(sibling.workflow_id))
+                )
+            ):
+                found[row.task_id] = sibling
+        return found
+
+    def _static_sub_workflow(self, run: RunRecord, ref: str) -> bool:
+        """Whether the task instance ``ref`` (a loop's iteration ``x__2`` too) is a
+        SUB_WORKFLOW of the run's definition (not one a dynamic fork or DYNAMIC task
+        made, which a retry gives a new child)."""
+        refs = {
+            location.task.task_reference_name
+            for location in self._definition(run).walk()
+            if location.task.type == TaskType.SUB_WORKFLOW
+        }
+        return ref in refs or _ITERATION.sub("", ref) in refs
 
     def rerun(self, workflow_id: str, request: RerunWorkflowRequest) -> str:
         run = self._finished(workflow_id, "rerun")
@@ -279,8 +448,9 @@ class RunReplays:
             return WorkflowDef.model_validate(snapshot["definition"])
         return WorkflowDef.model_validate(self._registered(run, run.version).definition)
 
-    def _replay(self, row: TaskRecord) -> ReplayTask:
+    def _replay(self, row: TaskRecord, resume: bool = False) -> ReplayTask:
         return ReplayTask(
+            resume=resume,
             ref=row.reference_task_name,
             task_id=row.task_id,
             seq=row.seq,
@@ -310,25 +480,28 @@ class RunReplays:
         task_inputs: dict[str, dict[str, Any]] | None = None,
         retried: bool = False,
         update: RunUpdate | None = None,
+        resume: set[str] | None = None,
+        report_end: bool = False,
     ) -> None:
         """Start the run's orchestration again, keeping ``keep`` (latest row per task
         instance), after rows of tasks decided again (every row on ``reset``, containers
-        that did not succeed otherwise) are deleted."""
+        that did not succeed otherwise) are deleted; the SUB_WORKFLOW tasks in ``resume``
+        (task ids) wait for their child runs again, which ``report_end`` their ends."""
+        resume = resume or set()
         store, now = self.deps.run_store, self.deps.clock()
         keep = keep or []
+        redecided: set[str] = set()
         if reset:
             store.delete_tasks(run.workflow_id)
         else:
             # a JOIN, loop or other container that did not succeed is decided again
             # under its task id (it stays in the plan): its row is written anew
-            store.delete_tasks(
-                run.workflow_id,
-                [
-                    row.task_id
-                    for row in keep
-                    if row.task_type not in SCHEDULED_KINDS and not row.status.is_successful
-                ],
-            )
+            redecided = {
+                row.task_id
+                for row in keep
+                if row.task_type not in SCHEDULED_KINDS and not row.status.is_successful
+            }
+            store.delete_tasks(run.workflow_id, sorted(redecided))
         if not store.reopen_run(run.workflow_id, now):
             raise conflict(f"workflow {run.workflow_id} could not be reopened")
         generation = uuid.uuid4().hex
@@ -340,6 +513,17 @@ class RunReplays:
         if retried:
             changes.last_retried_time = now
         store.update_run(run.workflow_id, changes, now)
+        if retried:
+            # the attempts a retry replaces are ``retried`` from now (Conductor's
+            # taskToBeRescheduled); a SUB_WORKFLOW task resumed in place is reopened
+            with store.batch():
+                for row in keep:
+                    if row.task_id in resume:
+                        # IN_PROGRESS again, waiting for the same child run
+                        child = {"subWorkflowId": child_run_id(row.task_id, row.attempt)}
+                        store.reopen_task(row.task_id, row.attempt, child, now)
+                    elif row.task_type in SCHEDULED_KINDS and row.status in RETRIABLE:
+                        store.mark_retried(row.task_id, now)
         again = store.get_run(run.workflow_id)
         assert again is not None
         input_value = read_offloaded(self.deps.payloads, again.input_ref, again.input) or {}
@@ -363,9 +547,10 @@ class RunReplays:
                     parent_task_id=again.parent_task_id,
                     definition_ref=definition_ref,
                     generation=generation,
-                    replay=[self._replay(row) for row in keep],
+                    replay=[self._replay(row, row.task_id in resume) for row in keep],
                     seq_base=seq_base,
                     task_inputs=task_inputs or {},
+                    report_end=report_end,
                     traceparent=traceparent_of(current),
                 )
                 self.deps.signals.start_run(run.workflow_id, run_input.wire())
@@ -381,9 +566,21 @@ class RunReplays:
         self.settle(
             run.workflow_id,
             lambda now_run, tasks: (
-                now_run.status.is_terminal or any(t.seq > seq_base for t in tasks)
+                now_run.status.is_terminal
+                or any(t.seq > seq_base for t in tasks)
+                # a run whose failed tasks were all resumed in place makes no new row
+                or (bool(resume) and (not redecided or any(t.task_id in redecided for t in tasks)))
             ),
         )
+
+
+#: a run a retry of its child takes back to RUNNING (a COMPLETED one went on without it)
+_RESUMABLE_RUN = frozenset({RunStatus.FAILED, RunStatus.TIMED_OUT, RunStatus.TERMINATED})
+#: a bound on the runs a retry walks down or up (runs nest at most
+#: ``STEPWAY_MAX_WORKFLOW_DEPTH`` deep, 16 by default)
+_MAX_CHAIN = 1000
+#: a loop iteration's suffix of a task instance's ref (``x__2``, nested ``x__2__1``)
+_ITERATION = re.compile(r"(__\d+)+$")
 
 
 def _latest_per_ref(rows: list[TaskRecord]) -> list[TaskRecord]:

@@ -472,8 +472,8 @@ class WorkflowService:
     def restart(self, workflow_id: str, use_latest_definitions: bool = False) -> None:
         self.replays.restart(workflow_id, use_latest_definitions)
 
-    def retry(self, workflow_id: str) -> None:
-        self.replays.retry(workflow_id)
+    def retry(self, workflow_id: str, resume_subworkflow_tasks: bool = False) -> None:
+        self.replays.retry(workflow_id, resume_subworkflow_tasks)
 
     def rerun(self, workflow_id: str, request: RerunWorkflowRequest) -> str:
         return self.replays.rerun(workflow_id, request)

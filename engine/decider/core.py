@@ -124,7 +124,7 @@ from engine.language.retry import retry_delay_seconds
 from engine.language.scripting import ScriptMemo
 from engine.runtime.payload_refs import dereference, has_pointers, is_pointer, pointer
 from protocol.payload_keys import INPUT_REF, OUTPUT_REF, POINTER, POINTER_PATH, offloaded
-from protocol.runs import BEHAVIOUR, ReplayTask
+from protocol.runs import BEHAVIOUR, ReplayTask, child_run_id
 from protocol.task_types import row_kind
 
 __all__ = [
@@ -946,6 +946,9 @@ class Decider:
             if TaskStatus(kept.status).is_successful:
                 self._adopt(state, frame, wt, kept)
                 return
+            if kept.resume and kind == TaskType.SUB_WORKFLOW:
+                self._resume_child(state, frame, wt, kept, now_ms, actions)
+                return
             kept_id: tuple[str, int] | None = None
         else:
             kept_id = (kept.task_id, kept.seq) if kept is not None else None
@@ -1006,16 +1009,11 @@ class Decider:
     def _adopt(self, state: RunState, frame: Frame, wt: WorkflowTask, kept: ReplayTask) -> None:
         """A task the retried or rerun run got through already: its row and result stand
         (nothing is recorded again)."""
-        ts = TaskState(
-            task_id=kept.task_id,
-            seq=kept.seq,
-            ref=kept.ref,
-            def_ref=wt.task_reference_name,
-            name=wt.name,
-            type=wt.type,
+        ts = _kept_task(
+            kept,
+            wt,
+            frame,
             status=TaskStatus(kept.status),
-            attempt=kept.attempt,
-            input=kept.input,
             output=kept.output,
             reason=kept.reason,
             worker_id=kept.worker_id,
@@ -1023,11 +1021,40 @@ class Decider:
             first_scheduled_time=kept.scheduled_time,
             start_time=kept.start_time,
             end_time=kept.end_time,
-            frame=frame.key,
         )
         state.tasks[ts.ref] = ts
         state.last_ref = ts.ref
         self._update_context(state, ts)
+
+    def _resume_child(
+        self,
+        state: RunState,
+        frame: Frame,
+        wt: WorkflowTask,
+        kept: ReplayTask,
+        now_ms: int,
+        actions: list[ScheduleTask],
+    ) -> None:
+        """A SUB_WORKFLOW task whose child run is retried in place with this run
+        (Conductor's ``updateAndPushParents``): the same task id and attempt go IN_PROGRESS
+        again, reason cleared, ``subWorkflowId`` kept, and the attempt waits for that
+        child's end. Its deadlines count from now."""
+        ts = _kept_task(
+            kept,
+            wt,
+            frame,
+            status=TaskStatus.IN_PROGRESS,
+            output={"subWorkflowId": child_run_id(kept.task_id, kept.attempt)},
+            scheduled_time=now_ms,
+            first_scheduled_time=kept.scheduled_time or now_ms,
+            start_time=now_ms,
+        )
+        state.tasks[ts.ref] = ts
+        action = self._action(state, ts, self.nodes[wt.task_reference_name], 0.0, now_ms)
+        action.resume_child = True
+        state.pending[ts.task_id] = ts.ref
+        actions.append(action)
+        self.touch(state, ts)
 
     def skip(
         self,
@@ -1656,3 +1683,20 @@ def _iteration_rank(ref: str) -> tuple[int, ...]:
             break
         rank.append(int(part))
     return tuple(reversed(rank))
+
+
+def _kept_task(kept: ReplayTask, wt: WorkflowTask, frame: Frame, **fields: Any) -> TaskState:
+    """The task instance a retried or rerun run keeps (``kept``), as the definition's
+    ``wt`` in ``frame``: its id, seq, attempt and input, and ``fields``."""
+    return TaskState(
+        task_id=kept.task_id,
+        seq=kept.seq,
+        ref=kept.ref,
+        def_ref=wt.task_reference_name,
+        name=wt.name,
+        type=wt.type,
+        attempt=kept.attempt,
+        input=kept.input,
+        frame=frame.key,
+        **fields,
+    )

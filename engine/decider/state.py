@@ -238,6 +238,9 @@ class ScheduleTask(_Model):
     #: a call (HTTP, CALL_TOOL, ...) with ``asyncComplete``: once the call answered the
     #: task stays IN_PROGRESS, its output the call's, until a task update ends it
     async_complete: bool = False
+    #: SUB_WORKFLOW: the attempt's child run exists and was retried in place with this
+    #: run (``ReplayTask.resume``): the attempt waits for its end, and starts no child
+    resume_child: bool = False
     #: the row's ``seq`` and, for a retry, the task id of the attempt it replaces
     seq: int = 0
     retried_task_id: str | None = None

@@ -27,6 +27,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
+import grpc
 from durabletask import task as dt
 from opentelemetry.trace import SpanKind
 
@@ -88,7 +89,7 @@ from engine.runtime.snapshots import (
     read_definition,
 )
 from engine.runtime.tracing import STATUS, attributes, span, traceparent_of, tracer
-from protocol.events import TERMINATE_EVENT, TerminateEvent
+from protocol.events import TERMINATE_EVENT, TerminateEvent, child_end_event
 from protocol.limits import unstorable_text_problem
 from protocol.messages import TaskMessage, message_id
 from protocol.payload_keys import (
@@ -813,12 +814,29 @@ class RunActivities:
             failure_workflow_id = self._start_failure_workflow(
                 svc.client(), failure_name, data, status, reason, now, traceparent
             )
-        return RunSummary(
+        summary = RunSummary(
             status=status.value,
             output=inline if output_ref is None else {OUTPUT_REF: output_ref},
             reason=reason,
             failure_workflow_id=failure_workflow_id,
         )
+        if run.report_end and run.parent_workflow_id and run.parent_task_id:
+            self._report_end(run.parent_workflow_id, run.parent_task_id, summary)
+        return summary
+
+    def _report_end(self, parent_id: str, parent_task_id: str, summary: RunSummary) -> None:
+        """Raise a child run's end on the parent that waits for it by event (a child
+        retried in place: ``RunInput.report_end``). A parent that is gone has nothing to
+        tell; any other error retries the activity, so that the parent is not left
+        waiting."""
+        try:
+            self.services.client().raise_orchestration_event(
+                parent_id, child_end_event(parent_task_id), data=summary.wire()
+            )
+        except grpc.RpcError as exc:
+            if exc.code() != grpc.StatusCode.NOT_FOUND:
+                raise
+            log.info("parent %s of a resumed child run is gone", parent_id)
 
     def _created_run_row(self, workflow_id: str, run: RunInput, now: int) -> bool:
         """Create the run's row unless it exists; whether this call created it."""

@@ -114,11 +114,12 @@ from protocol.events import (
     TaskResultEvent,
     TaskStartedEvent,
     TerminateEvent,
+    child_end_event,
     result_event,
     started_event,
 )
 from protocol.limits import json_depth_problem
-from protocol.runs import ORCHESTRATOR_NAME, RunInput
+from protocol.runs import ORCHESTRATOR_NAME, RunInput, child_run_id
 
 #: Records a run's end in the orchestration's own work item, where the engine process
 #: hosts the activities too (role ``all``: it holds the activities' credentials): the
@@ -285,11 +286,6 @@ def _parts(records: list[TaskChange], limit: int) -> list[list[TaskChange]]:
     return parts
 
 
-def _child_id(task_id: str, attempt: int) -> str:
-    """The workflow id of a SUB_WORKFLOW attempt's child run (``<taskId>-<attempt>``)."""
-    return f"{task_id}-{attempt}"
-
-
 def _ms(moment: datetime) -> int:
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
@@ -420,7 +416,7 @@ class _Run:
 
     @staticmethod
     def _canceled_child(action: ScheduleTask) -> CanceledChild:
-        return CanceledChild(child_id=_child_id(action.task_id, action.attempt), ref=action.ref)
+        return CanceledChild(child_id=child_run_id(action.task_id, action.attempt), ref=action.ref)
 
     def _take_resolved(self) -> None:
         """Move the children of the resolve activities in :attr:`resolving` that have
@@ -629,6 +625,13 @@ class _Run:
         entry = self.pending[task_id]
         action = entry.action
         entry.phase = "run"
+        if action.type == TaskType.SUB_WORKFLOW and action.resume_child:
+            # its child run was retried in place with this run: its end is raised on the
+            # run as an event, not returned as a sub-orchestration this execution started
+            entry.phase = "child"
+            self._track(task_id, "child", self._wait_event(child_end_event(task_id)))
+            self._rearm_deadline(task_id)
+            return
         if action.type == TaskType.SUB_WORKFLOW:
             entry.phase = "resolve"
             self._track(
@@ -641,7 +644,7 @@ class _Run:
                         "the start of a child run",
                         ResolveChildInput(
                             workflow_id=self.ctx.instance_id,
-                            child_id=_child_id(task_id, action.attempt),
+                            child_id=child_run_id(task_id, action.attempt),
                             run=self._run_without_state(),
                             task=action,
                             records=self._take_records(task_id),
@@ -785,7 +788,7 @@ class _Run:
                     return None
             if "child" in entry.tasks:
                 # the attempt's child run is terminated (see _untrack); the row names it
-                child_id = _child_id(task_id, action.attempt)
+                child_id = child_run_id(task_id, action.attempt)
                 return self._timed_out(
                     outcome(TaskStatus.TIMED_OUT, {"subWorkflowId": child_id}), deadline
                 )
@@ -858,7 +861,7 @@ class _Run:
                     self.state,
                     task_id,
                     action.attempt,
-                    _child_id(task_id, action.attempt),
+                    child_run_id(task_id, action.attempt),
                     self.now(),
                 )
             except Exception:
@@ -886,7 +889,7 @@ class _Run:
                 self.ctx.call_sub_orchestrator(
                     ORCHESTRATOR_NAME,
                     input=self._bounded("the input of a child run", child_input.wire()),
-                    instance_id=_child_id(task_id, action.attempt),
+                    instance_id=child_run_id(task_id, action.attempt),
                 ),
             )
             # the task's own timeouts (a taskDefinition's timeoutSeconds), as a WAIT's
@@ -895,7 +898,7 @@ class _Run:
 
         if role == "child":
             summary = RunSummary.model_validate(value or {})
-            child_id = _child_id(task_id, action.attempt)
+            child_id = child_run_id(task_id, action.attempt)
             output = {"subWorkflowId": child_id, **summary.output}
             if summary.status == "COMPLETED":
                 return outcome(TaskStatus.COMPLETED, output)

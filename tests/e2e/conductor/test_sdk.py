@@ -282,6 +282,43 @@ def test_retry_resumes_from_the_failed_task(sdk: Sdk) -> None:
     ]
 
 
+def test_retry_with_resume_subworkflow_tasks_retries_the_child_in_place(sdk: Sdk) -> None:
+    """``retry_workflow(id, resume_subworkflow_tasks=True)``: the failed child run is
+    retried (its failed task only) and the parent's SUB_WORKFLOW task waits for that same
+    child again, as conductor-oss does; the parent completes with one SUB_WORKFLOW row."""
+    flaky = WorkflowTask(
+        name="sdk2_fail_once", task_reference_name="flaky", type="SIMPLE", input_parameters={}
+    )
+    flaky.task_definition = {"name": "sdk2_fail_once", "retryCount": 0}
+    child = WorkflowDef(name=unique("sdk_resume_child"), version=1, tasks=[flaky])
+    sdk.register(child)
+    sub = WorkflowTask(
+        name="child",
+        task_reference_name="child",
+        type="SUB_WORKFLOW",
+        sub_workflow_param=SubWorkflowParams(name=child.name, version=1),
+    )
+    parent = WorkflowDef(name=unique("sdk_resume_parent"), version=1, tasks=[sub])
+    sdk.register(parent)
+    workflow_id = sdk.start(parent.name, {})
+    run = sdk.finished(workflow_id)
+    assert run.status == "FAILED"
+    child_id = _task(run, "child").sub_workflow_id
+
+    sdk.workflows.retry_workflow(workflow_id, resume_subworkflow_tasks=True)
+    run = sdk.finished(workflow_id)
+    assert run.status == "COMPLETED", run.reason_for_incompletion
+    assert [(t.reference_task_name, t.status, t.sub_workflow_id) for t in run.tasks] == [
+        ("child", "COMPLETED", child_id)
+    ]
+    child_run = sdk.workflows.get_workflow(child_id, include_tasks=True)
+    assert child_run.status == "COMPLETED"
+    assert [(t.status, t.retry_count, t.retried) for t in child_run.tasks] == [
+        ("FAILED", 0, True),
+        ("COMPLETED", 1, False),
+    ]
+
+
 def test_skip_a_task_and_rerun_the_run(sdk: Sdk) -> None:
     later = SimpleTask("sdk2_greet", "later")
     later.input_parameters.update({"name": "later"})

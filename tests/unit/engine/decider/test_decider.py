@@ -1492,6 +1492,59 @@ def test_a_retried_run_adopts_what_succeeded_and_makes_a_new_attempt_of_the_rest
     assert state.tasks["a"].task_id == "ta"
 
 
+def test_a_retry_resumes_a_sub_workflow_task_in_place() -> None:
+    """``ReplayTask.resume`` (a retry with ``resumeSubworkflowTasks``, or of the child
+    itself): the SUB_WORKFLOW task goes IN_PROGRESS again under its id, seq and attempt,
+    its reason cleared and ``subWorkflowId`` kept, its action marked so that the
+    interpreter waits for the child instead of starting one; the child's end then ends
+    it as a sub-orchestration's would. A task not marked gets a new attempt."""
+    from protocol.runs import ReplayTask
+
+    sub = {"subWorkflowParam": {"name": "child", "version": 1}}
+    d = decider(t("a"), t("s", "SUB_WORKFLOW", **sub), t("n", "SUB_WORKFLOW", **sub))
+    kept = [
+        ReplayTask(ref="a", task_id="ta", seq=1, status="COMPLETED"),
+        ReplayTask(
+            ref="s",
+            task_id="ts",
+            seq=2,
+            status="FAILED",
+            attempt=2,
+            reason="sub workflow ts-2 FAILED",
+            output={"subWorkflowId": "ts-2", "o": 1},
+            resume=True,
+        ),
+    ]
+    sim = Sim(d, generation="g2", replay=kept, seq_base=2)
+    action = sim.actions["s"]
+    assert (action.task_id, action.seq, action.attempt, action.resume_child) == ("ts", 2, 2, True)
+    assert action.retried_task_id is None
+    (row,) = sim.records
+    assert (row.ref, row.task_id, row.status, row.reason, row.output) == (
+        "s",
+        "ts",
+        TaskStatus.IN_PROGRESS,
+        None,
+        {"subWorkflowId": "ts-2"},
+    )
+    sim.outcome("s", output={"subWorkflowId": "ts-2", "done": True})
+    n = sim.actions["n"]
+    assert (n.attempt, n.resume_child) == (1, False)
+    sim.complete("n")
+    assert sim.finished is not None and sim.finished.status == RunStatus.COMPLETED
+
+
+def test_a_retry_without_resume_gives_a_sub_workflow_task_a_new_attempt() -> None:
+    from protocol.runs import ReplayTask
+
+    d = decider(t("s", "SUB_WORKFLOW", subWorkflowParam={"name": "child", "version": 1}))
+    kept = [ReplayTask(ref="s", task_id="ts", seq=1, status="FAILED")]
+    sim = Sim(d, generation="g2", replay=kept, seq_base=1)
+    action = sim.actions["s"]
+    assert (action.attempt, action.retried_task_id, action.resume_child) == (2, "ts", False)
+    assert action.task_id != "ts"
+
+
 def test_a_sub_workflow_named_by_expressions_is_resolved_against_the_run() -> None:
     """Conductor's SubWorkflowTaskMapper resolves ``subWorkflowParam``'s name and
     taskToDomain against the run and puts the child into the task's input
@@ -1518,7 +1571,6 @@ def test_a_sub_workflow_named_by_expressions_is_resolved_against_the_run() -> No
     sim = Sim(d, input={})
     assert sim.finished is not None and sim.finished.status == RunStatus.FAILED
     assert "names no child" in (sim.finished.reason or "")
-
 
 
 def test_a_skipped_task_is_passed_by() -> None:

@@ -53,10 +53,11 @@ from protocol.events import (
     TaskResultEvent,
     TaskStartedEvent,
     TerminateEvent,
+    child_end_event,
     result_event,
     started_event,
 )
-from protocol.runs import ORCHESTRATOR_NAME, RunInput
+from protocol.runs import ORCHESTRATOR_NAME, ReplayTask, RunInput
 
 INSTANCE = "wf-1"
 T0 = datetime(2030, 1, 1, 12, 0, 0)
@@ -773,6 +774,51 @@ def test_a_child_whose_resolve_failed_is_ended_and_one_it_refused_is_not(
     run.step(raised(TERMINATE_EVENT, STOP))
     [(_, name, finish)] = activities(run.step(done(resolve_id, {"error": "no workflow child"})))
     assert (name, finish["cancelChildren"]) == (ACTIVITY_FINISH, [])
+
+
+@pytest.mark.parametrize("sees_history", [False, True])
+def test_a_resumed_sub_workflow_waits_for_its_childs_end_event(
+    store: SqlRunStore, sees_history: bool
+) -> None:
+    """A retry that resumes the SUB_WORKFLOW task in place (``ReplayTask.resume``): the
+    run starts no child and resolves none; its row goes IN_PROGRESS with the next record,
+    and the child's end, raised as ``<taskId>.child``, ends the task as a
+    sub-orchestration's completion would."""
+    register(store, SUB_FLOW)
+    kept = ReplayTask(
+        ref="sub",
+        task_id="ts",
+        seq=1,
+        status="FAILED",
+        output={"subWorkflowId": "ts-1"},
+        resume=True,
+    )
+    run = Replay(
+        store,
+        RunInput(name="parent", version=1, generation="g2", replay=[kept], seq_base=1),
+        sees_history=sees_history,
+    )
+    actions = run.step()
+    assert _started_children(actions) == []
+    [(_, name, record)] = activities(actions)
+    assert name == ACTIVITY_RECORD  # no resolve activity: the child exists
+    assert [(r["ref"], r["taskId"], r["status"]) for r in record["records"]] == [
+        ("sub", "ts", "IN_PROGRESS")
+    ]
+    actions = run.step(done(activities(actions)[0][0]))
+    assert not any(a.HasField("completeOrchestration") for a in actions)
+
+    end = {"status": "COMPLETED", "output": {"answer": 42}}
+    actions = run.step(raised(child_end_event("ts"), end))
+    [(_, name, finish)] = activities(actions)
+    assert name == ACTIVITY_FINISH
+    [row] = finish["records"]
+    assert (row["ref"], row["status"], row["output"]) == (
+        "sub",
+        "COMPLETED",
+        {"subWorkflowId": "ts-1", "answer": 42},
+    )
+    assert finish["result"]["status"] == "COMPLETED"
 
 
 def _defect_after_the_outcome(monkeypatch: pytest.MonkeyPatch) -> None:
