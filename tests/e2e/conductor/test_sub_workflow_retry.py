@@ -399,3 +399,58 @@ def test_terminating_a_resumed_parent_terminates_the_children_it_waits_for(
         assert run["status"] == "TERMINATED", workflow_id
     # nothing is left to hand out: the leaf's retried t2 was canceled with it
     assert conductor.poll(levels.task2, seconds=1) is None
+
+
+def test_resume_reaches_a_child_of_a_loop_iteration(conductor: Conductor) -> None:
+    # findLastFailedSubWorkflowIfAny's DO_WHILE case: the loop's failed SUB_WORKFLOW
+    step = unique("loop_step")
+    child, parent = unique("loop_child"), unique("loop_parent")
+    conductor.taskdefs({"name": step, "retryCount": 0})
+    conductor.register(
+        {
+            "name": child,
+            "version": 1,
+            "tasks": [{"name": step, "taskReferenceName": "s", "type": "SIMPLE"}],
+        },
+        {
+            "name": parent,
+            "version": 1,
+            "tasks": [
+                {
+                    "name": "loop",
+                    "taskReferenceName": "loop",
+                    "type": "DO_WHILE",
+                    "loopCondition": "$.loop['iteration'] < 2",
+                    "loopOver": [
+                        {
+                            "name": "sub",
+                            "taskReferenceName": "sub",
+                            "type": "SUB_WORKFLOW",
+                            "subWorkflowParam": {"name": child, "version": 1},
+                        }
+                    ],
+                }
+            ],
+        },
+    )
+    parent_id = conductor.start(parent)
+    conductor.poll_and_complete(step, {"n": 1})
+    conductor.poll_and_fail(step, "second iteration fails")
+    run = conductor.wait_status(parent_id, "FAILED")
+    assert run["status"] == "FAILED"
+    failed = conductor.wait_task(parent_id, "sub__2", "FAILED")
+    child_id = next(t for t in failed["tasks"] if t["referenceTaskName"] == "sub__2")[
+        "subWorkflowId"
+    ]
+
+    _retry(conductor, parent_id, resume=True)
+    run = conductor.wait_task(parent_id, "sub__2", "IN_PROGRESS")
+    assert run["status"] == "RUNNING"
+    sub2 = [t for t in run["tasks"] if t["referenceTaskName"] == "sub__2"]
+    assert [(t["status"], t["subWorkflowId"]) for t in sub2] == [("IN_PROGRESS", child_id)]
+    conductor.poll_and_complete(step, {"n": 2})
+    run = conductor.wait_status(parent_id, "COMPLETED")
+    assert run["status"] == "COMPLETED", run.get("reasonForIncompletion")
+    loop = next(t for t in run["tasks"] if t["referenceTaskName"] == "loop")
+    assert loop["outputData"]["iteration"] == 2
+    assert conductor.run(child_id)["status"] == "COMPLETED"
