@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from control_plane.api.errors import ApiError
-from engine.language.definitions import TaskDef
+from engine.language.definitions import TaskDef, TaskType
 from engine.ports.payload_store import (
     PayloadError,
     PayloadKind,
@@ -18,6 +18,7 @@ from engine.ports.payload_store import (
     resolve,
 )
 from engine.ports.run_store import RunRecord, TaskRecord
+from protocol.runs import child_run_id
 
 WORKER = "WORKER"
 
@@ -35,6 +36,14 @@ def task_def_name(row: TaskRecord) -> str:
 
 
 def _sub_workflow_id(row: TaskRecord, input_data: Any, output: Any) -> str | None:
+    """Conductor's Task.subWorkflowId: a SUB_WORKFLOW attempt's own child run once it
+    exists (its output names one, or is offloaded), whatever the child's output put
+    under the same key (a child whose last task was a SUB_WORKFLOW outputs its own
+    child's id, which Conductor keeps in the output and not in this field)."""
+    if row.task_type == TaskType.SUB_WORKFLOW and (
+        row.output_ref is not None or (isinstance(output, dict) and "subWorkflowId" in output)
+    ):
+        return child_run_id(row.task_id, row.attempt)
     for data in (output, input_data):
         if isinstance(data, dict) and isinstance(data.get("subWorkflowId"), str):
             return str(data["subWorkflowId"])

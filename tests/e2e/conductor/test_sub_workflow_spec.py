@@ -8,6 +8,8 @@ the test asserts that it contains it.)"""
 
 from __future__ import annotations
 
+from typing import Any
+
 from tests.e2e.conductor.harness import Conductor, simple, unique, workflow
 
 
@@ -99,3 +101,39 @@ def test_a_timed_out_child_times_its_task_out_and_the_task_is_retried(
     assert [t["status"] for t in subs] == ["TIMED_OUT", "TIMED_OUT"]  # retried once
     for t in subs:
         assert conductor.run(t["subWorkflowId"])["status"] == "TIMED_OUT"
+
+
+def test_a_tasks_sub_workflow_id_names_its_own_child_whatever_the_childs_output(
+    conductor: Conductor,
+) -> None:
+    # Conductor's Task.subWorkflowId is the field SubWorkflow.start sets; the child's
+    # output merged into the task's output may carry a subWorkflowId of its own (a
+    # child whose last task is a SUB_WORKFLOW and that maps no output)
+    work = unique("leaf_work")
+    leaf, mid, root = unique("leaf"), unique("mid"), unique("root")
+
+    def sub(name: str) -> dict[str, Any]:
+        return {
+            "name": "sub",
+            "taskReferenceName": "sub",
+            "type": "SUB_WORKFLOW",
+            "subWorkflowParam": {"name": name, "version": 1},
+        }
+
+    conductor.register(
+        workflow(leaf, [simple(work, "w")]), workflow(mid, [sub(leaf)]), workflow(root, [sub(mid)])
+    )
+    root_id = conductor.start(root)
+    run = conductor.wait_task(root_id, "sub", "IN_PROGRESS")
+    mid_id = run["tasks"][0]["subWorkflowId"]
+    leaf_id = conductor.wait_task(mid_id, "sub", "IN_PROGRESS")["tasks"][0]["subWorkflowId"]
+    assert leaf_id != mid_id
+    conductor.poll_and_complete(work, {"done": True})
+    run = conductor.wait_status(root_id, "COMPLETED")
+    assert run["status"] == "COMPLETED"
+    [task] = run["tasks"]
+    assert task["subWorkflowId"] == mid_id
+    # the mid-level run's output (its last task's) came with the leaf's id, as in Conductor
+    assert task["outputData"]["subWorkflowId"] == leaf_id
+    r = conductor.http.get(f"/api/tasks/{task['taskId']}")
+    assert r.status_code == 200 and r.json()["subWorkflowId"] == mid_id
