@@ -127,7 +127,8 @@ class RunReplays:
         )
         # the engine starts the run again with the definition's variables
         update = RunUpdate(version=definition.version, variables=definition.run_variables())
-        self._run_again(run, definition_ref, reset=True, update=update)
+        parents = self._resume_parents(run)
+        self._run_again(run, definition_ref, reset=True, update=update, report_end=bool(parents))
 
     def retry(self, workflow_id: str, resume_subworkflow_tasks: bool = False) -> None:
         """Conductor's WorkflowExecutorOps.retry. With ``resume_subworkflow_tasks`` the
@@ -151,12 +152,18 @@ class RunReplays:
         target = (run, rows)
         if resume_subworkflow_tasks:
             target = self._deepest_failed(run, rows)
-        parents = self._waiting_parents(target[0])
-        # the outermost parent first, so that each parent waits for its child's end
-        # before the child can reach it
+        parents = self._resume_parents(target[0])
+        self._retry_run(*target, report_end=bool(parents))
+
+    def _resume_parents(self, run: RunRecord) -> list[tuple[RunRecord, list[TaskRecord], str]]:
+        """Retry the parents a retry, rerun or restart of ``run`` takes back to RUNNING
+        (:meth:`_waiting_parents`), the outermost first, so that each parent waits for
+        its child's end before the child can reach it; ``run`` is the caller's to run
+        again, reporting its end (``report_end``) when this returned any parent."""
+        parents = self._waiting_parents(run)
         for level in reversed(range(len(parents))):
             parent, parent_rows, task_id = parents[level]
-            child = parents[level - 1][0] if level else target[0]
+            child = parents[level - 1][0] if level else run
             self._retry_run(
                 parent,
                 parent_rows,
@@ -164,7 +171,7 @@ class RunReplays:
                 report_end=level < len(parents) - 1,
                 retried_below=child.workflow_id,
             )
-        self._retry_run(*target, report_end=bool(parents))
+        return parents
 
     def _retry_run(
         self,
@@ -180,20 +187,15 @@ class RunReplays:
         next run of the chain, which the caller retries); ``report_end``: its parent
         waits for its end by event."""
         resume = resume or {}
-        try:
-            self._run_again(
-                run,
-                self._definition_ref(run),
-                keep=_latest_per_ref(rows),
-                seq_base=max(row.seq for row in rows),
-                retried=True,
-                resume=set(resume),
-                report_end=report_end,
-            )
-        except Exception:
-            if report_end:
-                self._not_resumed(run)
-            raise
+        self._run_again(
+            run,
+            self._definition_ref(run),
+            keep=_latest_per_ref(rows),
+            seq_base=max(row.seq for row in rows),
+            retried=True,
+            resume=set(resume),
+            report_end=report_end,
+        )
         for child in resume.values():
             if child.workflow_id != retried_below and child.status.is_terminal:
                 self._retry_run(
@@ -331,12 +333,16 @@ class RunReplays:
                 "$.workflowInput",
             )
         if request.re_run_from_task_id is None:
-            self._run_again(run, definition_ref, reset=True, update=update)
+            parents = self._resume_parents(run)
+            self._run_again(
+                run, definition_ref, reset=True, update=update, report_end=bool(parents)
+            )
             return workflow_id
         rows = self.deps.run_store.list_tasks(workflow_id)
         found = [row for row in rows if row.task_id == request.re_run_from_task_id]
         if not found:
             raise bad_request(f"Task {request.re_run_from_task_id} not found", "$.reRunFromTaskId")
+        parents = self._resume_parents(run)
         start = found[0]
         kept = [row for row in rows if row.seq < start.seq]
         self.deps.run_store.delete_tasks(
@@ -354,6 +360,7 @@ class RunReplays:
             seq_base=max((row.seq for row in kept), default=0),
             task_inputs=inputs,
             update=update,
+            report_end=bool(parents),
         )
         return workflow_id
 
@@ -486,8 +493,41 @@ class RunReplays:
         """Start the run's orchestration again, keeping ``keep`` (latest row per task
         instance), after rows of tasks decided again (every row on ``reset``, containers
         that did not succeed otherwise) are deleted; the SUB_WORKFLOW tasks in ``resume``
-        (task ids) wait for their child runs again, which ``report_end`` their ends."""
-        resume = resume or set()
+        (task ids) wait for their child runs again, which ``report_end`` their ends (a
+        run whose parent waits again that cannot be started is reported ended as it was,
+        so that the parent does not wait for an end that will not come)."""
+        try:
+            self._start_again(
+                run,
+                definition_ref,
+                reset=reset,
+                keep=keep,
+                seq_base=seq_base,
+                task_inputs=task_inputs,
+                retried=retried,
+                update=update,
+                resume=resume or set(),
+                report_end=report_end,
+            )
+        except Exception:
+            if report_end:
+                self._not_resumed(run)
+            raise
+
+    def _start_again(
+        self,
+        run: RunRecord,
+        definition_ref: str | None,
+        *,
+        reset: bool,
+        keep: list[TaskRecord] | None,
+        seq_base: int,
+        task_inputs: dict[str, dict[str, Any]] | None,
+        retried: bool,
+        update: RunUpdate | None,
+        resume: set[str],
+        report_end: bool,
+    ) -> None:
         store, now = self.deps.run_store, self.deps.clock()
         keep = keep or []
         redecided: set[str] = set()
