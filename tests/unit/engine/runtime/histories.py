@@ -180,7 +180,130 @@ CASES: dict[str, tuple[dict[str, Any], list[dict[str, Any]], set[str]]] = {
         [],
         set(),
     ),
+    "nested_fork": (
+        {
+            "name": "nested_fork",
+            "tasks": [
+                {
+                    "name": "outer",
+                    "taskReferenceName": "outer",
+                    "type": "FORK_JOIN",
+                    "forkTasks": [
+                        [
+                            {
+                                "name": "inner",
+                                "taskReferenceName": "inner",
+                                "type": "FORK_JOIN",
+                                "forkTasks": [[_worker("a")], [_worker("b")]],
+                            },
+                            {
+                                "name": "inner_join",
+                                "taskReferenceName": "inner_join",
+                                "type": "JOIN",
+                            },
+                        ],
+                        [_worker("c")],
+                    ],
+                },
+                {"name": "outer_join", "taskReferenceName": "outer_join", "type": "JOIN"},
+                _worker("after"),
+            ],
+        },
+        [],
+        set(),
+    ),
+    "dynamic_task": (
+        {
+            "name": "dynamic_task",
+            "tasks": [
+                {
+                    "name": "pick",
+                    "taskReferenceName": "pick",
+                    "type": "DYNAMIC",
+                    "dynamicTaskNameParam": "taskToExecute",
+                    "inputParameters": {"taskToExecute": "${workflow.input.task}"},
+                },
+                _worker("after"),
+            ],
+        },
+        [],
+        set(),
+    ),
+    "fork_join_dynamic": (
+        {
+            "name": "fork_join_dynamic",
+            "tasks": [
+                {
+                    "name": "fan",
+                    "taskReferenceName": "fan",
+                    "type": "FORK_JOIN_DYNAMIC",
+                    "dynamicForkTasksParam": "tasks",
+                    "dynamicForkTasksInputParamName": "inputs",
+                    "inputParameters": {
+                        "tasks": "${workflow.input.tasks}",
+                        "inputs": "${workflow.input.inputs}",
+                    },
+                },
+                {"name": "join", "taskReferenceName": "join", "type": "JOIN"},
+                _worker("after"),
+            ],
+        },
+        [],
+        set(),
+    ),
+    "retry_resumes_child": (
+        {
+            "name": "retry_resumes_child",
+            "tasks": [
+                _worker("before"),
+                {
+                    "name": "child",
+                    "taskReferenceName": "child",
+                    "type": "SUB_WORKFLOW",
+                    "subWorkflowParam": {"name": "child_flow", "version": 1},
+                },
+                _worker("after"),
+            ],
+        },
+        [],
+        set(),
+    ),
 }
+
+#: what a case's run starts with besides its definition's name (the workflow input; a
+#: retry's kept rows: versions before resumeSubworkflowTasks ignore ``resume`` and give
+#: the SUB_WORKFLOW a new attempt and child)
+RUN_INPUTS: dict[str, dict[str, Any]] = {
+    "dynamic_task": {"input": {"task": "picked"}},
+    "fork_join_dynamic": {
+        "input": {
+            "tasks": [
+                {"name": "f", "taskReferenceName": "f1", "type": "SIMPLE"},
+                {"name": "f", "taskReferenceName": "f2", "type": "SIMPLE"},
+            ],
+            "inputs": {"f1": {"n": 1}, "f2": {"n": 2}},
+        }
+    },
+    "retry_resumes_child": {
+        "generation": "g2",
+        "seq_base": 2,
+        "replay": [
+            {"ref": "before", "taskId": "t-before", "seq": 1, "status": "COMPLETED"},
+            {
+                "ref": "child",
+                "taskId": "t-child",
+                "seq": 2,
+                "status": "FAILED",
+                "output": {"subWorkflowId": "t-child-1"},
+                "resume": True,
+            },
+        ],
+    },
+}
+
+#: the event a resumed SUB_WORKFLOW waits for (protocol.events.child_end_event; spelled
+#: out, as the recorder also runs in checkouts from before it)
+CHILD_END_SUFFIX = ".child"
 
 
 def event_json(event: pb.HistoryEvent) -> dict[str, Any]:
@@ -213,7 +336,13 @@ def record(case: str, replay_class: Any, store: SqlRunStore, t0: datetime) -> di
     for td in task_defs:
         store.put_task_def(td["name"], td, 1)
     store.put_definition(definition["name"], 1, definition, 1)
-    run_input = RunInput(name=definition["name"], version=1)
+    run_input = RunInput.model_validate(
+        {"name": definition["name"], "version": 1, **RUN_INPUTS.get(case, {})}
+    )
+    # a SUB_WORKFLOW resumed in place waits for its child's end as an event
+    resumed = [
+        row["taskId"] for row in RUN_INPUTS.get(case, {}).get("replay", []) if row.get("resume")
+    ]
     run = replay_class(store, run_input)
     items: list[dict[str, Any]] = []
     timers: list[tuple[int, datetime]] = []
@@ -309,6 +438,14 @@ def record(case: str, replay_class: Any, store: SqlRunStore, t0: datetime) -> di
             else:
                 raise RuntimeError(f"case {case}: no answer for activity {name}")
         now = now + timedelta(seconds=1)
+        if not events and resumed:
+            # the run waits for nothing the driver gives but a resumed child's end
+            summary = {"status": "COMPLETED", "output": {"child": True}, "reason": None}
+            events.append(
+                helpers.new_event_raised_event(
+                    resumed.pop() + CHILD_END_SUFFIX, json.dumps(summary)
+                )
+            )
         if not events and humans:
             task_id, attempt = humans.popitem()
             done = TaskResultEvent(attempt=attempt, status="COMPLETED", output={"ok": True})
