@@ -37,7 +37,12 @@ ORCHESTRATOR_NAME = "WorkflowInterpreter"
 #:   ``permissive`` are read but not acted on.
 #: * 1: a call with ``asyncComplete`` waits for a task update; a ``permissive`` task's
 #:   failure lets the run go on.
-BEHAVIOUR = 1
+#: * 2: a FORK_JOIN's JOIN is created right after its branches' first tasks, and a
+#:   branch's first SWITCH with its case's first task (Conductor's ForkJoinTaskMapper and
+#:   SwitchTaskMapper): a fork nested in a branch has its JOIN before the next branch's
+#:   rows. Rows take their seq (and task id) in creation order, so runs started before
+#:   keep the earlier order.
+BEHAVIOUR = 2
 
 
 def child_run_id(task_id: str, attempt: int) -> str:

@@ -909,7 +909,31 @@ class Decider:
         if frame.pos < len(tasks) and tasks[frame.pos].task_reference_name + frame.suffix not in (
             state.tasks
         ):
-            self._start_task(state, frame, tasks[frame.pos], now_ms, actions)
+            wt = tasks[frame.pos]
+            self._start_task(state, frame, wt, now_ms, actions)
+            if state.behaviour >= 2 and wt.type == TaskType.SWITCH and frame.blocking is not None:
+                # Conductor's SwitchTaskMapper maps the chosen case's first task with the
+                # SWITCH, so within a fork it comes before the next branch's first task
+                self.start_first(state, frame.blocking, now_ms, actions)
+
+    def start_join(
+        self, state: RunState, frame: Frame, now_ms: int, actions: list[ScheduleTask]
+    ) -> None:
+        """Create the JOIN right after the FORK_JOIN at ``frame.pos`` now, after its
+        branches' first tasks (Conductor's ForkJoinTaskMapper maps ``[fork, the branches'
+        first tasks..., join]``): the JOIN of a fork nested in a branch comes before the
+        next branch's tasks, as in Conductor (behaviour 2 on: ``protocol.runs.BEHAVIOUR``;
+        before, the enclosing frame created it when it advanced past the fork)."""
+        tasks = self.lists[frame.list_id]
+        at = frame.pos + 1
+        if (
+            state.behaviour >= 2
+            and state.status == RunStatus.RUNNING
+            and at < len(tasks)
+            and tasks[at].type == TaskType.JOIN
+            and tasks[at].task_reference_name + frame.suffix not in state.tasks
+        ):
+            self._start_task(state, frame, tasks[at], now_ms, actions)
 
     def _end_frame(self, state: RunState, frame: Frame, now_ms: int) -> None:
         del state.frames[frame.key]

@@ -25,3 +25,4 @@ class ForkJoinTask(TaskHandler):
         ]
         for key in opened:
             decider.start_first(state, key, start.now_ms, start.actions)
+        decider.start_join(state, frame, start.now_ms, start.actions)

@@ -679,6 +679,56 @@ def test_terminate_output_is_the_workflow_output_map_or_wraps_a_value() -> None:
         assert sim.finished.output == expected == sim.task("end").output
 
 
+def _nested_fork() -> Decider:
+    switch = t(
+        "sw",
+        "SWITCH",
+        evaluatorType="value-param",
+        expression="v",
+        inputParameters={"v": "x"},
+        decisionCases={"x": [t("case_x")]},
+    )
+    inner = t("inner", "FORK_JOIN", forkTasks=[[t("a")], [t("b")]])
+    return decider(
+        t("outer", "FORK_JOIN", forkTasks=[[inner, t("inner_join", "JOIN")], [switch], [t("c")]]),
+        t("outer_join", "JOIN"),
+    )
+
+
+def test_rows_of_a_nested_fork_come_in_conductors_order() -> None:
+    """ForkJoinTaskMapper maps [fork, each branch's first tasks, join], recursively, and
+    SwitchTaskMapper the chosen case's first task with the SWITCH (behaviour 2)."""
+    sim = Sim(_nested_fork())
+    rows = sorted({r.ref: r.seq for r in sim.records}.items(), key=lambda item: item[1])
+    assert [ref for ref, _ in rows] == [
+        "outer",
+        "inner",
+        "a",
+        "b",
+        "inner_join",
+        "sw",
+        "case_x",
+        "c",
+        "outer_join",
+    ]
+
+
+def test_runs_started_before_behaviour_2_keep_their_row_order() -> None:
+    sim = Sim(_nested_fork(), behaviour=1)
+    rows = sorted({r.ref: r.seq for r in sim.records}.items(), key=lambda item: item[1])
+    assert [ref for ref, _ in rows] == [
+        "outer",
+        "inner",
+        "a",
+        "b",
+        "sw",
+        "c",
+        "outer_join",
+        "inner_join",
+        "case_x",
+    ]
+
+
 def test_terminate_inside_fork_cancels_other_branches() -> None:
     d = decider(
         fork(
