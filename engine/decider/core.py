@@ -1120,6 +1120,7 @@ class Decider:
         delay = float(wt.start_delay)
         action = self._action(state, ts, node, delay, now_ms)
         ts.scheduled_time = ts.first_scheduled_time = now_ms + int(delay * 1000)
+        ts.callback_after_seconds = int(delay)
         self._started_when_scheduled(ts, delay)
         state.pending[ts.task_id] = ts.ref
         start.actions.append(action)
@@ -1156,6 +1157,7 @@ class Decider:
         ts.attempt += 1
         ts.status = TaskStatus.SCHEDULED
         ts.scheduled_time = now_ms + int(delay * 1000)
+        ts.callback_after_seconds = int(delay)
         ts.start_time = ts.end_time = ts.worker_id = None
         ts.output = {}
         ts.alerts = []
@@ -1654,6 +1656,7 @@ class Decider:
             seq=ts.seq,
             retried_task_id=ts.retried_task_id,
             retried=ts.retried,
+            callback_after_seconds=ts.callback_after_seconds,
             iteration=_iteration_of(ts),
             optional=node.task.optional,
             variables=(

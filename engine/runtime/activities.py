@@ -174,6 +174,7 @@ def store_row(workflow_id: str, change: TaskChange) -> TaskRecord:
         iteration=change.iteration,
         retried_task_id=change.retried_task_id,
         retried=change.retried,
+        callback_after_seconds=change.callback_after_seconds,
     )
 
 
@@ -527,6 +528,8 @@ class RunActivities:
             input_data=inline if ref is None else None,
             input_ref=ref,
             scheduled_time=scheduled,
+            # the start or retry delay, as Conductor's mappers and DeciderService.retry
+            callback_after_seconds=int(task.delay_seconds),
             domain=domain,
             queue_name=queue,
             iteration=_iteration(task.ref, task.def_ref or task.ref),
