@@ -14,11 +14,13 @@ from pydantic.alias_generators import to_camel
 
 __all__ = [
     "BEHAVIOUR",
+    "FAILURE_WORKFLOW_OUTPUT",
     "ORCHESTRATOR_NAME",
     "ReplayTask",
     "RunInput",
     "TaskMock",
     "child_run_id",
+    "failure_run_id",
 ]
 
 #: The one orchestration that runs every run of every definition.
@@ -43,6 +45,16 @@ ORCHESTRATOR_NAME = "WorkflowInterpreter"
 #:   rows. Rows take their seq (and task id) in creation order, so runs started before
 #:   keep the earlier order.
 BEHAVIOUR = 2
+
+
+#: the key of a failed run's output that names the failure workflow's run it started
+#: (Conductor's ``conductor.failure_workflow``)
+FAILURE_WORKFLOW_OUTPUT = "conductor.failure_workflow"
+
+
+def failure_run_id(workflow_id: str) -> str:
+    """The workflow id of the failure workflow's run a run's failure starts."""
+    return f"{workflow_id}-failure"
 
 
 def child_run_id(task_id: str, attempt: int) -> str:

@@ -105,7 +105,7 @@ from protocol.payload_keys import (
     workflow_output_key,
 )
 from protocol.queues import queue_for
-from protocol.runs import ORCHESTRATOR_NAME, RunInput
+from protocol.runs import FAILURE_WORKFLOW_OUTPUT, ORCHESTRATOR_NAME, RunInput, failure_run_id
 
 __all__ = ["RunActivities", "store_row"]
 
@@ -316,6 +316,15 @@ class RunActivities:
         except LookupError:  # the definition itself is gone: nothing names a failure flow
             return None
         return decider.definition.failure_workflow or None
+
+    def _registered_failure(self, name: str | None) -> DefinitionRecord | None:
+        """The latest registered definition of failure workflow ``name``, if any."""
+        if not name:
+            return None
+        try:
+            return read_definition(self.store, name, None)
+        except SnapshotError:
+            return None
 
     def _finish_traced(self, data: FinishInput) -> dict[str, Any]:
         with span(
@@ -783,6 +792,11 @@ class RunActivities:
             )
         except PayloadTooLarge as exc:
             status, inline, reason = RunStatus.FAILED, {}, str(exc)
+        failure_name = self._failure_workflow(run, status)
+        failure_record = self._registered_failure(failure_name)
+        if failure_record is not None and output_ref is None:
+            # Conductor's terminateWorkflow names the failure run in the failed run's output
+            inline = {**(inline or {}), FAILURE_WORKFLOW_OUTPUT: failure_run_id(workflow_id)}
         with self.store.batch():  # the run's end and its last rows: one transaction
             self._write_changes(workflow_id, data.records, now)
             self._write_warnings(workflow_id, data.warnings, now)
@@ -812,10 +826,9 @@ class RunActivities:
         )
 
         failure_workflow_id = None
-        failure_name = self._failure_workflow(run, status)
         if failure_name:
             failure_workflow_id = self._start_failure_workflow(
-                svc.client(), failure_name, data, status, reason, now, traceparent
+                svc.client(), failure_name, failure_record, data, status, reason, now, traceparent
             )
         summary = RunSummary(
             status=status.value,
@@ -862,6 +875,7 @@ class RunActivities:
         self,
         client: Any,
         name: str,
+        record: DefinitionRecord | None,
         data: FinishInput,
         status: RunStatus,
         reason: str | None,
@@ -869,9 +883,7 @@ class RunActivities:
         traceparent: str | None = None,
     ) -> str | None:
         workflow_id, run = data.workflow_id, data.run
-        try:
-            record: DefinitionRecord = read_definition(self.store, name, None)
-        except SnapshotError:
+        if record is None:
             self.store.update_run(
                 workflow_id,
                 RunUpdate(
@@ -881,13 +893,26 @@ class RunActivities:
                 now,
             )
             return None
-        failure_id = f"{workflow_id}-failure"
+        failure_id = failure_run_id(workflow_id)
+        failed_task_id = data.result.failed_task_id
         failure_input = {
+            # Conductor's terminateWorkflow: the run's input (unless it is kept in the
+            # payload store), then what the failure is, under Conductor's names too
+            **(run.input if offloaded(run.input, INPUT_REF) is None else {}),
             "workflowId": workflow_id,
             "reason": reason,
-            "failedTaskId": data.result.failed_task_id,
+            "failedTaskId": failed_task_id,
+            "failureTaskId": failed_task_id,
             "failureStatus": status.value,
             "workflowInput": run.input,
+            "failedWorkflow": {
+                "workflowId": workflow_id,
+                "workflowName": run.name,
+                "workflowVersion": run.version,
+                "status": status.value,
+                "reasonForIncompletion": reason,
+                "correlationId": run.correlation_id,
+            },
         }
         definition = WorkflowDef.model_validate(record.definition)
         failure_input = definition.run_input(failure_input)

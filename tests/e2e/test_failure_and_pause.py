@@ -45,13 +45,28 @@ def test_failed_run_starts_its_failure_workflow(platform: Any) -> None:
     failure_id = f"{workflow_id}-failure"
     failure = platform.wait(failure_id)
     assert failure.name == "cleanup"
+    # the seed's input (docs: workflowId, reason, failedTaskId, failureStatus,
+    # workflowInput), and Conductor's terminateWorkflow's: the run's input merged in,
+    # failureTaskId, failedWorkflow
     assert failure.input == {
+        "order": 42,
         "workflowId": workflow_id,
         "reason": run.reason_for_incompletion,
         "failedTaskId": body["taskId"],
+        "failureTaskId": body["taskId"],
         "failureStatus": "FAILED",
         "workflowInput": {"order": 42},
+        "failedWorkflow": {
+            "workflowId": workflow_id,
+            "workflowName": "fragile",
+            "workflowVersion": 1,
+            "status": "FAILED",
+            "reasonForIncompletion": run.reason_for_incompletion,
+            "correlationId": None,
+        },
     }
+    # Conductor names the failure run in the failed run's output
+    assert run.output == {"conductor.failure_workflow": failure_id}
     assert "disk full" in (run.reason_for_incompletion or "")
     assert failure.status == RunStatus.COMPLETED
     assert failure.output == {"failed": workflow_id, "status": "FAILED"}
