@@ -71,7 +71,8 @@ class Settings(BaseModel):
     max_body_bytes: int = 12 * 1024 * 1024
     max_poll_timeout_ms: int = 5000
     max_poll_count: int = 100
-    #: how long a message waits after a concurrency or rate limit was hit
+    #: how long a message waits after a concurrency or rate limit was hit (for a type
+    #: with a rate limit, no longer than its window: TaskHandout._limit_delay)
     limit_requeue_delay_seconds: float = 60.0
     #: lifetime of signed payload URLs handed to workers
     signed_url_seconds: int = 3600

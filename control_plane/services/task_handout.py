@@ -197,6 +197,17 @@ class TaskHandout(TaskSupport):
             log.info("poll of %s went unanswered: task %s goes back", task_type, task_id)
             self._requeue(row, lease, task_type, 0)
 
+    def _limit_delay(self, td: TaskDef) -> float:
+        """How long a message a limit refused waits before it is handed out again: at
+        most ``limit_requeue_delay_seconds`` (60 s, Conductor's postpone), and no longer
+        than the type's rate-limit window, which frees a slot when it ends (a message
+        back after a minute for a 10 s window would wait out five windows)."""
+        delay = self.settings.limit_requeue_delay_seconds
+        window = td.rate_limit_frequency_in_seconds or 0
+        if (td.rate_limit_per_frequency or 0) > 0 and window > 0:
+            return min(delay, float(window))
+        return delay
+
     def _hand_out(
         self,
         td: TaskDef,
@@ -233,7 +244,7 @@ class TaskHandout(TaskSupport):
             ),
         )
         if out.limited:
-            q.requeue(queue, message, self.settings.limit_requeue_delay_seconds)
+            q.requeue(queue, message, self._limit_delay(td))
             return None
         started = out.task
         if started is None:
