@@ -82,6 +82,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
+import functools
 import json
 import re
 import uuid
@@ -669,13 +670,16 @@ class Decider:
         ts.reason = reason or f"task {final_status.value}"
         ts.end_time = now_ms
         if retry and ts.attempt < 1 + self._retry_count(node):
-            delay = retry_delay_seconds(
+            delay_of = functools.partial(
+                retry_delay_seconds,
                 td.retry_logic if td is not None else "FIXED",
                 td.retry_delay_seconds if td is not None else 0,
                 td.backoff_scale_factor if td is not None else 1,
                 ts.attempt - 1,
                 outcome.retry_after_seconds,
                 max_delay_seconds=td.max_retry_delay_seconds if td is not None else 0,
+            )
+            delay = delay_of(
                 jitter_ms=td.backoff_jitter_ms if td is not None else 0,
                 jitter_key=f"{ts.task_id}:{ts.attempt}",
             )
@@ -683,6 +687,7 @@ class Decider:
             first = ts.first_scheduled_time if ts.first_scheduled_time is not None else now_ms
             if not total or now_ms + delay * 1000 < first + total * 1000:
                 ts.retry_delay_seconds = delay
+                ts.retry_callback_seconds = int(delay_of())
                 state.retries.append(ts.ref)
                 self.touch(state, ts)
                 return state
@@ -1118,9 +1123,9 @@ class Decider:
         state, ts, wt, now_ms = start.state, start.task, start.definition, start.now_ms
         node = self.nodes[wt.task_reference_name]
         delay = float(wt.start_delay)
+        ts.callback_after_seconds = int(delay)
         action = self._action(state, ts, node, delay, now_ms)
         ts.scheduled_time = ts.first_scheduled_time = now_ms + int(delay * 1000)
-        ts.callback_after_seconds = int(delay)
         self._started_when_scheduled(ts, delay)
         state.pending[ts.task_id] = ts.ref
         start.actions.append(action)
@@ -1146,7 +1151,8 @@ class Decider:
     ) -> None:
         node = self.nodes[ts.def_ref]
         delay = ts.retry_delay_seconds or 0.0
-        ts.retry_delay_seconds = None
+        callback = ts.retry_callback_seconds
+        ts.retry_delay_seconds = ts.retry_callback_seconds = None
         # the failed attempt keeps its row; the retry is a new row with a new task id
         # (Conductor's DeciderService.retry), so no id of a finished attempt is reused
         state.closed.append(self._record(state, ts).model_copy(update={"retried": True}))
@@ -1157,7 +1163,7 @@ class Decider:
         ts.attempt += 1
         ts.status = TaskStatus.SCHEDULED
         ts.scheduled_time = now_ms + int(delay * 1000)
-        ts.callback_after_seconds = int(delay)
+        ts.callback_after_seconds = int(delay) if callback is None else callback
         ts.start_time = ts.end_time = ts.worker_id = None
         ts.output = {}
         ts.alerts = []
@@ -1199,6 +1205,7 @@ class Decider:
             input=ts.input,
             attempt=ts.attempt,
             delay_seconds=delay,
+            callback_after_seconds=ts.callback_after_seconds,
             optional=node.task.optional,
             task_def=node.task_def,
             wait_until_ms=fields.wait_until_ms,

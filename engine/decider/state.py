@@ -83,6 +83,12 @@ class TaskState(_TaskRow):
     frame: str = "$"
     #: set while a failed attempt waits for its retry to be dispatched
     retry_delay_seconds: float | None = None
+    #: that delay without its jitter, in whole seconds: the retry's
+    #: ``callbackAfterSeconds`` (Conductor's DeciderService.retry reports the delay
+    #: before the jitter); left out of the JSON when unset
+    retry_callback_seconds: int | None = Field(
+        default=None, exclude_if=lambda seconds: seconds is None
+    )
     #: timeout kinds already reported under ALERT_ONLY for this attempt
     alerts: list[str] = Field(default_factory=list)
 
@@ -229,6 +235,9 @@ class ScheduleTask(_Model):
     attempt: int = 1
     #: wait this long before (re)dispatching (start delay or retry delay)
     delay_seconds: float = 0.0
+    #: that delay as the row's ``callbackAfterSeconds`` (a retry's without its jitter);
+    #: left out of the JSON when 0
+    callback_after_seconds: int = Field(default=0, exclude_if=lambda seconds: not seconds)
     optional: bool = False
     #: the effective task definition (inline ``taskDefinition`` or registered), if any
     task_def: TaskDef | None = None

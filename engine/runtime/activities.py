@@ -538,7 +538,7 @@ class RunActivities:
             input_ref=ref,
             scheduled_time=scheduled,
             # the start or retry delay, as Conductor's mappers and DeciderService.retry
-            callback_after_seconds=int(task.delay_seconds),
+            callback_after_seconds=task.callback_after_seconds,
             domain=domain,
             queue_name=queue,
             iteration=_iteration(task.ref, task.def_ref or task.ref),

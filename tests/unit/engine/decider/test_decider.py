@@ -820,6 +820,32 @@ def test_backoff_jitter_adds_up_to_its_milliseconds_the_same_on_every_replay() -
     assert retry_delays("FIXED", 2, backoffJitterMs=0) == [10, 10]
 
 
+def test_a_retrys_callback_after_seconds_is_its_delay_without_the_jitter() -> None:
+    """Conductor's DeciderService.retry: callbackAfterSeconds is the capped delay, the
+    jitter only in when the retry is due; a start delay is a first attempt's."""
+    d = decider(
+        t("a", startDelay=3),
+        defs={
+            "a": {
+                "retryCount": 2,
+                "retryLogic": "EXPONENTIAL_BACKOFF",
+                "retryDelaySeconds": 4,
+                "maxRetryDelaySeconds": 6,
+                "backoffJitterMs": 5000,
+            }
+        },
+    )
+    sim = Sim(d, now=0)
+    assert (sim.actions["a"].callback_after_seconds, sim.task("a").callback_after_seconds) == (3, 3)
+    for base in (4, 6):
+        sim.fail("a")
+        action = sim.actions["a"]
+        assert action.callback_after_seconds == base
+        assert base <= action.delay_seconds <= base + 5
+        [row] = [r for r in sim.last.records if r.task_id == action.task_id]
+        assert row.callback_after_seconds == base
+
+
 def test_a_servers_retry_after_is_not_cut_by_the_cap() -> None:
     d = decider(
         t("a"), defs={"a": {"retryCount": 1, "retryDelaySeconds": 10, "maxRetryDelaySeconds": 5}}
