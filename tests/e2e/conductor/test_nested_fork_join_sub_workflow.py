@@ -38,12 +38,28 @@ attempts in seq order; the retried ``st1``'s new attempt being the last row
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from tests.e2e.conductor.harness import SETTLE_SECONDS, Conductor, unique
+import pytest
+
+from tests.e2e.conductor.harness import Conductor, unique
+from tests.e2e.conductor.sub_workflow_shapes import (
+    OWNER,
+    SUB_WORKFLOW_INPUT,
+    complete_leaf,
+    first_task_scheduled,
+    forked_task,
+    integration_test_wf,
+    leaf_retried,
+    restart,
+    retry,
+    settle,
+    settle_run,
+    shape,
+    sub_workflow_task,
+    task_defs,
+)
 
 FORK, JOIN, SUB = "FORK", "JOIN", "SUB_WORKFLOW"
 
@@ -60,11 +76,6 @@ class Nested:
 REFS = ["outer_fork", "inner_fork", "st1", "t2", "inner_join", "t3", "outer_join"]
 
 
-def _shape(run: dict[str, Any]) -> list[tuple[str, str]]:
-    """A run's tasks as (type, status), in row (seq) order."""
-    return [(t["taskType"], t["status"]) for t in run["tasks"]]
-
-
 def _by_ref(run: dict[str, Any]) -> list[tuple[str, str, str]]:
     """The parent's tasks as (ref, type, status) in the order of Conductor's rows, each
     reference's attempts in seq order (a retry's new attempt is the last row)."""
@@ -72,39 +83,12 @@ def _by_ref(run: dict[str, Any]) -> list[tuple[str, str, str]]:
     return [(t["referenceTaskName"], t["taskType"], t["status"]) for t in rows]
 
 
-def _settle(
-    conductor: Conductor,
-    workflow_id: str,
-    until: Callable[[dict[str, Any]], bool],
-    seconds: float = SETTLE_SECONDS,
-) -> dict[str, Any]:
-    """The run once ``until(run)`` holds, else the last state read after ``seconds``.
-    Unlike ``Conductor.wait`` it does not stop at an ended run: after a restart or retry
-    a parent may read FAILED until it is taken back to RUNNING."""
-    deadline = time.monotonic() + seconds
-    while True:
-        run = conductor.run(workflow_id)
-        if until(run) or time.monotonic() > deadline:
-            return run
-        time.sleep(0.05)
-
-
-def _settle_child(
-    conductor: Conductor, workflow_id: str, status: str, shape: list[tuple[str, str]]
-) -> dict[str, Any]:
-    """The child run once it has ``status`` and the tasks ``shape`` (in row order);
-    asserts both."""
-    run = _settle(conductor, workflow_id, lambda r: r["status"] == status and _shape(r) == shape)
-    assert (run["status"], _shape(run)) == (status, shape), run.get("reasonForIncompletion")
-    return run
-
-
 def _settle_parent(
     conductor: Conductor, workflow_id: str, status: str, rows: list[tuple[str, str, str]]
 ) -> dict[str, Any]:
     """The parent run once it has ``status`` and the task ``rows`` (by reference,
     :func:`_by_ref`); asserts both."""
-    run = _settle(conductor, workflow_id, lambda r: r["status"] == status and _by_ref(r) == rows)
+    run = settle(conductor, workflow_id, lambda r: r["status"] == status and _by_ref(r) == rows)
     assert (run["status"], _by_ref(run)) == (status, rows), run.get("reasonForIncompletion")
     return run
 
@@ -123,162 +107,78 @@ def _parent(task2: str, sub: str, t2: str, joins: str) -> list[tuple[str, str, s
     ]
 
 
+def _nested_fork_join_swf(name: str, task2: str) -> dict[str, Any]:
+    """``nested_fork_join_swf.json``."""
+    inner_fork = {
+        "name": "inner_fork",
+        "taskReferenceName": "inner_fork",
+        "inputParameters": SUB_WORKFLOW_INPUT,
+        "type": "FORK_JOIN",
+        "forkTasks": [
+            # the spec's "sub_workflow_task"; a name of its own, so no task definition
+            # registered under that name by another test applies
+            [sub_workflow_task("st1", unique("sub_workflow_task"))],
+            [forked_task(task2, "t2")],
+        ],
+    }
+    return {
+        "name": name,
+        "description": "nested_fork_join_swf",
+        "version": 1,
+        "tasks": [
+            {
+                "name": "outer_fork",
+                "taskReferenceName": "outer_fork",
+                "inputParameters": SUB_WORKFLOW_INPUT,
+                "type": "FORK_JOIN",
+                "forkTasks": [
+                    [
+                        inner_fork,
+                        {
+                            "name": "inner_join",
+                            "taskReferenceName": "inner_join",
+                            "type": "JOIN",
+                            "joinOn": ["st1", "t2"],
+                        },
+                    ],
+                    [forked_task(task2, "t3")],
+                ],
+            },
+            {
+                "name": "join",
+                "taskReferenceName": "outer_join",
+                "inputParameters": {},
+                "type": "JOIN",
+                "joinOn": ["inner_join", "t3"],
+            },
+        ],
+        "inputParameters": ["param1", "param2", "subwf"],
+        "schemaVersion": 2,
+        "restartable": True,
+        "workflowStatusListenerEnabled": False,
+        "timeoutPolicy": "ALERT_ONLY",
+        "timeoutSeconds": 0,
+        "ownerEmail": OWNER,
+    }
+
+
 def _register(conductor: Conductor) -> tuple[str, str, str, str]:
     """``nested_fork_join_swf.json`` and ``simple_workflow_1_integration_test.json``
     under names of their own; ``integration_task_2`` with 0 retries (the spec's
     setup), ``integration_task_1`` as the harness registers it (1 retry, 120 s)."""
-    task1, task2 = unique("integration_task_1"), unique("integration_task_2")
+    task1, task2 = task_defs(conductor)
     nested, leaf = unique("nested_fork_join_swf"), unique("integration_test_wf")
-    conductor.taskdefs(
-        {
-            "name": task1,
-            "retryCount": 1,
-            "timeoutSeconds": 120,
-            "responseTimeoutSeconds": 120,
-            "ownerEmail": "test@harness.com",
-        },
-        {
-            "name": task2,
-            "retryCount": 0,
-            "timeoutSeconds": 120,
-            "responseTimeoutSeconds": 120,
-            "ownerEmail": "test@harness.com",
-        },
-    )
-    params = {
-        "param1": "${workflow.input.param1}",
-        "param2": "${workflow.input.param2}",
-        "subwf": "${workflow.input.nextSubwf}",
-    }
-    simple = {"p1": "${workflow.input.param1}", "p2": "${workflow.input.param2}"}
     conductor.register(
-        {
-            "name": nested,
-            "description": "nested_fork_join_swf",
-            "version": 1,
-            "tasks": [
-                {
-                    "name": "outer_fork",
-                    "taskReferenceName": "outer_fork",
-                    "inputParameters": params,
-                    "type": "FORK_JOIN",
-                    "forkTasks": [
-                        [
-                            {
-                                "name": "inner_fork",
-                                "taskReferenceName": "inner_fork",
-                                "inputParameters": params,
-                                "type": "FORK_JOIN",
-                                "forkTasks": [
-                                    [
-                                        {
-                                            # the spec's "sub_workflow_task"; a name of
-                                            # its own, so no task definition registered
-                                            # under that name by another test applies
-                                            "name": unique("sub_workflow_task"),
-                                            "taskReferenceName": "st1",
-                                            "inputParameters": params,
-                                            "type": "SUB_WORKFLOW",
-                                            "subWorkflowParam": {
-                                                "name": "${workflow.input.subwf}",
-                                                "version": 1,
-                                            },
-                                            "retryCount": 0,
-                                        }
-                                    ],
-                                    [
-                                        {
-                                            "name": task2,
-                                            "taskReferenceName": "t2",
-                                            "inputParameters": simple,
-                                            "type": "SIMPLE",
-                                            "retryCount": 0,
-                                        }
-                                    ],
-                                ],
-                            },
-                            {
-                                "name": "inner_join",
-                                "taskReferenceName": "inner_join",
-                                "type": "JOIN",
-                                "joinOn": ["st1", "t2"],
-                            },
-                        ],
-                        [
-                            {
-                                "name": task2,
-                                "taskReferenceName": "t3",
-                                "inputParameters": simple,
-                                "type": "SIMPLE",
-                                "retryCount": 0,
-                            }
-                        ],
-                    ],
-                },
-                {
-                    "name": "join",
-                    "taskReferenceName": "outer_join",
-                    "inputParameters": {},
-                    "type": "JOIN",
-                    "joinOn": ["inner_join", "t3"],
-                },
-            ],
-            "inputParameters": ["param1", "param2", "subwf"],
-            "schemaVersion": 2,
-            "restartable": True,
-            "workflowStatusListenerEnabled": False,
-            "timeoutPolicy": "ALERT_ONLY",
-            "timeoutSeconds": 0,
-            "ownerEmail": "test@harness.com",
-        },
-        {
-            "name": leaf,
-            "description": "integration_test_wf",
-            "version": 1,
-            "tasks": [
-                {
-                    "name": task1,
-                    "taskReferenceName": "t1",
-                    "inputParameters": {
-                        "p1": "${workflow.input.param1}",
-                        "p2": "${workflow.input.param2}",
-                        "p3": "${CPEWF_TASK_ID}",
-                        "someNullKey": None,
-                    },
-                    "type": "SIMPLE",
-                },
-                {
-                    "name": task2,
-                    "taskReferenceName": "t2",
-                    "inputParameters": {
-                        "tp1": "${workflow.input.param1}",
-                        "tp2": "${t1.output.op}",
-                        "tp3": "${CPEWF_TASK_ID}",
-                    },
-                    "type": "SIMPLE",
-                },
-            ],
-            "inputParameters": ["param1", "param2"],
-            "outputParameters": {
-                "o1": "${workflow.input.param1}",
-                "o2": "${t2.output.uuid}",
-                "o3": "${t1.output.op}",
-            },
-            "failureWorkflow": "$workflow.input.failureWfName",
-            "schemaVersion": 2,
-            "restartable": True,
-            "workflowStatusListenerEnabled": False,
-            "timeoutPolicy": "ALERT_ONLY",
-            "timeoutSeconds": 0,
-            "ownerEmail": "test@harness.com",
-        },
+        _nested_fork_join_swf(nested, task2),
+        integration_test_wf(
+            leaf,
+            task1,
+            task2,
+            failureWorkflow="$workflow.input.failureWfName",
+            workflowStatusListenerEnabled=False,
+        ),
     )
     return nested, leaf, task1, task2
-
-
-def _child_started(conductor: Conductor, child_id: str, task1: str) -> None:
-    """A (new or restarted) child run: RUNNING, its ``t1`` SCHEDULED."""
-    _settle_child(conductor, child_id, "RUNNING", [(task1, "SCHEDULED")])
 
 
 def _start(conductor: Conductor) -> tuple[str, str, str]:
@@ -309,20 +209,15 @@ def _nested_failed(conductor: Conductor) -> Nested:
         "subWorkflowId"
     ]
     assert child_id
-    _child_started(conductor, child_id, task1)
+    first_task_scheduled(conductor, child_id, task1)
 
     conductor.poll_and_complete(task1, {"op": "task1.done"})
     conductor.poll_and_fail(task2, "task2 failed")
-    _settle_child(conductor, child_id, "FAILED", [(task1, "COMPLETED"), (task2, "FAILED")])
+    settle_run(conductor, child_id, "FAILED", [(task1, "COMPLETED"), (task2, "FAILED")])
     _settle_parent(
         conductor, parent_id, "FAILED", _parent(task2, "FAILED", "COMPLETED", "CANCELED")
     )
     return Nested(parent_id, child_id, task1, task2)
-
-
-def _post(conductor: Conductor, workflow_id: str, action: str, **params: str) -> None:
-    r = conductor.http.post(f"/api/workflow/{workflow_id}/{action}", params=params)
-    assert r.status_code == 204, r.text
 
 
 def _st1(run: dict[str, Any]) -> list[dict[str, Any]]:
@@ -330,16 +225,14 @@ def _st1(run: dict[str, Any]) -> list[dict[str, Any]]:
     return [t for t in run["tasks"] if t["referenceTaskName"] == "st1"]
 
 
-def _complete_child(conductor: Conductor, nested: Nested, child_id: str) -> None:
-    """The (new or restarted) child's ``t1`` and ``t2`` complete: the child COMPLETED."""
-    conductor.poll_and_complete(nested.task1, {"op": "task1.done"})
-    conductor.poll_and_complete(nested.task2, {"op": "task2.done"})
-    _settle_child(
-        conductor,
-        child_id,
-        "COMPLETED",
-        [(nested.task1, "COMPLETED"), (nested.task2, "COMPLETED")],
-    )
+def _st1_retried(run: dict[str, Any]) -> dict[str, Any]:
+    """The parent's two ``st1`` attempts: the first retried by the second, which is the
+    last row (the spec's ``tasks[7]``); the second."""
+    old, new = _st1(run)
+    assert old["retried"] is True
+    assert new["retriedTaskId"] == old["taskId"]
+    assert run["tasks"][-1]["taskId"] == new["taskId"]
+    return new
 
 
 def _parent_complete(conductor: Conductor, nested: Nested) -> dict[str, Any]:
@@ -350,23 +243,6 @@ def _parent_complete(conductor: Conductor, nested: Nested) -> dict[str, Any]:
         "COMPLETED",
         _parent(nested.task2, "COMPLETED", "COMPLETED", "COMPLETED"),
     )
-
-
-def _child_retried(conductor: Conductor, nested: Nested, status: str) -> None:
-    """The child with ``t1`` kept and ``t2``'s failed attempt retried by a new one of
-    ``status``: RUNNING while it is SCHEDULED, COMPLETED once it is."""
-    child = _settle_child(
-        conductor,
-        nested.child_id,
-        "RUNNING" if status == "SCHEDULED" else status,
-        [
-            (nested.task1, "COMPLETED"),
-            (nested.task2, "FAILED"),
-            (nested.task2, status),
-        ],
-    )
-    assert child["tasks"][1]["retried"] is True
-    assert child["tasks"][2]["retriedTaskId"] == child["tasks"][1]["taskId"]
 
 
 def _parent_resumed(conductor: Conductor, nested: Nested) -> None:
@@ -386,9 +262,9 @@ def _parent_resumed(conductor: Conductor, nested: Nested) -> None:
 def test_setup_rows_come_in_conductors_order(conductor: Conductor) -> None:
     # setup() of every case: the parent's rows right after the start, in row order
     parent_id, _, task2 = _start(conductor)
-    run = _settle(conductor, parent_id, lambda r: len(r["tasks"]) >= 7)
+    run = settle(conductor, parent_id, lambda r: len(r["tasks"]) >= 7)
     assert [t["referenceTaskName"] for t in run["tasks"]] == REFS
-    assert _shape(run) == [
+    assert shape(run) == [
         (FORK, "COMPLETED"),
         (FORK, "COMPLETED"),
         (SUB, "IN_PROGRESS"),
@@ -402,13 +278,13 @@ def test_setup_rows_come_in_conductors_order(conductor: Conductor) -> None:
 def test_restart_on_the_sub_workflow(conductor: Conductor) -> None:
     # "test restart on the sub workflow in a nested fork join workflow"
     nested = _nested_failed(conductor)
-    _post(conductor, nested.child_id, "restart")
+    restart(conductor, nested.child_id)
 
     # the same child run starts again, and its parent waits for it again
-    _child_started(conductor, nested.child_id, nested.task1)
+    first_task_scheduled(conductor, nested.child_id, nested.task1)
     _parent_resumed(conductor, nested)
 
-    _complete_child(conductor, nested, nested.child_id)
+    complete_leaf(conductor, nested.child_id, nested.task1, nested.task2)
     run = _parent_complete(conductor, nested)
     assert _st1(run)[0]["subWorkflowId"] == nested.child_id
     assert not _st1(run)[0].get("subworkflowChanged")
@@ -417,7 +293,7 @@ def test_restart_on_the_sub_workflow(conductor: Conductor) -> None:
 def test_restart_on_the_parent_workflow(conductor: Conductor) -> None:
     # "test restart on the parent workflow in a nested fork join workflow"
     nested = _nested_failed(conductor)
-    _post(conductor, nested.parent_id, "restart")
+    restart(conductor, nested.parent_id)
 
     task2 = nested.task2
     _settle_parent(
@@ -438,8 +314,8 @@ def test_restart_on_the_parent_workflow(conductor: Conductor) -> None:
     # a new instance of the sub workflow
     new_child = _st1(run)[0]["subWorkflowId"]
     assert new_child and new_child != nested.child_id
-    _child_started(conductor, new_child, nested.task1)
-    _complete_child(conductor, nested, new_child)
+    first_task_scheduled(conductor, new_child, nested.task1)
+    complete_leaf(conductor, new_child, nested.task1, nested.task2)
 
     run = _parent_complete(conductor, nested)
     assert _st1(run)[0]["subWorkflowId"] == new_child
@@ -449,7 +325,7 @@ def test_restart_on_the_parent_workflow(conductor: Conductor) -> None:
 def test_retry_on_the_parent_workflow(conductor: Conductor) -> None:
     # "test retry on the parent workflow in a nested fork join workflow"
     nested = _nested_failed(conductor)
-    _post(conductor, nested.parent_id, "retry")
+    retry(conductor, nested.parent_id)
 
     task2 = nested.task2
 
@@ -461,51 +337,37 @@ def test_retry_on_the_parent_workflow(conductor: Conductor) -> None:
     run = _settle_parent(
         conductor, nested.parent_id, "RUNNING", retried("IN_PROGRESS", "IN_PROGRESS")
     )
-    old, new = _st1(run)
-    assert old["retried"] is True
-    assert new["retriedTaskId"] == old["taskId"]
-    # the new attempt is the last row (tasks[7])
-    assert run["tasks"][-1]["taskId"] == new["taskId"]
+    new = _st1_retried(run)
     assert len(run["tasks"]) == 8
 
     # a new instance of the sub workflow
     new_child = new["subWorkflowId"]
     assert new_child and new_child != nested.child_id
-    _child_started(conductor, new_child, nested.task1)
-    _complete_child(conductor, nested, new_child)
+    first_task_scheduled(conductor, new_child, nested.task1)
+    complete_leaf(conductor, new_child, nested.task1, nested.task2)
 
     run = _settle_parent(
         conductor, nested.parent_id, "COMPLETED", retried("COMPLETED", "COMPLETED")
     )
-    old, new = _st1(run)
-    assert old["retried"] is True
-    assert new["retriedTaskId"] == old["taskId"]
-    assert run["tasks"][-1]["taskId"] == new["taskId"]
+    _st1_retried(run)
 
 
-def test_retry_with_resume_on_the_parent_workflow(conductor: Conductor) -> None:
-    # "test retry with resume on the parent workflow in a nested fork join workflow"
-    nested = _nested_failed(conductor)
-    _post(conductor, nested.parent_id, "retry", resumeSubworkflowTasks="true")
-
-    _child_retried(conductor, nested, "SCHEDULED")
-    _parent_resumed(conductor, nested)
-
-    conductor.poll_and_complete(nested.task2, {"op": "task2.done"})
-    _child_retried(conductor, nested, "COMPLETED")
-    run = _parent_complete(conductor, nested)
-    assert _st1(run)[0]["subWorkflowId"] == nested.child_id
-
-
-def test_retry_on_the_sub_workflow(conductor: Conductor) -> None:
+@pytest.mark.parametrize(
+    "retried", ["parent", "sub_workflow"], ids=["with_resume_on_the_parent", "on_the_sub_workflow"]
+)
+def test_retry_retries_the_sub_workflows_task_in_place(conductor: Conductor, retried: str) -> None:
+    # "test retry with resume on the parent workflow in a nested fork join workflow" and
     # "test retry on the sub workflow in a nested fork join workflow"
     nested = _nested_failed(conductor)
-    _post(conductor, nested.child_id, "retry")
+    if retried == "parent":
+        retry(conductor, nested.parent_id, resume=True)
+    else:
+        retry(conductor, nested.child_id)
 
-    _child_retried(conductor, nested, "SCHEDULED")
+    leaf_retried(conductor, nested.child_id, nested.task1, nested.task2)
     _parent_resumed(conductor, nested)
 
     conductor.poll_and_complete(nested.task2, {"op": "task2.done"})
-    _child_retried(conductor, nested, "COMPLETED")
+    leaf_retried(conductor, nested.child_id, nested.task1, nested.task2, "COMPLETED")
     run = _parent_complete(conductor, nested)
     assert _st1(run)[0]["subWorkflowId"] == nested.child_id

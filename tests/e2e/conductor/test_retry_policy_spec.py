@@ -84,56 +84,64 @@ def _cleanup(conductor: Conductor, workflow_id: str) -> None:
         conductor.http.delete(f"/api/workflow/{workflow_id}", params={"reason": "test done"})
 
 
+def _retries(
+    conductor: Conductor, correlation_id: str, failures: int, **taskdef: Any
+) -> tuple[str, list[dict[str, Any]]]:
+    """The spec's ``given`` and ``when`` for a task definition with ``taskdef`` and 3600 s
+    timeouts: a run started and its task failed ``failures`` times, each time once it is
+    handed out (after its retry delay). The run's id and the run as each failure's retry
+    was scheduled."""
+    task_type, name = _setup(conductor, timeoutSeconds=3600, responseTimeoutSeconds=3600, **taskdef)
+    workflow_id = conductor.start(name, correlation_id=correlation_id)
+    runs = []
+    for failed in range(1, failures + 1):
+        _fail(conductor, task_type)
+        runs.append(_rescheduled(conductor, workflow_id, failed + 1))
+    return workflow_id, runs
+
+
 # --- maxRetryDelaySeconds -------------------------------------------------------------
 
 
-def test_exponential_backoff_delay_is_capped_by_max_retry_delay_seconds(
+@pytest.mark.parametrize(
+    ("correlation_id", "taskdef", "delays_ms", "callbacks"),
+    [
+        # "Exponential backoff delay is capped by maxRetryDelaySeconds"
+        # retry 0: 2 * 2^0 = 2 s (below the cap); retry 1: 2 * 2^1 = 4 s, capped to 3 s
+        (
+            "retry-cap-exp",
+            {"retryLogic": "EXPONENTIAL_BACKOFF", "maxRetryDelaySeconds": 3},
+            (2000, 3000),
+            (2, 3),
+        ),
+        # "Linear backoff delay is capped by maxRetryDelaySeconds"
+        # retry 0: 2 * 2 * 1 = 4 s (below the 5 s cap); retry 1: 2 * 2 * 2 = 8 s, capped
+        # to 5 s
+        (
+            "retry-cap-lin",
+            {"retryLogic": "LINEAR_BACKOFF", "backoffScaleFactor": 2, "maxRetryDelaySeconds": 5},
+            (4000, 5000),
+            (4, 5),
+        ),
+    ],
+    ids=["exponential", "linear"],
+)
+def test_backoff_delay_is_capped_by_max_retry_delay_seconds(
     conductor: Conductor,
+    correlation_id: str,
+    taskdef: dict[str, Any],
+    delays_ms: tuple[int, int],
+    callbacks: tuple[int, int],
 ) -> None:
-    # "Exponential backoff delay is capped by maxRetryDelaySeconds"
-    # retry 0: 2 * 2^0 = 2 s (below the cap); retry 1: 2 * 2^1 = 4 s, capped to 3 s
-    task_type, name = _setup(
-        conductor,
-        retryCount=5,
-        retryDelaySeconds=2,
-        retryLogic="EXPONENTIAL_BACKOFF",
-        maxRetryDelaySeconds=3,
-        timeoutSeconds=3600,
-        responseTimeoutSeconds=3600,
-    )
-    workflow_id = conductor.start(name, correlation_id="retry-cap-exp")
-    _fail(conductor, task_type)
-    first = _rescheduled(conductor, workflow_id, 2)
-    _fail(conductor, task_type)  # handed out once its 2 s delay passed
-    second = _rescheduled(conductor, workflow_id, 3)
-    # Stepway's delays (scheduledTime): 2 s, then 3 s (capped from 4 s)
-    assert (_delay_ms(first), _delay_ms(second)) == (2000, 3000)
-    # the spec's assertions: callbackAfterSeconds 2, then 3
-    assert (_callback_after(first), _callback_after(second)) == (2, 3)
-    _cleanup(conductor, workflow_id)
-
-
-def test_linear_backoff_delay_is_capped_by_max_retry_delay_seconds(conductor: Conductor) -> None:
+    # "Exponential backoff delay is capped by maxRetryDelaySeconds" and
     # "Linear backoff delay is capped by maxRetryDelaySeconds"
-    # retry 0: 2 * 2 * 1 = 4 s (below the 5 s cap); retry 1: 2 * 2 * 2 = 8 s, capped to 5 s
-    task_type, name = _setup(
-        conductor,
-        retryCount=5,
-        retryDelaySeconds=2,
-        retryLogic="LINEAR_BACKOFF",
-        backoffScaleFactor=2,
-        maxRetryDelaySeconds=5,
-        timeoutSeconds=3600,
-        responseTimeoutSeconds=3600,
+    workflow_id, (first, second) = _retries(
+        conductor, correlation_id, 2, retryCount=5, retryDelaySeconds=2, **taskdef
     )
-    workflow_id = conductor.start(name, correlation_id="retry-cap-lin")
-    _fail(conductor, task_type)
-    first = _rescheduled(conductor, workflow_id, 2)
-    _fail(conductor, task_type)  # handed out once its 4 s delay passed
-    second = _rescheduled(conductor, workflow_id, 3)
-    assert (_delay_ms(first), _delay_ms(second)) == (4000, 5000)
-    # the spec's assertions: callbackAfterSeconds 4, then 5
-    assert (_callback_after(first), _callback_after(second)) == (4, 5)
+    # Stepway's delays (scheduledTime): the first below the cap, the second capped
+    assert (_delay_ms(first), _delay_ms(second)) == delays_ms
+    # the spec's assertions: callbackAfterSeconds
+    assert (_callback_after(first), _callback_after(second)) == callbacks
     _cleanup(conductor, workflow_id)
 
 
@@ -144,18 +152,15 @@ def test_backoff_jitter_adds_an_offset_up_to_the_max_jitter(conductor: Conductor
     # "backoffJitterMs adds a random offset in [0, maxJitterMs] to the retry delay"
     # Stepway documents (docs/conductor-compatibility.md, "Timeouts and retries") that the
     # jitter is derived from the attempt instead of drawn at random: still in the range.
-    task_type, name = _setup(
+    workflow_id, (run,) = _retries(
         conductor,
+        "jitter-test",
+        1,
         retryCount=3,
         retryDelaySeconds=60,
         retryLogic="FIXED",
         backoffJitterMs=5000,
-        timeoutSeconds=3600,
-        responseTimeoutSeconds=3600,
     )
-    workflow_id = conductor.start(name, correlation_id="jitter-test")
-    _fail(conductor, task_type)
-    run = _rescheduled(conductor, workflow_id, 2)
     # callbackAfterMs in [60_000, 65_000]: base + up to maxJitterMs
     assert 60_000 <= _delay_ms(run) <= 65_000
     # callbackAfterSeconds stays at the base delay (60)
@@ -165,18 +170,15 @@ def test_backoff_jitter_adds_an_offset_up_to_the_max_jitter(conductor: Conductor
 
 def test_zero_backoff_jitter_adds_no_jitter(conductor: Conductor) -> None:
     # "backoffJitterMs of zero produces no jitter — callbackAfterMs equals base delay exactly"
-    task_type, name = _setup(
+    workflow_id, (run,) = _retries(
         conductor,
+        "no-jitter-test",
+        1,
         retryCount=3,
         retryDelaySeconds=30,
         retryLogic="FIXED",
         backoffJitterMs=0,
-        timeoutSeconds=3600,
-        responseTimeoutSeconds=3600,
     )
-    workflow_id = conductor.start(name, correlation_id="no-jitter-test")
-    _fail(conductor, task_type)
-    run = _rescheduled(conductor, workflow_id, 2)
     # callbackAfterMs is exactly 30_000
     assert _delay_ms(run) == 30_000
     _cleanup(conductor, workflow_id)
@@ -188,21 +190,16 @@ def test_zero_backoff_jitter_adds_no_jitter(conductor: Conductor) -> None:
 def test_the_cap_is_applied_before_the_jitter(conductor: Conductor) -> None:
     # "Cap is applied before jitter — callbackAfterMs is in [cap_ms, cap_ms + maxJitterMs]"
     # retry 0: raw 2 s, below the cap; retry 1: raw 4 s, capped to 3 s: [3000, 5000] ms
-    task_type, name = _setup(
+    workflow_id, (_, run) = _retries(
         conductor,
+        "cap-jitter-test",
+        2,
         retryCount=5,
         retryDelaySeconds=2,
         retryLogic="EXPONENTIAL_BACKOFF",
         maxRetryDelaySeconds=3,
         backoffJitterMs=2000,
-        timeoutSeconds=3600,
-        responseTimeoutSeconds=3600,
     )
-    workflow_id = conductor.start(name, correlation_id="cap-jitter-test")
-    _fail(conductor, task_type)
-    _rescheduled(conductor, workflow_id, 2)  # wait for retry 0 before polling again
-    _fail(conductor, task_type)
-    run = _rescheduled(conductor, workflow_id, 3)
     assert 3_000 <= _delay_ms(run) <= 5_000
     # callbackAfterSeconds = 3 (the cap)
     assert _callback_after(run) == 3
@@ -214,18 +211,15 @@ def test_the_cap_is_applied_before_the_jitter(conductor: Conductor) -> None:
 
 def test_a_total_timeout_of_zero_is_disabled(conductor: Conductor) -> None:
     # "totalTimeoutSeconds=0 is disabled — retries continue as normal"
-    task_type, name = _setup(
+    workflow_id, (run,) = _retries(
         conductor,
+        "total-timeout-disabled",
+        1,
         retryCount=5,
         retryDelaySeconds=0,
         retryLogic="FIXED",
         totalTimeoutSeconds=0,
-        timeoutSeconds=3600,
-        responseTimeoutSeconds=3600,
     )
-    workflow_id = conductor.start(name, correlation_id="total-timeout-disabled")
-    _fail(conductor, task_type)
-    run = conductor.wait_tasks(workflow_id, 2)
     assert len(run["tasks"]) >= 2
     assert run["tasks"][-1]["status"] == "SCHEDULED"
     _cleanup(conductor, workflow_id)

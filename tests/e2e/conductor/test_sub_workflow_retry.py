@@ -26,119 +26,39 @@ sibling child runs its task again, and the parent completes end to end."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
 from tests.e2e.conductor.harness import Conductor, unique
+from tests.e2e.conductor.sub_workflow_shapes import (
+    Levels,
+    complete_forked_t2s,
+    fail_leaf_t2,
+    fork_resumed,
+    leaf_retried,
+    register_fork_join,
+    retry,
+    settle_run,
+    shape,
+    start_root,
+)
 
 TERMINAL = {"COMPLETED", "FAILED", "FAILED_WITH_TERMINAL_ERROR", "TIMED_OUT", "TERMINATED"}
 
 
-@dataclass
-class ThreeLevels:
-    root_id: str
-    mid_id: str
-    leaf_id: str
-    task1: str
-    task2: str
-
-
-def _shape(run: dict[str, Any]) -> list[tuple[str, str]]:
-    return [(t["taskType"], t["status"]) for t in run["tasks"]]
-
-
-def _retry(conductor: Conductor, workflow_id: str, *, resume: bool) -> None:
-    params = {"resumeSubworkflowTasks": "true"} if resume else {}
-    r = conductor.http.post(f"/api/workflow/{workflow_id}/retry", params=params)
-    assert r.status_code == 204, r.text
-
-
-def _three_levels(conductor: Conductor) -> ThreeLevels:
+def _three_levels(conductor: Conductor) -> Levels:
     """The spec's setup: three runs FAILED by the leaf's ``t2``."""
-    task1, task2 = unique("integration_task_1"), unique("integration_task_2")
-    hierarchical, leaf = unique("hierarchical_fork_join_swf"), unique("integration_test_wf")
-    conductor.taskdefs(
-        {"name": task1, "retryCount": 0, "ownerEmail": "test@harness.com"},
-        {"name": task2, "retryCount": 0, "ownerEmail": "test@harness.com"},
-    )
-    params = {"param1": "${workflow.input.param1}", "param2": "${workflow.input.param2}"}
-    conductor.register(
-        {
-            "name": hierarchical,
-            "version": 1,
-            "schemaVersion": 2,
-            "ownerEmail": "test@harness.com",
-            "tasks": [
-                {
-                    "name": "fork",
-                    "taskReferenceName": "fanouttask",
-                    "type": "FORK_JOIN",
-                    "forkTasks": [
-                        [
-                            {
-                                "name": "sub_workflow_task",
-                                "taskReferenceName": "st1",
-                                "inputParameters": {
-                                    **params,
-                                    "subwf": "${workflow.input.nextSubwf}",
-                                },
-                                "type": "SUB_WORKFLOW",
-                                "subWorkflowParam": {
-                                    "name": "${workflow.input.subwf}",
-                                    "version": 1,
-                                },
-                                "retryCount": 0,
-                            }
-                        ],
-                        [
-                            {
-                                "name": task2,
-                                "taskReferenceName": "t2",
-                                "inputParameters": {"p1": "${workflow.input.param1}"},
-                                "type": "SIMPLE",
-                            }
-                        ],
-                    ],
-                },
-                {
-                    "name": "join",
-                    "taskReferenceName": "fanouttask_join",
-                    "type": "JOIN",
-                    "joinOn": ["st1", "t2"],
-                },
-            ],
-        },
-        {
-            "name": leaf,
-            "version": 1,
-            "schemaVersion": 2,
-            "ownerEmail": "test@harness.com",
-            "tasks": [
-                {"name": task1, "taskReferenceName": "t1", "type": "SIMPLE"},
-                {
-                    "name": task2,
-                    "taskReferenceName": "t2",
-                    "inputParameters": {"tp2": "${t1.output.op}"},
-                    "type": "SIMPLE",
-                },
-            ],
-        },
-    )
-    root_id = conductor.start(
-        hierarchical,
-        {"param1": "p1 value", "param2": "p2 value", "subwf": hierarchical, "nextSubwf": leaf},
-    )
+    names = register_fork_join(conductor)
+    task1, task2 = names.task1, names.task2
+    root_id = start_root(conductor, names)
     # the root's and the mid-level run's t2 complete; the leaf's t1 completes, its t2 fails
-    conductor.poll_and_complete(task2, {"op": "task2.done"})
-    conductor.poll_and_complete(task2, {"op": "task2.done"})
-    conductor.poll_and_complete(task1, {"op": "task1.done"})
-    conductor.poll_and_fail(task2, "failed")
+    complete_forked_t2s(conductor, task2)
+    fail_leaf_t2(conductor, task1, task2)
 
     root = conductor.wait_status(root_id, "FAILED")
     assert root["status"] == "FAILED"
-    assert _shape(root) == [
+    assert shape(root) == [
         ("FORK", "COMPLETED"),
         ("SUB_WORKFLOW", "FAILED"),
         (task2, "COMPLETED"),
@@ -146,48 +66,23 @@ def _three_levels(conductor: Conductor) -> ThreeLevels:
     ]
     mid_id = root["tasks"][1]["subWorkflowId"]
     mid = conductor.wait_status(mid_id, "FAILED")
-    assert _shape(mid) == _shape(root)
+    assert shape(mid) == shape(root)
     leaf_id = mid["tasks"][1]["subWorkflowId"]
-    leaf_run = conductor.run(leaf_id)
-    assert leaf_run["status"] == "FAILED"
-    assert _shape(leaf_run) == [(task1, "COMPLETED"), (task2, "FAILED")]
-    return ThreeLevels(root_id, mid_id, leaf_id, task1, task2)
+    settle_run(conductor, leaf_id, "FAILED", [(task1, "COMPLETED"), (task2, "FAILED")])
+    return Levels(root_id, mid_id, leaf_id, task1, task2)
 
 
-def _resumed(conductor: Conductor, workflow_id: str, child_id: str) -> dict[str, Any]:
+def _resumed(
+    conductor: Conductor, levels: Levels, workflow_id: str, child_id: str
+) -> dict[str, Any]:
     """The parent once it is RUNNING again with its SUB_WORKFLOW task resumed in place
     and its JOIN waiting: the spec's assertions on the mid-level and root runs."""
-    run = conductor.wait(
-        workflow_id,
-        lambda r: r["status"] == "RUNNING" and r["tasks"][-1]["status"] == "IN_PROGRESS",
-    )
-    assert run["status"] == "RUNNING"
-    assert [(t["taskType"], t["status"]) for t in run["tasks"]] == [
-        ("FORK", "COMPLETED"),
-        ("SUB_WORKFLOW", "IN_PROGRESS"),
-        (run["tasks"][2]["taskType"], "COMPLETED"),
-        ("JOIN", "IN_PROGRESS"),
-    ]
-    sub = run["tasks"][1]
-    assert sub["subWorkflowId"] == child_id
-    assert not sub.get("reasonForIncompletion")
+    run = fork_resumed(conductor, workflow_id, child_id, levels.task2)
+    assert not run["tasks"][1].get("reasonForIncompletion")
     return run
 
 
-def _leaf_retried(conductor: Conductor, levels: ThreeLevels) -> None:
-    """The leaf RUNNING again: t1 kept, t2's failed attempt retried by a new one."""
-    leaf = conductor.wait_tasks(levels.leaf_id, 3)
-    assert leaf["status"] == "RUNNING"
-    assert _shape(leaf) == [
-        (levels.task1, "COMPLETED"),
-        (levels.task2, "FAILED"),
-        (levels.task2, "SCHEDULED"),
-    ]
-    assert leaf["tasks"][1]["retried"] is True
-    assert leaf["tasks"][2]["retriedTaskId"] == leaf["tasks"][1]["taskId"]
-
-
-def _all_complete(conductor: Conductor, levels: ThreeLevels) -> None:
+def _all_complete(conductor: Conductor, levels: Levels) -> None:
     """The leaf's new t2 completes: the leaf, then the mid-level run and the root."""
     conductor.poll_and_complete(levels.task2, {"op": "task2.done"})
     for workflow_id in (levels.leaf_id, levels.mid_id, levels.root_id):
@@ -204,11 +99,11 @@ def test_a_retry_with_the_resume_flag_retries_the_leaf_and_resumes_its_parents(
     root_sub = conductor.run(levels.root_id)["tasks"][1]["taskId"]
     mid_sub = conductor.run(levels.mid_id)["tasks"][1]["taskId"]
 
-    _retry(conductor, levels.root_id if retried == "root" else levels.mid_id, resume=True)
+    retry(conductor, levels.root_id if retried == "root" else levels.mid_id, resume=True)
 
-    _leaf_retried(conductor, levels)
-    mid = _resumed(conductor, levels.mid_id, levels.leaf_id)
-    root = _resumed(conductor, levels.root_id, levels.mid_id)
+    leaf_retried(conductor, levels.leaf_id, levels.task1, levels.task2)
+    mid = _resumed(conductor, levels, levels.mid_id, levels.leaf_id)
+    root = _resumed(conductor, levels, levels.root_id, levels.mid_id)
     # in place: the same task, no new attempt
     assert mid["tasks"][1]["taskId"] == mid_sub
     assert root["tasks"][1]["taskId"] == root_sub
@@ -222,17 +117,17 @@ def test_a_retry_with_the_resume_flag_retries_the_leaf_and_resumes_its_parents(
 def test_a_retry_of_the_leaf_takes_its_parents_back_to_running(conductor: Conductor) -> None:
     # "Test retry on the leaf in a 3-level subworkflow" (no resume flag)
     levels = _three_levels(conductor)
-    _retry(conductor, levels.leaf_id, resume=False)
-    _leaf_retried(conductor, levels)
-    _resumed(conductor, levels.mid_id, levels.leaf_id)
-    _resumed(conductor, levels.root_id, levels.mid_id)
+    retry(conductor, levels.leaf_id, resume=False)
+    leaf_retried(conductor, levels.leaf_id, levels.task1, levels.task2)
+    _resumed(conductor, levels, levels.mid_id, levels.leaf_id)
+    _resumed(conductor, levels, levels.root_id, levels.mid_id)
     _all_complete(conductor, levels)
 
 
 def test_a_retry_of_the_root_without_the_flag_starts_new_children(conductor: Conductor) -> None:
     # "Test retry on the root in a 3-level subworkflow": a NEW mid-level run, a NEW leaf
     levels = _three_levels(conductor)
-    _retry(conductor, levels.root_id, resume=False)
+    retry(conductor, levels.root_id, resume=False)
     root = conductor.wait(
         levels.root_id,
         lambda r: len(r["tasks"]) >= 5 and r["tasks"][-1]["status"] == "IN_PROGRESS",
@@ -261,7 +156,7 @@ def test_a_retry_of_the_mid_level_run_starts_a_new_leaf_and_resumes_the_root(
 ) -> None:
     # "Test retry on the mid-level in a 3-level subworkflow"
     levels = _three_levels(conductor)
-    _retry(conductor, levels.mid_id, resume=False)
+    retry(conductor, levels.mid_id, resume=False)
     mid = conductor.wait(
         levels.mid_id,
         lambda r: len(r["tasks"]) >= 5 and r["tasks"][-1]["status"] == "IN_PROGRESS",
@@ -270,7 +165,7 @@ def test_a_retry_of_the_mid_level_run_starts_a_new_leaf_and_resumes_the_root(
     assert [t["status"] for t in sub] == ["FAILED", "IN_PROGRESS"]
     new_leaf = sub[1]["subWorkflowId"]
     assert new_leaf != levels.leaf_id
-    _resumed(conductor, levels.root_id, levels.mid_id)
+    _resumed(conductor, levels, levels.root_id, levels.mid_id)
     conductor.poll_and_complete(levels.task1, {"op": "task1.done"})
     conductor.poll_and_complete(levels.task2, {"op": "task2.done"})
     for workflow_id in (new_leaf, levels.mid_id, levels.root_id):
@@ -352,7 +247,7 @@ def test_resume_restores_a_failed_and_a_terminated_sibling_in_place(
     assert by_ref["failing_sub"]["reasonForIncompletion"]
     assert conductor.wait_status(cancelled_id, "TERMINATED")["status"] == "TERMINATED"
 
-    _retry(conductor, parent_id, resume=True)
+    retry(conductor, parent_id, resume=True)
 
     def resumed(r: dict[str, Any]) -> bool:
         subs = [t for t in r["tasks"] if t["taskType"] == "SUB_WORKFLOW"]
@@ -389,9 +284,9 @@ def test_terminating_a_resumed_parent_terminates_the_children_it_waits_for(
     # a parent resumed in place waits for its children by event, not as its
     # sub-orchestrations: its end must still end them (Conductor's SubWorkflow.cancel)
     levels = _three_levels(conductor)
-    _retry(conductor, levels.root_id, resume=True)
-    _leaf_retried(conductor, levels)
-    _resumed(conductor, levels.root_id, levels.mid_id)
+    retry(conductor, levels.root_id, resume=True)
+    leaf_retried(conductor, levels.leaf_id, levels.task1, levels.task2)
+    _resumed(conductor, levels, levels.root_id, levels.mid_id)
     r = conductor.http.delete(f"/api/workflow/{levels.root_id}", params={"reason": "stop"})
     assert r.status_code < 300, r.text
     for workflow_id in (levels.root_id, levels.mid_id, levels.leaf_id):
@@ -443,7 +338,7 @@ def test_resume_reaches_a_child_of_a_loop_iteration(conductor: Conductor) -> Non
         "subWorkflowId"
     ]
 
-    _retry(conductor, parent_id, resume=True)
+    retry(conductor, parent_id, resume=True)
     run = conductor.wait_task(parent_id, "sub__2", "IN_PROGRESS")
     assert run["status"] == "RUNNING"
     sub2 = [t for t in run["tasks"] if t["referenceTaskName"] == "sub__2"]
