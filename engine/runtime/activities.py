@@ -315,7 +315,18 @@ class RunActivities:
             decider = definitions.decider_for(run.name, run.version, run.definition_ref)
         except LookupError:  # the definition itself is gone: nothing names a failure flow
             return None
-        return decider.definition.failure_workflow or None
+        name = decider.definition.failure_workflow or None
+        if name is not None and name.startswith("$"):
+            # Conductor's terminateWorkflow: ``$workflow.input.<param>`` names the failure
+            # workflow by the run's input parameter (none when the run has no such value)
+            param = name.strip("${}").split(".")
+            value = (
+                run.input.get(param[2])
+                if len(param) == 3 and param[:2] == ["workflow", "input"]
+                else None
+            )
+            return value if isinstance(value, str) and value else None
+        return name
 
     def _registered_failure(self, name: str | None) -> DefinitionRecord | None:
         """The latest registered definition of failure workflow ``name``, if any."""

@@ -173,3 +173,33 @@ def test_workflow_with_a_task_failed_in_a_sub_workflow(conductor: Conductor) -> 
     ]
     assert run["tasks"][0]["referenceTaskName"] == "lambdaTask1"
     _assert_failure_run(conductor, run, run["tasks"][1]["taskId"])
+
+
+def test_a_failure_workflow_named_by_an_input_parameter(conductor: Conductor) -> None:
+    # the test-harness resources' "failureWorkflow": "$workflow.input.failureWfName":
+    # Conductor's terminateWorkflow reads the name from the run's input; a run without
+    # it starts none
+    names = _register(conductor)
+    flaky = unique("flaky")
+    conductor.taskdefs({"name": flaky, "retryCount": 0})
+    name = unique("failure_by_input")
+    conductor.register(
+        workflow(
+            name,
+            [{"name": flaky, "taskReferenceName": "f", "type": "SIMPLE"}],
+            failureWorkflow="$workflow.input.failureWfName",
+        )
+    )
+    named = conductor.start(name, {"failureWfName": names["failure"], "a": 1})
+    unnamed = conductor.start(name, {"a": 1})
+    for _ in range(2):
+        conductor.poll_and_fail(flaky, "boom")
+    run = conductor.wait_status(named, "FAILED")
+    failure = conductor.wait_status(run["output"]["conductor.failure_workflow"], "COMPLETED")
+    assert failure["workflowName"] == names["failure"]
+    assert failure["input"]["workflowId"] == named
+    run = conductor.wait_status(unnamed, "FAILED")
+    assert run["status"] == "FAILED"
+    assert "conductor.failure_workflow" not in run["output"]
+    assert "failure workflow" not in (run["reasonForIncompletion"] or "")
+    assert conductor.http.get(f"/api/workflow/{unnamed}-failure").status_code == 404
