@@ -32,7 +32,13 @@ from durabletask import task as dt
 from opentelemetry.trace import SpanKind
 
 from engine.decider.state import ScheduleTask, TaskChange
-from engine.language.definitions import RunStatus, TaskStatus, TaskType, WorkflowDef
+from engine.language.definitions import (
+    CALL_TASK_TYPES,
+    RunStatus,
+    TaskStatus,
+    TaskType,
+    WorkflowDef,
+)
 from engine.ports.payload_store import (
     PayloadKind,
     PayloadTooLarge,
@@ -73,7 +79,7 @@ from engine.runtime.activity_io import (
 )
 from engine.runtime.builtins import ActivityDeps, ActivityResult, run_activity, run_poll
 from engine.runtime.encoded_json import parse
-from engine.runtime.local_steps import LocalSteps
+from engine.runtime.local_steps import LocalSteps, NotHere
 from engine.runtime.payload_refs import dereference, is_pointer
 from engine.runtime.services import EngineServices
 from engine.runtime.settlement import (
@@ -387,6 +393,10 @@ class RunActivities:
                 envelope = gate.hand_over(key, call)
             else:
                 envelope = call()
+            if envelope.get("status") == "DEFERRED":
+                # kept, it would answer every replay of this attempt: the activity's
+                # result is in the history instead
+                raise NotHere("its rate limit is used up", remember=False)
             now = _now_ms()
             self.store.put_step_result(
                 data.workflow_id, task.task_id, task.attempt, envelope, now, execution
@@ -398,6 +408,24 @@ class RunActivities:
             data.workflow_id,
             f"task {task.task_id} goes to the built-in",
         )
+
+    def _rate_limited(self, task: ScheduleTask) -> float | None:
+        """Seconds until the task definition's rate limit (``rateLimitPerFrequency`` per
+        ``rateLimitFrequencyInSeconds``, shared with worker tasks of the name, across
+        processes) lets a call of ``task`` through, or None when it took a slot now (or
+        the task has no limit). A call type only: a script is not rate-limited, as in
+        Conductor."""
+        td = task.task_def
+        if td is None or task.type not in CALL_TASK_TYPES:
+            return None
+        per, seconds = td.rate_limit_per_frequency or 0, td.rate_limit_frequency_in_seconds or 0
+        if per <= 0 or seconds <= 0:
+            return None
+        now = _now_ms()
+        if self.store.try_acquire_rate(task.name, per, seconds, now):
+            return None
+        window_ms = seconds * 1000
+        return (window_ms - now % window_ms) / 1000
 
     def builtin_result(self, workflow_id: str, task_id: str, attempt: int) -> KeptStep | None:
         """The result envelope :meth:`builtin_here` kept for this attempt and when, or
@@ -422,6 +450,10 @@ class RunActivities:
         ) as current:
             with self.store.batch():
                 self._write_changes(data.workflow_id, data.records, _now_ms())
+            wait = self._rate_limited(task)
+            if wait is not None:
+                current.set_attribute(STATUS, "DEFERRED")
+                return ActivityResult.deferred(wait).to_dict()
             if task.type == TaskType.START_WORKFLOW:
                 output = self._start_workflow(data, traceparent_of(current))
                 current.set_attribute(STATUS, str(output.get("status")))

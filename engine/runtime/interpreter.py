@@ -926,6 +926,18 @@ class _Run:
                 entry.phase = "poll-delay"
                 self._arm_timer(task_id, poll_at)
             return None
+        if envelope.is_deferred:
+            # its rate limit is used up: the call again once the limit's window ends
+            # (the activity decides; no attempt is spent), within the task's deadlines
+            again_at = self.now() + int((envelope.retry_after_seconds or 1.0) * 1000)
+            deadline = self.decider.wait_deadline(self.state, task_id)
+            if deadline is not None and deadline.at_ms <= again_at:
+                entry.phase = "run"
+                self._arm_timer(task_id, deadline.at_ms)
+            else:
+                entry.phase = "delay"
+                self._arm_timer(task_id, again_at)
+            return None
         status = TaskStatus(envelope.status)
         if action.async_complete and status == TaskStatus.COMPLETED:
             # asyncComplete: the call answered; a task update (raised as its result

@@ -7,7 +7,9 @@ honour ``retry_after_seconds``) or ``FAILED_WITH_TERMINAL_ERROR`` (no retry). A
 long-running call that the orchestration must poll returns status ``PENDING`` with a
 :class:`PendingPoll`; the orchestration waits ``pending.retry_after_seconds`` on a durable
 timer and calls the type's poll function (:data:`engine.runtime.builtins.POLL_ACTIVITIES`) with
-``pending.poll_input()``. No activity sleeps.
+``pending.poll_input()``. A call its task definition's rate limit did not let through
+is ``DEFERRED``: the orchestration runs the activity again after
+``retry_after_seconds``. No activity sleeps.
 
 One error is not an outcome of the call and is raised: ``PayloadStoreUnavailable``, the
 payload store unreachable or overloaded while the activity stores or reads a payload.
@@ -38,9 +40,9 @@ from protocol.payload_keys import ACTIVITY_PREFIX_KEY, unowned_activity_prefix
 
 log = logging.getLogger(__name__)
 
-ResultStatus = Literal["COMPLETED", "FAILED", "FAILED_WITH_TERMINAL_ERROR", "PENDING"]
+ResultStatus = Literal["COMPLETED", "FAILED", "FAILED_WITH_TERMINAL_ERROR", "PENDING", "DEFERRED"]
 _STATUSES: frozenset[str] = frozenset(
-    {"COMPLETED", "FAILED", "FAILED_WITH_TERMINAL_ERROR", "PENDING"}
+    {"COMPLETED", "FAILED", "FAILED_WITH_TERMINAL_ERROR", "PENDING", "DEFERRED"}
 )
 
 #: A token provider: scope (e.g. ``"https://management.azure.com/.default"``) -> access token.
@@ -145,6 +147,13 @@ class ActivityResult:
             retry_after_seconds=pending.retry_after_seconds,
         )
 
+    @classmethod
+    def deferred(cls, retry_after_seconds: float) -> ActivityResult:
+        """Not made: the task definition's rate limit is used up; the orchestration runs
+        the activity again after ``retry_after_seconds`` (a durable timer), as Conductor
+        postpones a system task past its limit. No attempt is spent."""
+        return cls(status="DEFERRED", retry_after_seconds=retry_after_seconds)
+
     # -- properties -----------------------------------------------------------------
     @property
     def is_success(self) -> bool:
@@ -157,6 +166,10 @@ class ActivityResult:
     @property
     def is_pending(self) -> bool:
         return self.status == "PENDING"
+
+    @property
+    def is_deferred(self) -> bool:
+        return self.status == "DEFERRED"
 
     # -- JSON -----------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
