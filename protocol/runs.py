@@ -43,7 +43,8 @@ ORCHESTRATOR_NAME = "WorkflowInterpreter"
 #:   branch's first SWITCH with its case's first task (Conductor's ForkJoinTaskMapper and
 #:   SwitchTaskMapper): a fork nested in a branch has its JOIN before the next branch's
 #:   rows. Rows take their seq (and task id) in creation order, so runs started before
-#:   keep the earlier order.
+#:   keep the earlier order. A dynamically forked system task without a name is forked
+#:   (named after its child or its type) instead of failing the fork.
 BEHAVIOUR = 2
 
 

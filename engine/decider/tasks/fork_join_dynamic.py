@@ -124,6 +124,19 @@ def _legacy_form(wt: WorkflowTask, inputs: dict[str, Any]) -> list[dict[str, Any
     ]
 
 
+def _unnamed(spec: dict[str, Any]) -> Any:
+    """The name of a forked task given none: a SUB_WORKFLOW's child's name, another
+    system task's type; a worker task keeps none (its name is its type: the fork fails
+    saying it is required)."""
+    kind = str(spec.get("type"))
+    if kind in ("SIMPLE", TaskType.WORKER):
+        return spec.get("name")
+    child = spec.get("subWorkflowParam")
+    if kind == TaskType.SUB_WORKFLOW and isinstance(child, dict) and child.get("name"):
+        return child["name"]
+    return kind
+
+
 def _worker_problem(tasks: list[WorkflowTask]) -> str | None:
     """Why a WORKER (SIMPLE) task among ``tasks`` (nesting included) cannot be queued: its
     name is not one registration lets a task type have, or None."""
@@ -156,6 +169,10 @@ class ForkJoinDynamicTask(TaskHandler):
             )
         for spec in specs:
             spec.setdefault("type", "SIMPLE")
+            if state.behaviour >= 2 and not spec.get("name"):
+                # Conductor forks a system task that has no name (conductor-oss's
+                # DynamicForkTests forks a SUB_WORKFLOW so): its child's name, or its type
+                spec["name"] = _unnamed(spec)
         if decider.nodes[wt.task_reference_name].join_ref is None:
             raise TaskFailed(
                 "Dynamic join definition is not followed by a join task.  Check the workflow "
