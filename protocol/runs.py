@@ -20,6 +20,7 @@ __all__ = [
     "RunInput",
     "TaskMock",
     "child_run_id",
+    "child_run_input",
     "failure_run_id",
 ]
 
@@ -56,6 +57,17 @@ FAILURE_WORKFLOW_OUTPUT = "conductor.failure_workflow"
 def failure_run_id(workflow_id: str) -> str:
     """The workflow id of the failure workflow's run a run's failure starts."""
     return f"{workflow_id}-failure"
+
+
+def child_run_input(task_input: dict[str, Any]) -> dict[str, Any]:
+    """A SUB_WORKFLOW's child run's input: its task's ``workflowInput`` when the task
+    carries the child it resolved (``subWorkflowName``: Conductor's SubWorkflowTaskMapper
+    keeps the task's inputParameters there, and SubWorkflow.start starts the child with
+    them), else the task's input."""
+    given = task_input.get("workflowInput")
+    if isinstance(given, dict) and "subWorkflowName" in task_input:
+        return given
+    return task_input
 
 
 def child_run_id(task_id: str, attempt: int) -> str:

@@ -111,7 +111,13 @@ from protocol.payload_keys import (
     workflow_output_key,
 )
 from protocol.queues import queue_for
-from protocol.runs import FAILURE_WORKFLOW_OUTPUT, ORCHESTRATOR_NAME, RunInput, failure_run_id
+from protocol.runs import (
+    FAILURE_WORKFLOW_OUTPUT,
+    ORCHESTRATOR_NAME,
+    RunInput,
+    child_run_input,
+    failure_run_id,
+)
 
 __all__ = ["RunActivities", "store_row"]
 
@@ -786,7 +792,7 @@ class RunActivities:
                     # as the child's engine starts it (WorkflowDef.run_input)
                     input=task.input
                     if offloaded(task.input, INPUT_REF) or not isinstance(task.input, dict)
-                    else parsed.run_input(task.input),
+                    else parsed.run_input(child_run_input(task.input)),
                     variables=parsed.run_variables(),
                     correlation_id=parent.correlation_id,
                     priority=parent.priority,

@@ -119,7 +119,7 @@ from protocol.events import (
     started_event,
 )
 from protocol.limits import json_depth_problem
-from protocol.runs import ORCHESTRATOR_NAME, RunInput, child_run_id
+from protocol.runs import ORCHESTRATOR_NAME, RunInput, child_run_id, child_run_input
 
 #: Records a run's end in the orchestration's own work item, where the engine process
 #: hosts the activities too (role ``all``: it holds the activities' credentials): the
@@ -872,7 +872,7 @@ class _Run:
             child_input = RunInput(
                 name=child.name,
                 version=child.version,
-                input=action.input,
+                input=child_run_input(action.input),
                 correlation_id=self.run.correlation_id,
                 priority=self.run.priority,
                 task_to_domain=child.task_to_domain or self.run.task_to_domain,

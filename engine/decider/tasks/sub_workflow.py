@@ -39,7 +39,10 @@ class SubWorkflowTask(ScheduledTask):
             )
             if not isinstance(given, str):
                 resolved["workflowDefinition"] = given
+            ts.input = dict(ts.input)
             ts.input.update(
+                # the child's input (SubWorkflow.start reads workflowInput)
+                workflowInput=dict(ts.input),
                 subWorkflowName=resolved["name"],
                 subWorkflowVersion=param.version,
                 subWorkflowTaskToDomain=resolved["taskToDomain"],

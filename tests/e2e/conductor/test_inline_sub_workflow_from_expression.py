@@ -147,6 +147,10 @@ def test_a_sub_workflow_definition_from_an_expression_runs(conductor: Conductor)
     )
     assert child["status"] == "RUNNING"
     assert child["workflowName"] == "complex_dynamic_plan_wf"
+    # the child's input is the task's inputParameters (Conductor's workflowInput), not
+    # the keys naming the child the task's input carries besides
+    assert child["input"] == {"threshold": 5, "iterations": 2}
+    assert run["tasks"][1]["inputData"]["subWorkflowName"] == "complex_dynamic_plan_wf"
     high = [t for t in child["tasks"] if t["taskType"] == task_type]
     assert [(t["status"], t["inputData"]["category"]) for t in high] == [("SCHEDULED", "high")]
     # iteration 1 took the INLINE branch: 1 x 5 is not above 5
