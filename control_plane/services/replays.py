@@ -258,6 +258,7 @@ class RunReplays:
         found: list[tuple[RunRecord, list[TaskRecord], str]] = []
         child = run
         while child.parent_workflow_id and child.parent_task_id and len(found) < _MAX_CHAIN:
+            self._parent_took_the_end(child)
             parent = store.get_run(child.parent_workflow_id)
             if parent is None or parent.status not in _RESUMABLE_RUN:
                 break
@@ -274,6 +275,28 @@ class RunReplays:
             found.append((parent, rows, task.task_id))
             child = parent
         return found
+
+    def _parent_took_the_end(self, child: RunRecord) -> None:
+        """Wait (``settle_seconds`` at most) until the parent of an ended child has taken
+        the child's end in: a retry, rerun or restart right after the child ended would
+        otherwise find the parent still RUNNING and leave it, and the end then fail it
+        with the child running again (conductor-oss sets the parent RUNNING whatever it
+        reads; here the parent must have ended to be run again)."""
+        parent_id, task_id = child.parent_workflow_id, child.parent_task_id
+        if parent_id is None or task_id is None or not child.status.is_terminal:
+            return
+        self.settle(
+            parent_id,
+            lambda parent, tasks: (
+                parent.status.is_terminal
+                or not any(
+                    t.task_id == task_id
+                    and not t.status.is_terminal
+                    and child_run_id(t.task_id, t.attempt) == child.workflow_id
+                    for t in tasks
+                )
+            ),
+        )
 
     def _resumable(
         self, parent: RunRecord, rows: list[TaskRecord], child_id: str, task_id: str
