@@ -45,7 +45,8 @@ ORCHESTRATOR_NAME = "WorkflowInterpreter"
 #:   SwitchTaskMapper): a fork nested in a branch has its JOIN before the next branch's
 #:   rows. Rows take their seq (and task id) in creation order, so runs started before
 #:   keep the earlier order. A dynamically forked system task without a name is forked
-#:   (named after its child or its type) instead of failing the fork.
+#:   (named after its child or its type) instead of failing the fork. Expressions read a
+#:   task's times, worker, type and seq (``${ref.endTime}``), as Conductor's.
 BEHAVIOUR = 2
 
 

@@ -823,7 +823,7 @@ class Decider:
         if ctx is None or state._ctx_owner != id(state):
             ctx = {"workflow": self.workflow_entry(state)}
             for ts in state.tasks.values():
-                entry = self._entry(ts)
+                entry = self._entry(ts, state.behaviour)
                 ctx[ts.ref] = entry
                 ctx[ts.def_ref] = entry
             state._ctx = ctx
@@ -1602,8 +1602,11 @@ class Decider:
         value = self.payloads(ref)
         return value if isinstance(value, dict) else {"result": value}
 
-    def _entry(self, ts: TaskState) -> dict[str, Any]:
-        return {
+    def _entry(self, ts: TaskState, behaviour: int) -> dict[str, Any]:
+        """Task instance ``ts`` as expressions read it (``${ref.output.x}``); from
+        behaviour 2 on with its times and worker too, as Conductor's ParametersUtils reads
+        any field of a task (``${ref.endTime}``; conductor-oss's EndTimeIssueTests)."""
+        entry = {
             # a pointer for the whole input (a skip's or rerun's taskInput above the
             # threshold, kept in the payload store) is read through the loader
             "input": self.dereferenced(ts.input) if is_pointer(ts.input) else ts.input,
@@ -1614,6 +1617,16 @@ class Decider:
             "reasonForIncompletion": ts.reason,
             "retryCount": ts.attempt - 1,
         }
+        if behaviour >= 2:
+            entry.update(
+                taskType=ts.type,
+                scheduledTime=ts.scheduled_time or 0,
+                startTime=ts.start_time or 0,
+                endTime=ts.end_time or 0,
+                workerId=ts.worker_id,
+                seq=ts.seq,
+            )
+        return entry
 
     def touch(self, state: RunState, ts: TaskState) -> None:
         state.dirty.append(ts.ref)
@@ -1622,7 +1635,7 @@ class Decider:
     def _update_context(self, state: RunState, ts: TaskState) -> None:
         ctx = state._ctx
         if ctx is not None and state._ctx_owner == id(state):
-            entry = self._entry(ts)
+            entry = self._entry(ts, state.behaviour)
             ctx[ts.ref] = entry
             latest = ctx.get(ts.def_ref)
             if (

@@ -1649,6 +1649,18 @@ def test_a_sub_workflow_named_by_expressions_is_resolved_against_the_run() -> No
     assert "names no child" in (sim.finished.reason or "")
 
 
+@pytest.mark.parametrize("behaviour", [1, 2])
+def test_expressions_read_a_tasks_times_from_behaviour_2(behaviour: int) -> None:
+    """Conductor's ParametersUtils reads any field of a task: ``${a.endTime}``
+    (EndTimeIssueTests); runs started before behaviour 2 go on reading null."""
+    d = decider(t("a"), t("b", inputParameters={"end": "${a.endTime}", "who": "${a.workerId}"}))
+    sim = Sim(d, now=1_000, behaviour=behaviour)
+    sim.started("a", "w7", at=2_000)
+    sim.outcome("a", at=5_000)
+    expected = {"end": 5_000, "who": "w7"} if behaviour >= 2 else {"end": None, "who": None}
+    assert sim.actions["b"].input == expected
+
+
 def test_a_skipped_task_is_passed_by() -> None:
     d = decider(t("a"), t("b"), t("c"))
     sim = Sim(d)
