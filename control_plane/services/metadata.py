@@ -92,10 +92,19 @@ class MetadataService:
                 continue
             td = TaskDef.model_validate(item)
             if td.name.lower() in seen:
+                at = seen[td.name.lower()]
+                earlier = next(
+                    j for j, other in enumerate(parsed) if other.name.lower() == td.name.lower()
+                )
+                if parsed[earlier].name == td.name:
+                    # Conductor registers a list's definitions in turn: the last one stands
+                    parsed[earlier] = td
+                    continue
                 issues.append(
                     (
                         f"{prefix}.name",
-                        f"task definition {td.name!r} is also at $[{seen[td.name.lower()]}]",
+                        f"task definition {td.name!r} differs only in case from the one at "
+                        f"$[{at}] (their queues would be one)",
                     )
                 )
                 continue

@@ -51,19 +51,20 @@ def test_registration_util_shares_a_task_definition(conductor: Conductor) -> Non
     assert r.status_code == 200, r.text
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Stepway refuses a POST /metadata/taskdefs list naming one task definition twice "
-    "(400 'is also at $[0]'); Conductor registers each in turn "
-    "(control_plane/services/metadata.py: MetadataService._parse_task_defs)",
-)
 def test_registration_util_registers_a_task_definition_twice(conductor: Conductor) -> None:
     # RegistrationUtil.registerWorkflowDef(child, taskName, taskName), as
     # WorkflowRestartTests.testRestartOptionalSubWorkflowDoesNotAffectParent calls it:
-    # registerTaskDefs([TaskDef(taskName), TaskDef(taskName)])
+    # registerTaskDefs([TaskDef(taskName), TaskDef(taskName)]); Conductor registers them
+    # in turn, so the last one stands
     task = unique("simple-task-2level-restart")
-    conductor.taskdefs(task_def(task), task_def(task))
-    assert conductor.http.get(f"/api/metadata/taskdefs/{task}").status_code == 200
+    conductor.taskdefs({**task_def(task), "retryCount": 1}, {**task_def(task), "retryCount": 3})
+    r = conductor.http.get(f"/api/metadata/taskdefs/{task}")
+    assert r.status_code == 200 and r.json()["retryCount"] == 3
+    # names that differ only in case would share their queues: refused, naming both
+    r = conductor.http.post(
+        "/api/metadata/taskdefs", json=[task_def(f"{task}-x"), task_def(f"{task}-X")]
+    )
+    assert r.status_code == 400 and "differs only in case" in r.text, r.text
 
 
 # --- WorkflowRestartTests -------------------------------------------------------------
