@@ -1126,6 +1126,13 @@ class Decider:
         ts.callback_after_seconds = int(delay)
         action = self._action(state, ts, node, delay, now_ms)
         ts.scheduled_time = ts.first_scheduled_time = now_ms + int(delay * 1000)
+        if ts.type == TaskType.WAIT:
+            # Conductor's WaitTaskMapper: the wait in seconds, or "forever" without one
+            ts.callback_after_seconds = (
+                max(0, (action.wait_until_ms - now_ms) // 1000)
+                if action.wait_until_ms is not None
+                else _WAIT_FOREVER_SECONDS
+            )
         self._started_when_scheduled(ts, delay)
         state.pending[ts.task_id] = ts.ref
         start.actions.append(action)
@@ -1730,6 +1737,10 @@ def _iteration_rank(ref: str) -> tuple[int, ...]:
             break
         rank.append(int(part))
     return tuple(reversed(rank))
+
+
+#: a WAIT without a duration's ``callbackAfterSeconds`` (Conductor's Integer.MAX_VALUE)
+_WAIT_FOREVER_SECONDS = 2**31 - 1
 
 
 def _kept_task(kept: ReplayTask, wt: WorkflowTask, frame: Frame, **fields: Any) -> TaskState:

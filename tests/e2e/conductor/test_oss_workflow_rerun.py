@@ -273,13 +273,6 @@ def test_direct_rerun_on_sub_workflow_task_spawns_fresh_child(conductor: Conduct
     eventually(fresh_child)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a WAIT task's callbackAfterSeconds is 0 in Stepway: it is the task's startDelay "
-    "(engine/decider/core.py: Decider.schedule), the wait being a durable timer "
-    "(engine/decider/tasks/wait.py: WaitTask.action_fields); Conductor's WaitTaskMapper "
-    "sets it to the duration (30)",
-)
 def test_wait_task_with_timer_rerun(conductor: Conductor) -> None:
     # WorkflowRerunTests.testWaitTaskWithTimerRerun
     name = unique("rerun-wait-timer-workflow")

@@ -846,6 +846,19 @@ def test_a_retrys_callback_after_seconds_is_its_delay_without_the_jitter() -> No
         assert row.callback_after_seconds == base
 
 
+def test_a_waits_callback_after_seconds_is_its_wait() -> None:
+    """Conductor's WaitTaskMapper: the duration (or the time until ``until``) in seconds;
+    a WAIT for a signal, Integer.MAX_VALUE."""
+    d = decider(
+        t("timed", "WAIT", inputParameters={"duration": "30 seconds"}),
+        t("signal", "WAIT"),
+    )
+    sim = Sim(d, now=0)
+    assert sim.task("timed").callback_after_seconds == 30
+    sim.outcome("timed", at=30_000)
+    assert sim.task("signal").callback_after_seconds == 2**31 - 1
+
+
 def test_a_servers_retry_after_is_not_cut_by_the_cap() -> None:
     d = decider(
         t("a"), defs={"a": {"retryCount": 1, "retryDelaySeconds": 10, "maxRetryDelaySeconds": 5}}
