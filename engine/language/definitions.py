@@ -166,6 +166,18 @@ class SubWorkflowParams(_Model):
     task_to_domain: dict[str, str] = Field(default_factory=dict)
     #: the child's definition itself (Conductor runs it without registering it)
     workflow_definition: Any = None
+    #: the child run's priority (0-99; Conductor's SubWorkflowParams.priority)
+    priority: Any = None
+
+    def child_priority(self, parent: int) -> int:
+        """The child run's priority: ``priority`` when it is a whole number 0-99 (or its
+        text), else the parent's, as before Conductor's field was read."""
+        given = self.priority
+        if isinstance(given, str) and given.strip().isdigit():
+            given = int(given)
+        if isinstance(given, int) and not isinstance(given, bool) and 0 <= given <= 99:
+            return given
+        return parent
 
 
 class WorkflowTask(_Model):

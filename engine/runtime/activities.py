@@ -782,6 +782,7 @@ class RunActivities:
             return ChildResolution(error=str(exc))
         parent = data.run
         task_to_domain = (child.task_to_domain if child else None) or None
+        priority = child.child_priority(parent.priority) if child else parent.priority
         with self.store.batch():
             self.store.create_run(
                 NewRun(
@@ -795,7 +796,7 @@ class RunActivities:
                     else parsed.run_input(child_run_input(task.input)),
                     variables=parsed.run_variables(),
                     correlation_id=parent.correlation_id,
-                    priority=parent.priority,
+                    priority=priority,
                     task_to_domain=task_to_domain or parent.task_to_domain,
                     parent_workflow_id=data.workflow_id,
                     parent_task_id=task.task_id,
@@ -821,6 +822,7 @@ class RunActivities:
             version=version,
             task_to_domain=task_to_domain,
             definition_ref=definition_ref,
+            priority=priority,
         )
 
     # -- the run's end -------------------------------------------------------------------

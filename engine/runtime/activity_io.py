@@ -148,6 +148,8 @@ class ChildResolution(_Io):
     version: int = 0
     task_to_domain: dict[str, str] | None = None
     definition_ref: str | None = None
+    #: the child run's priority (``subWorkflowParam.priority``; None: the parent's)
+    priority: int | None = None
     #: the child cannot start (its definition does not exist); the task fails
     error: str | None = None
     #: the resolving span's trace context: the child run's spans are in the parent's trace

@@ -874,7 +874,7 @@ class _Run:
                 version=child.version,
                 input=child_run_input(action.input),
                 correlation_id=self.run.correlation_id,
-                priority=self.run.priority,
+                priority=child.priority if child.priority is not None else self.run.priority,
                 task_to_domain=child.task_to_domain or self.run.task_to_domain,
                 parent_workflow_id=self.ctx.instance_id,
                 parent_task_id=task_id,

@@ -352,16 +352,6 @@ def _register_parent_of(
     return parent
 
 
-PRIORITY_NOT_READ = pytest.mark.xfail(
-    strict=True,
-    reason="the child run's priority is its parent's (0), not subWorkflowParam.priority "
-    "(7; Conductor's SubWorkflowTaskMapper puts it in the task's input and SubWorkflow.start "
-    "starts the child with it): engine/runtime/activities.py: RunActivities._resolve_child "
-    "creates the child with priority=parent.priority",
-)
-
-
-@PRIORITY_NOT_READ
 def test_priority_propagated_from_sub_workflow_params(
     conductor: Conductor, started: list[str]
 ) -> None:

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.language.definitions import TaskDef, WorkflowDef
+from engine.language.definitions import SubWorkflowParams, TaskDef, WorkflowDef
 from engine.language.durations import MAX_WAIT_SECONDS, parse_duration
 from engine.language.validation import (
     MAX_DOMAIN_LENGTH,
@@ -1074,3 +1074,16 @@ def test_conductor_fields_stepway_does_not_act_on_are_warnings() -> None:
     assert "no event is published" in found[0].message
     # a start with an inline definition looks for errors only
     assert validate_workflow(data, None, warnings=False) == []
+
+
+@pytest.mark.parametrize(
+    ("given", "expected"),
+    [(7, 7), ("12", 12), (0, 0), (None, 3), (100, 3), (-1, 3), (True, 3), ("${x}", 3)],
+)
+def test_a_sub_workflow_params_priority_is_the_childs_when_it_is_one(
+    given: object, expected: int
+) -> None:
+    """Conductor's SubWorkflowParams.priority (0-99) sets the child run's priority; a value
+    that is none (an unresolved expression, out of range) leaves the parent's (3)."""
+    param = SubWorkflowParams.model_validate({"name": "child", "priority": given})
+    assert param.child_priority(3) == expected
