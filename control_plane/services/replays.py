@@ -22,10 +22,11 @@ answers after deciding.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from opentelemetry.trace import SpanKind
@@ -167,7 +168,7 @@ class RunReplays:
             self._retry_run(
                 parent,
                 parent_rows,
-                resume=self._resumable(parent, parent_rows, child.workflow_id, task_id),
+                resume=self._resumable(parent, parent_rows, child, task_id),
                 report_end=level < len(parents) - 1,
                 retried_below=child.workflow_id,
             )
@@ -201,6 +202,19 @@ class RunReplays:
                 self._retry_run(
                     child, self.deps.run_store.list_tasks(child.workflow_id), report_end=True
                 )
+
+    @contextlib.contextmanager
+    def _parent_told_if_not_started(self, run: RunRecord, report_end: bool) -> Iterator[None]:
+        """Around running ``run`` again: a run whose parent already waits for it again
+        (``report_end``) that cannot be started is reported ended as it was
+        (:meth:`_not_resumed`), so that the parent does not wait for an end that will not
+        come."""
+        try:
+            yield
+        except Exception:
+            if report_end:
+                self._not_resumed(run)
+            raise
 
     def _not_resumed(self, child: RunRecord) -> None:
         """A child run whose parent already waits for it again could not be retried: its
@@ -269,7 +283,7 @@ class RunReplays:
                 task is None
                 or task.status not in RETRIABLE
                 or child_run_id(task.task_id, task.attempt) != child.workflow_id
-                or not self._static_sub_workflow(parent, task.reference_task_name)
+                or not _is_instance_of(task.reference_task_name, self._sub_workflow_refs(parent))
             ):
                 break
             found.append((parent, rows, task.task_id))
@@ -299,22 +313,21 @@ class RunReplays:
         )
 
     def _resumable(
-        self, parent: RunRecord, rows: list[TaskRecord], child_id: str, task_id: str
+        self, parent: RunRecord, rows: list[TaskRecord], child: RunRecord, task_id: str
     ) -> dict[str, RunRecord]:
         """The SUB_WORKFLOW tasks of ``parent`` a retry resumes in place, by task id, with
-        their child runs: ``task_id`` (whose child ``child_id`` is retried), and every
+        their child runs: ``task_id`` (whose child ``child`` is retried), and every
         other one that did not get through whose child run ended with a task that did
         not get through (Conductor retries those children too)."""
         store = self.deps.run_store
-        child = store.get_run(child_id)
-        assert child is not None
+        refs = self._sub_workflow_refs(parent)
         found = {task_id: child}
         for row in _latest_per_ref(rows):
             if (
                 row.task_id == task_id
                 or row.task_type != TaskType.SUB_WORKFLOW
                 or row.status not in RETRIABLE
-                or not self._static_sub_workflow(parent, row.reference_task_name)
+                or not _is_instance_of(row.reference_task_name, refs)
             ):
                 continue
             sibling = store.get_run(child_run_id(row.task_id, row.attempt))
@@ -330,16 +343,15 @@ class RunReplays:
                 found[row.task_id] = sibling
         return found
 
-    def _static_sub_workflow(self, run: RunRecord, ref: str) -> bool:
-        """Whether the task instance ``ref`` (a loop's iteration ``x__2`` too) is a
-        SUB_WORKFLOW of the run's definition (not one a dynamic fork or DYNAMIC task
-        made, which a retry gives a new child)."""
-        refs = {
+    def _sub_workflow_refs(self, run: RunRecord) -> set[str]:
+        """The references of the SUB_WORKFLOW tasks of the run's definition (a task a
+        dynamic fork or DYNAMIC task made is not among them: a retry gives it a new
+        child)."""
+        return {
             location.task.task_reference_name
             for location in self._definition(run).walk()
             if location.task.type == TaskType.SUB_WORKFLOW
         }
-        return ref in refs or _ITERATION.sub("", ref) in refs
 
     def rerun(self, workflow_id: str, request: RerunWorkflowRequest) -> str:
         run = self._finished(workflow_id, "rerun")
@@ -519,113 +531,74 @@ class RunReplays:
         (task ids) wait for their child runs again, which ``report_end`` their ends (a
         run whose parent waits again that cannot be started is reported ended as it was,
         so that the parent does not wait for an end that will not come)."""
-        try:
-            self._start_again(
-                run,
-                definition_ref,
-                reset=reset,
-                keep=keep,
-                seq_base=seq_base,
-                task_inputs=task_inputs,
-                retried=retried,
-                update=update,
-                resume=resume or set(),
-                report_end=report_end,
+        resume = resume or set()
+        with self._parent_told_if_not_started(run, report_end):
+            store, now = self.deps.run_store, self.deps.clock()
+            keep = keep or []
+            redecided: set[str] = set()
+            if reset:
+                store.delete_tasks(run.workflow_id)
+            else:
+                # a JOIN, loop or other container that did not succeed is decided again
+                # under its task id (it stays in the plan): its row is written anew
+                redecided = {
+                    row.task_id
+                    for row in keep
+                    if row.task_type not in SCHEDULED_KINDS and not row.status.is_successful
+                }
+                store.delete_tasks(run.workflow_id, sorted(redecided))
+            if not store.reopen_run(run.workflow_id, now):
+                raise conflict(f"workflow {run.workflow_id} could not be reopened")
+            generation = uuid.uuid4().hex
+            changes = (update or RunUpdate()).model_copy(
+                update={"generation": generation, "definition_ref": definition_ref}
             )
-        except Exception:
-            if report_end:
-                self._not_resumed(run)
-            raise
-
-    def _start_again(
-        self,
-        run: RunRecord,
-        definition_ref: str | None,
-        *,
-        reset: bool,
-        keep: list[TaskRecord] | None,
-        seq_base: int,
-        task_inputs: dict[str, dict[str, Any]] | None,
-        retried: bool,
-        update: RunUpdate | None,
-        resume: set[str],
-        report_end: bool,
-    ) -> None:
-        store, now = self.deps.run_store, self.deps.clock()
-        keep = keep or []
-        redecided: set[str] = set()
-        if reset:
-            store.delete_tasks(run.workflow_id)
-        else:
-            # a JOIN, loop or other container that did not succeed is decided again
-            # under its task id (it stays in the plan): its row is written anew
-            redecided = {
-                row.task_id
-                for row in keep
-                if row.task_type not in SCHEDULED_KINDS and not row.status.is_successful
-            }
-            store.delete_tasks(run.workflow_id, sorted(redecided))
-        if not store.reopen_run(run.workflow_id, now):
-            raise conflict(f"workflow {run.workflow_id} could not be reopened")
-        generation = uuid.uuid4().hex
-        changes = (update or RunUpdate()).model_copy(
-            update={"generation": generation, "definition_ref": definition_ref}
-        )
-        if reset:
-            changes.create_time = now
-        if retried:
-            changes.last_retried_time = now
-        store.update_run(run.workflow_id, changes, now)
-        if retried:
-            # the attempts a retry replaces are ``retried`` from now (Conductor's
-            # taskToBeRescheduled); a SUB_WORKFLOW task resumed in place is reopened
-            with store.batch():
-                for row in keep:
-                    if row.task_id in resume:
-                        # IN_PROGRESS again, waiting for the same child run
-                        child = {"subWorkflowId": child_run_id(row.task_id, row.attempt)}
-                        store.reopen_task(row.task_id, row.attempt, child, now)
-                    elif row.task_type in SCHEDULED_KINDS and row.status in RETRIABLE:
-                        store.mark_retried(row.task_id, now)
-        again = store.get_run(run.workflow_id)
-        assert again is not None
-        input_value = read_offloaded(self.deps.payloads, again.input_ref, again.input) or {}
-        try:
-            # the run's new execution is a trace of its own, as a start is
-            with span(
-                self.tracer,
-                "stepway.workflow.restart",
-                root=True,
-                kind=SpanKind.SERVER,
-                attrs=attributes(workflow_id=run.workflow_id),
-            ) as current:
-                run_input = RunInput(
-                    name=again.name,
-                    version=again.version,
-                    input={INPUT_REF: again.input_ref} if again.input_ref else input_value,
-                    correlation_id=again.correlation_id,
-                    priority=again.priority,
-                    task_to_domain=again.task_to_domain,
-                    parent_workflow_id=again.parent_workflow_id,
-                    parent_task_id=again.parent_task_id,
-                    definition_ref=definition_ref,
-                    generation=generation,
-                    replay=[self._replay(row, row.task_id in resume) for row in keep],
-                    seq_base=seq_base,
-                    task_inputs=task_inputs or {},
-                    report_end=report_end,
-                    traceparent=traceparent_of(current),
+            if reset:
+                changes.create_time = now
+            if retried:
+                changes.last_retried_time = now
+            store.update_run(run.workflow_id, changes, now)
+            if retried:
+                self._replaced(keep, resume, now)
+            again = store.get_run(run.workflow_id)
+            assert again is not None
+            input_value = read_offloaded(self.deps.payloads, again.input_ref, again.input) or {}
+            try:
+                # the run's new execution is a trace of its own, as a start is
+                with span(
+                    self.tracer,
+                    "stepway.workflow.restart",
+                    root=True,
+                    kind=SpanKind.SERVER,
+                    attrs=attributes(workflow_id=run.workflow_id),
+                ) as current:
+                    run_input = RunInput(
+                        name=again.name,
+                        version=again.version,
+                        input={INPUT_REF: again.input_ref} if again.input_ref else input_value,
+                        correlation_id=again.correlation_id,
+                        priority=again.priority,
+                        task_to_domain=again.task_to_domain,
+                        parent_workflow_id=again.parent_workflow_id,
+                        parent_task_id=again.parent_task_id,
+                        definition_ref=definition_ref,
+                        generation=generation,
+                        replay=[self._replay(row, row.task_id in resume) for row in keep],
+                        seq_base=seq_base,
+                        task_inputs=task_inputs or {},
+                        report_end=report_end,
+                        traceparent=traceparent_of(current),
+                    )
+                    self.deps.signals.start_run(run.workflow_id, run_input.wire())
+            except Exception as exc:
+                log.exception("could not run %s again", run.workflow_id)
+                failure = failure_of("could not run the workflow again", exc)
+                store.update_run(
+                    run.workflow_id,
+                    RunUpdate(status=run.status, reason_for_incompletion=failure.message),
+                    self.deps.clock(),
                 )
-                self.deps.signals.start_run(run.workflow_id, run_input.wire())
-        except Exception as exc:
-            log.exception("could not run %s again", run.workflow_id)
-            failure = failure_of("could not run the workflow again", exc)
-            store.update_run(
-                run.workflow_id,
-                RunUpdate(status=run.status, reason_for_incompletion=failure.message),
-                self.deps.clock(),
-            )
-            raise failure from exc
+                raise failure from exc
         self.settle(
             run.workflow_id,
             lambda now_run, tasks: (
@@ -636,6 +609,19 @@ class RunReplays:
             ),
         )
 
+    def _replaced(self, keep: list[TaskRecord], resume: set[str], now: int) -> None:
+        """A retry's rows: the attempts it replaces are ``retried`` from now (Conductor's
+        taskToBeRescheduled); a SUB_WORKFLOW task resumed in place goes IN_PROGRESS
+        again, waiting for the same child run."""
+        store = self.deps.run_store
+        with store.batch():
+            for row in keep:
+                if row.task_id in resume:
+                    child = {"subWorkflowId": child_run_id(row.task_id, row.attempt)}
+                    store.reopen_task(row.task_id, row.attempt, child, now)
+                elif row.task_type in SCHEDULED_KINDS and row.status in RETRIABLE:
+                    store.mark_retried(row.task_id, now)
+
 
 #: a run a retry of its child takes back to RUNNING (a COMPLETED one went on without it)
 _RESUMABLE_RUN = frozenset({RunStatus.FAILED, RunStatus.TIMED_OUT, RunStatus.TERMINATED})
@@ -644,6 +630,12 @@ _RESUMABLE_RUN = frozenset({RunStatus.FAILED, RunStatus.TIMED_OUT, RunStatus.TER
 _MAX_CHAIN = 1000
 #: a loop iteration's suffix of a task instance's ref (``x__2``, nested ``x__2__1``)
 _ITERATION = re.compile(r"(__\d+)+$")
+
+
+def _is_instance_of(ref: str, refs: set[str]) -> bool:
+    """Whether task instance ``ref`` is one of the definition's ``refs`` (a loop's
+    iteration ``x__2`` of ``x`` too)."""
+    return ref in refs or _ITERATION.sub("", ref) in refs
 
 
 def _latest_per_ref(rows: list[TaskRecord]) -> list[TaskRecord]:
