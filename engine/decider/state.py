@@ -71,8 +71,9 @@ class _TaskRow(_Model):
     retried_task_id: str | None = None
     #: this attempt failed and a retry replaced it (Conductor's ``retried``)
     retried: bool = False
-    #: a retry's delay, in whole seconds (Conductor's ``callbackAfterSeconds`` of the
-    #: attempt its DeciderService.retry schedules); left out of the JSON when 0
+    #: Conductor's ``callbackAfterSeconds``, in whole seconds: a retry's delay without
+    #: its jitter, a first attempt's ``startDelay``, a WAIT's wait; left out of the JSON
+    #: when 0
     callback_after_seconds: int = Field(default=0, exclude_if=lambda seconds: not seconds)
 
 

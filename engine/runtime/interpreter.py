@@ -915,28 +915,12 @@ class _Run:
         if envelope.pending is not None and envelope.is_pending:
             entry.poll_input = envelope.pending.poll_input()
             # Retry-After: 0 means "poll now"
-            retry_after = envelope.pending.retry_after_seconds
-            poll_at = self.now() + int(retry_after * 1000)
-            deadline = self.decider.wait_deadline(self.state, task_id)
-            if deadline is not None and deadline.at_ms <= poll_at:
-                # the task's timeout comes first: that timer firing times the task out
-                entry.phase = "run"
-                self._arm_timer(task_id, deadline.at_ms)
-            else:
-                entry.phase = "poll-delay"
-                self._arm_timer(task_id, poll_at)
+            self._again_after(task_id, envelope.pending.retry_after_seconds, "poll-delay")
             return None
         if envelope.is_deferred:
             # its rate limit is used up: the call again once the limit's window ends
-            # (the activity decides; no attempt is spent), within the task's deadlines
-            again_at = self.now() + int((envelope.retry_after_seconds or 1.0) * 1000)
-            deadline = self.decider.wait_deadline(self.state, task_id)
-            if deadline is not None and deadline.at_ms <= again_at:
-                entry.phase = "run"
-                self._arm_timer(task_id, deadline.at_ms)
-            else:
-                entry.phase = "delay"
-                self._arm_timer(task_id, again_at)
+            # (the activity decides; no attempt is spent)
+            self._again_after(task_id, envelope.retry_after_seconds or 1.0, "delay")
             return None
         status = TaskStatus(envelope.status)
         if action.async_complete and status == TaskStatus.COMPLETED:
@@ -951,6 +935,20 @@ class _Run:
             self._rearm_deadline(task_id)
             return None
         return outcome(status, envelope.output, envelope.reason, envelope.retry_after_seconds)
+
+    def _again_after(self, task_id: str, seconds: float, phase: str) -> None:
+        """The built-in step runs on (its poll, or its call again) after ``seconds`` on a
+        durable timer, in ``phase``; unless the task's timeout comes first: that timer
+        firing times the task out."""
+        entry = self.pending[task_id]
+        at = self.now() + int(seconds * 1000)
+        deadline = self.decider.wait_deadline(self.state, task_id)
+        if deadline is not None and deadline.at_ms <= at:
+            entry.phase = "run"
+            self._arm_timer(task_id, deadline.at_ms)
+        else:
+            entry.phase = phase
+            self._arm_timer(task_id, at)
 
     @staticmethod
     def _result(
