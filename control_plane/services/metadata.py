@@ -80,7 +80,8 @@ class MetadataService:
     def _parse_task_defs(self, items: list[Any], single: bool) -> list[TaskDef]:
         issues: list[tuple[str, str]] = []
         parsed: list[TaskDef] = []
-        seen: dict[str, int] = {}
+        #: lower-cased name -> (its item's index, its place in ``parsed``)
+        seen: dict[str, tuple[int, int]] = {}
         for i, item in enumerate(items):
             prefix = "$" if single else f"$[{i}]"
             if not isinstance(item, dict):
@@ -91,25 +92,21 @@ class MetadataService:
                 issues += _issues_at(prefix, problems)
                 continue
             td = TaskDef.model_validate(item)
-            if td.name.lower() in seen:
-                at = seen[td.name.lower()]
-                earlier = next(
-                    j for j, other in enumerate(parsed) if other.name.lower() == td.name.lower()
-                )
-                if parsed[earlier].name == td.name:
-                    # Conductor registers a list's definitions in turn: the last one stands
-                    parsed[earlier] = td
-                    continue
+            key = td.name.lower()
+            if key not in seen:
+                seen[key] = (i, len(parsed))
+                parsed.append(td)
+            elif parsed[seen[key][1]].name == td.name:
+                # Conductor registers a list's definitions in turn: the last one stands
+                parsed[seen[key][1]] = td
+            else:
                 issues.append(
                     (
                         f"{prefix}.name",
                         f"task definition {td.name!r} differs only in case from the one at "
-                        f"$[{at}] (their queues would be one)",
+                        f"$[{seen[key][0]}] (their queues would be one)",
                     )
                 )
-                continue
-            seen[td.name.lower()] = i
-            parsed.append(td)
         if issues:
             raise _invalid("task definition" if single else "task definitions", issues)
         return parsed
