@@ -3,7 +3,8 @@
 ``HierarchicalForkJoinSubworkflow{Retry,Rerun,Restart}Spec``; in part
 ``NestedForkJoinSubWorkflowSpec``), shared by the tests that port them.
 
-It mirrors the test-harness resources those specs register:
+It mirrors the test-harness resources those specs register (and, for the inline
+sub-workflow ports, the definition ``complex_dynamic_plan_wf`` a worker returns):
 
 * ``simple_workflow_1_integration_test.json`` (``integration_test_wf``): a SIMPLE ``t1``
   (``integration_task_1``), then a SIMPLE ``t2`` (``integration_task_2``);
@@ -546,3 +547,80 @@ def fork_completes(conductor: Conductor, levels: Levels, leaf_id: str, mid_id: s
     complete_leaf(conductor, leaf_id, levels.task1, levels.task2)
     fork_completed(conductor, mid_id, levels.task2)
     fork_completed(conductor, levels.root_id, levels.task2)
+
+
+def complex_dynamic_plan_wf(task_type: str) -> dict[str, Any]:
+    """``complex_dynamic_plan_wf`` of conductor-oss's InlineSubWorkflowFromExpressionSpec
+    (buildComplexSubWorkflowDef) and of its e2e SubWorkflowInlineTests
+    (buildComplexSubWfDefMap), its worker type ``task_type``: a DO_WHILE of an INLINE
+    ``compute`` and a javascript SWITCH ``route`` (the worker task ``high_task`` when the
+    product is above the threshold, else an INLINE ``low_result``), then an INLINE
+    ``final_result`` mapped to the output."""
+
+    def inline(ref: str, expression: str, **params: Any) -> dict[str, Any]:
+        return {
+            "name": ref,
+            "taskReferenceName": ref,
+            "type": "INLINE",
+            "inputParameters": {"evaluatorType": "javascript", "expression": expression, **params},
+        }
+
+    compute = inline(
+        "compute",
+        "function f() { return $.iteration * $.threshold; } f();",
+        iteration="${do_loop.output.iteration}",
+        threshold="${workflow.input.threshold}",
+    )
+    high = {
+        "name": task_type,
+        "taskReferenceName": "high_task",
+        "type": "SIMPLE",
+        "inputParameters": {"product": "${compute.output.result}", "category": "high"},
+    }
+    low = inline(
+        "low_result",
+        'function f() { return {label: "low", product: $.product}; } f();',
+        product="${compute.output.result}",
+    )
+    route = {
+        "name": "route",
+        "taskReferenceName": "route",
+        "type": "SWITCH",
+        "evaluatorType": "javascript",
+        "expression": "$.product > $.threshold",
+        "inputParameters": {
+            "product": "${compute.output.result}",
+            "threshold": "${workflow.input.threshold}",
+        },
+        "decisionCases": {"true": [high]},
+        "defaultCase": [low],
+    }
+    loop = {
+        "name": "do_loop",
+        "taskReferenceName": "do_loop",
+        "type": "DO_WHILE",
+        "inputParameters": {
+            "iters": "${workflow.input.iterations}",
+            "threshold": "${workflow.input.threshold}",
+        },
+        "loopCondition": "$.do_loop['iteration'] < $.iters",
+        "loopOver": [compute, route],
+    }
+    final = inline(
+        "final_result",
+        "function f() { return {loopsDone: $.loopsDone, allDone: true}; } f();",
+        loopsDone="${do_loop.output.iteration}",
+    )
+    return {
+        "name": "complex_dynamic_plan_wf",
+        "version": 1,
+        "schemaVersion": 2,
+        "tasks": [loop, final],
+        "inputParameters": ["iterations", "threshold"],
+        "outputParameters": {
+            "loopsDone": "${final_result.output.result.loopsDone}",
+            "allDone": "${final_result.output.result.allDone}",
+        },
+        "timeoutPolicy": "ALERT_ONLY",
+        "timeoutSeconds": 0,
+    }

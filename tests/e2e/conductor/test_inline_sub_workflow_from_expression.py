@@ -12,81 +12,8 @@ parent."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from tests.e2e.conductor.harness import Conductor, unique
-
-
-def _child(task_type: str) -> dict[str, Any]:
-    """The spec's buildComplexSubWorkflowDef, its worker type ``task_type``."""
-
-    def inline(ref: str, expression: str, **params: Any) -> dict[str, Any]:
-        return {
-            "name": ref,
-            "taskReferenceName": ref,
-            "type": "INLINE",
-            "inputParameters": {"evaluatorType": "javascript", "expression": expression, **params},
-        }
-
-    compute = inline(
-        "compute",
-        "function f() { return $.iteration * $.threshold; } f();",
-        iteration="${do_loop.output.iteration}",
-        threshold="${workflow.input.threshold}",
-    )
-    high = {
-        "name": task_type,
-        "taskReferenceName": "high_task",
-        "type": "SIMPLE",
-        "inputParameters": {"product": "${compute.output.result}", "category": "high"},
-    }
-    low = inline(
-        "low_result",
-        'function f() { return {label: "low", product: $.product}; } f();',
-        product="${compute.output.result}",
-    )
-    route = {
-        "name": "route",
-        "taskReferenceName": "route",
-        "type": "SWITCH",
-        "evaluatorType": "javascript",
-        "expression": "$.product > $.threshold",
-        "inputParameters": {
-            "product": "${compute.output.result}",
-            "threshold": "${workflow.input.threshold}",
-        },
-        "decisionCases": {"true": [high]},
-        "defaultCase": [low],
-    }
-    loop = {
-        "name": "do_loop",
-        "taskReferenceName": "do_loop",
-        "type": "DO_WHILE",
-        "inputParameters": {
-            "iters": "${workflow.input.iterations}",
-            "threshold": "${workflow.input.threshold}",
-        },
-        "loopCondition": "$.do_loop['iteration'] < $.iters",
-        "loopOver": [compute, route],
-    }
-    final = inline(
-        "final_result",
-        "function f() { return {loopsDone: $.loopsDone, allDone: true}; } f();",
-        loopsDone="${do_loop.output.iteration}",
-    )
-    return {
-        "name": "complex_dynamic_plan_wf",
-        "version": 1,
-        "schemaVersion": 2,
-        "tasks": [loop, final],
-        "inputParameters": ["iterations", "threshold"],
-        "outputParameters": {
-            "loopsDone": "${final_result.output.result.loopsDone}",
-            "allDone": "${final_result.output.result.allDone}",
-        },
-        "timeoutPolicy": "ALERT_ONLY",
-        "timeoutSeconds": 0,
-    }
+from tests.e2e.conductor.sub_workflow_shapes import complex_dynamic_plan_wf
 
 
 def test_a_sub_workflow_definition_from_an_expression_runs(conductor: Conductor) -> None:
@@ -134,7 +61,9 @@ def test_a_sub_workflow_definition_from_an_expression_runs(conductor: Conductor)
     assert [(t["referenceTaskName"], t["status"]) for t in run["tasks"]] == [
         ("wf_builder", "SCHEDULED")
     ]
-    conductor.poll_and_complete(task_type, {"result": _child(task_type)}, "test.builder.worker")
+    conductor.poll_and_complete(
+        task_type, {"result": complex_dynamic_plan_wf(task_type)}, "test.builder.worker"
+    )
 
     run = conductor.wait_task(workflow_id, "exec", "IN_PROGRESS")
     assert [(t["taskType"], t["status"]) for t in run["tasks"]] == [

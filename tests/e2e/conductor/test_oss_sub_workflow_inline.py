@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from tests.e2e.conductor.harness import Conductor, simple, unique, workflow
+from tests.e2e.conductor.sub_workflow_shapes import complex_dynamic_plan_wf
 
 OWNER = "test@conductor.io"
 
@@ -199,69 +200,6 @@ def test_sub_workflow_0_version_update_naming_the_child_run(
 # --- testSubWorkflowDefinitionFromStringExpression ---------------------------------------
 
 
-def _complex_sub_workflow_def(high_path_task: str) -> dict[str, Any]:
-    """buildComplexSubWfDefMap: a DO_WHILE (INLINE ``compute``, SWITCH ``route``: the
-    worker task ``high_task`` when product > threshold, else INLINE ``low_result``), then
-    INLINE ``final_result``."""
-    high = simple(high_path_task, "high_task", product="${compute.output.result}", category="high")
-    route = {
-        "name": "route",
-        "taskReferenceName": "route",
-        "type": "SWITCH",
-        "evaluatorType": "javascript",
-        "expression": "$.product > $.threshold",
-        "inputParameters": {
-            "product": "${compute.output.result}",
-            "threshold": "${workflow.input.threshold}",
-        },
-        "decisionCases": {"true": [high]},
-        "defaultCase": [
-            _inline(
-                "low_result",
-                'function f() { return {label: "low", product: $.product}; } f();',
-                product="${compute.output.result}",
-            )
-        ],
-    }
-    loop = {
-        "name": "do_loop",
-        "taskReferenceName": "do_loop",
-        "type": "DO_WHILE",
-        "inputParameters": {
-            "iters": "${workflow.input.iterations}",
-            "threshold": "${workflow.input.threshold}",
-        },
-        "loopCondition": "$.do_loop['iteration'] < $.iters",
-        "loopOver": [
-            _inline(
-                "compute",
-                "function f() { return $.iteration * $.threshold; } f();",
-                iteration="${do_loop.output.iteration}",
-                threshold="${workflow.input.threshold}",
-            ),
-            route,
-        ],
-    }
-    final = _inline(
-        "final_result",
-        "function f() { return {loopsDone: $.loopsDone, allDone: true}; } f();",
-        loopsDone="${do_loop.output.iteration}",
-    )
-    return {
-        "name": "complex_dynamic_plan_wf",
-        "version": 1,
-        "schemaVersion": 2,
-        "tasks": [loop, final],
-        "inputParameters": ["iterations", "threshold"],
-        "outputParameters": {
-            "loopsDone": "${final_result.output.result.loopsDone}",
-            "allDone": "${final_result.output.result.allDone}",
-        },
-        "timeoutPolicy": "ALERT_ONLY",
-        "timeoutSeconds": 0,
-    }
-
-
 def test_sub_workflow_definition_from_string_expression(
     conductor: Conductor, started: list[str]
 ) -> None:
@@ -307,7 +245,7 @@ def test_sub_workflow_definition_from_string_expression(
     run = conductor.wait_tasks(workflow_id, 1, seconds=10)
     assert len(run["tasks"]) == 1
     assert run["tasks"][0]["status"] == "SCHEDULED"
-    result = {"result": _complex_sub_workflow_def(high_path)}
+    result = {"result": complex_dynamic_plan_wf(high_path)}
     r = _update(conductor, workflow_id, run["tasks"][0]["taskId"], output=result)
     assert r.status_code == 200, r.text
 

@@ -127,55 +127,45 @@ def _timeout_workflow(conductor: Conductor, prefix: str, **taskdef: Any) -> tupl
     return task_type, name
 
 
-def test_task_poll_timeout(conductor: Conductor) -> None:
-    # TaskTimeoutTests.testTaskPollTimeout: nobody polls; the run ends TIMED_OUT.
-    # Shortened: pollTimeoutSeconds 2 (Java: 25; the Java awaits at most 45 s).
-    _, name = _timeout_workflow(
-        conductor,
-        "task_timeout",
-        pollTimeoutSeconds=2,
-        timeoutSeconds=100,
-        responseTimeoutSeconds=40,
-    )
+@pytest.mark.parametrize(
+    ("prefix", "timeouts", "polled"),
+    [
+        # TaskTimeoutTests.testTaskPollTimeout: nobody polls. Shortened:
+        # pollTimeoutSeconds 2 (Java: 25; the Java awaits at most 45 s).
+        pytest.param(
+            "task_timeout",
+            {"pollTimeoutSeconds": 2, "timeoutSeconds": 100, "responseTimeoutSeconds": 40},
+            False,
+            id="poll",
+        ),
+        # TaskTimeoutTests.testTaskResponseTimeout: polled, never updated. Shortened:
+        # responseTimeoutSeconds 2 (Java: 5).
+        pytest.param(
+            "task_response_timeout",
+            {"pollTimeoutSeconds": 6, "timeoutSeconds": 120, "responseTimeoutSeconds": 2},
+            True,
+            id="response",
+        ),
+        # TaskTimeoutTests.testTaskOverallTimeout: polled, never completed. Shortened:
+        # timeoutSeconds 4, responseTimeoutSeconds 2, pollTimeoutSeconds 3 (Java: 25, 5,
+        # 10; the response timeout fires first in both).
+        pytest.param(
+            "task_overall_timeout",
+            {"pollTimeoutSeconds": 3, "timeoutSeconds": 4, "responseTimeoutSeconds": 2},
+            True,
+            id="overall",
+        ),
+    ],
+)
+def test_a_task_timeout_times_the_run_out(
+    conductor: Conductor, prefix: str, timeouts: dict[str, int], polled: bool
+) -> None:
+    task_type, name = _timeout_workflow(conductor, prefix, **timeouts)
     workflow_id = conductor.start(name)
     assert workflow_id
-    run = conductor.wait_status(workflow_id, "TIMED_OUT")
-    assert run["status"] == "TIMED_OUT"
-
-
-def test_task_response_timeout(conductor: Conductor) -> None:
-    # TaskTimeoutTests.testTaskResponseTimeout: the task is polled and never updated; the
-    # run ends TIMED_OUT. Shortened: responseTimeoutSeconds 2 (Java: 5).
-    task_type, name = _timeout_workflow(
-        conductor,
-        "task_response_timeout",
-        pollTimeoutSeconds=6,
-        timeoutSeconds=120,
-        responseTimeoutSeconds=2,
-    )
-    workflow_id = conductor.start(name)
-    assert workflow_id
-    polled = conductor.poll_one(task_type, "test-worker")
-    assert polled["workflowInstanceId"] == workflow_id
-    run = conductor.wait_status(workflow_id, "TIMED_OUT")
-    assert run["status"] == "TIMED_OUT"
-
-
-def test_task_overall_timeout(conductor: Conductor) -> None:
-    # TaskTimeoutTests.testTaskOverallTimeout: the task is polled and never completed; the
-    # run ends TIMED_OUT. Shortened: timeoutSeconds 4, responseTimeoutSeconds 2,
-    # pollTimeoutSeconds 3 (Java: 25, 5, 10; the response timeout fires first in both).
-    task_type, name = _timeout_workflow(
-        conductor,
-        "task_overall_timeout",
-        pollTimeoutSeconds=3,
-        timeoutSeconds=4,
-        responseTimeoutSeconds=2,
-    )
-    workflow_id = conductor.start(name)
-    assert workflow_id
-    polled = conductor.poll_one(task_type, "test-worker")
-    assert polled["workflowInstanceId"] == workflow_id
+    if polled:
+        task = conductor.poll_one(task_type, "test-worker")
+        assert task["workflowInstanceId"] == workflow_id
     run = conductor.wait_status(workflow_id, "TIMED_OUT")
     assert run["status"] == "TIMED_OUT"
 
