@@ -56,7 +56,11 @@ def retry(
     workflow_id: RunId,
     resume_subworkflow_tasks: Annotated[
         bool,
-        typer.Option("--resume-subworkflow-tasks", help="Retry failed tasks of child runs too."),
+        typer.Option(
+            "--resume-subworkflow-tasks",
+            help="Retry the failed child run in place (its parents wait for it again) "
+            "instead of starting a new child.",
+        ),
     ] = False,
     server: Server = None,
 ) -> None:
