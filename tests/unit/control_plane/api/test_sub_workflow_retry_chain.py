@@ -6,9 +6,18 @@ store is real; the end-to-end behaviour is in tests/e2e/conductor/test_sub_workf
 
 from __future__ import annotations
 
+import threading
+import time
 from typing import Any
 
-from engine.ports.run_store import NewRun, RunStatus, RunUpdate, TaskRecord, TaskStatus
+from engine.ports.run_store import (
+    NewRun,
+    RunStatus,
+    RunUpdate,
+    TaskRecord,
+    TaskStatus,
+    TaskUpdate,
+)
 from protocol.events import child_end_event
 from protocol.runs import child_run_id
 from tests.unit.control_plane.conftest import Server
@@ -146,5 +155,33 @@ def test_a_plain_retry_of_a_parent_gives_its_failed_sub_workflow_a_new_attempt(
 def test_resume_subworkflow_tasks_on_the_parent_retries_the_child(srv: Server) -> None:
     _failed_parent_and_child(srv)
     r = srv.client.post(f"/api/workflow/{PARENT}/retry", params={"resumeSubworkflowTasks": True})
+    assert r.status_code == 204, r.text
+    assert [workflow_id for workflow_id, _ in _starts(srv)] == [PARENT, CHILD]
+
+
+def test_a_retry_right_after_the_child_ended_waits_for_the_parent_to_take_the_end(
+    make_server: Any,
+) -> None:
+    """The child read FAILED, its parent not yet (its end on the way): the retry waits
+    (``settle_seconds``) for the parent to end, then takes it back with the child, instead
+    of leaving it to fail once the end arrives with the child running again."""
+    srv = make_server(settle_seconds=2)
+    _failed_parent_and_child(srv)
+    store, now = srv.deps.run_store, srv.deps.clock()
+    store.reopen_run(PARENT, now)
+    store.reopen_task(TASK, 1, {"subWorkflowId": CHILD}, now)
+
+    def parent_takes_the_end() -> None:
+        # as the parent's finish writes them: its task's end and its own, one transaction
+        time.sleep(0.5)
+        with store.batch():
+            update = TaskUpdate(status=TaskStatus.FAILED, reason_for_incompletion="child")
+            store.update_task(TASK, 1, update, now)
+            store.update_run(PARENT, RunUpdate(status=RunStatus.FAILED), srv.deps.clock())
+
+    ending = threading.Thread(target=parent_takes_the_end)
+    ending.start()
+    r = srv.client.post(f"/api/workflow/{CHILD}/retry")
+    ending.join()
     assert r.status_code == 204, r.text
     assert [workflow_id for workflow_id, _ in _starts(srv)] == [PARENT, CHILD]
