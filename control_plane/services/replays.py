@@ -36,7 +36,7 @@ from pydantic.alias_generators import to_camel
 from control_plane.api.errors import bad_request, conflict, failure_of, not_found
 from control_plane.deps import Deps, Settings
 from control_plane.services.wire import offload_posted, read_offloaded
-from engine.language.definitions import TaskStatus, TaskType, WorkflowDef
+from engine.language.definitions import TaskStatus, TaskType, WorkflowDef, WorkflowTask
 from engine.ports.payload_store import PayloadKind
 from engine.ports.run_store import (
     DefinitionRecord,
@@ -156,11 +156,14 @@ class RunReplays:
         parents = self._resume_parents(target[0])
         self._retry_run(*target, report_end=bool(parents))
 
-    def _resume_parents(self, run: RunRecord) -> list[tuple[RunRecord, list[TaskRecord], str]]:
+    def _resume_parents(
+        self, run: RunRecord, updates: dict[str, RunUpdate] | None = None
+    ) -> list[tuple[RunRecord, list[TaskRecord], str]]:
         """Retry the parents a retry, rerun or restart of ``run`` takes back to RUNNING
         (:meth:`_waiting_parents`), the outermost first, so that each parent waits for
         its child's end before the child can reach it; ``run`` is the caller's to run
-        again, reporting its end (``report_end``) when this returned any parent."""
+        again, reporting its end (``report_end``) when this returned any parent.
+        ``updates``: what changes in a parent (by id) as it runs again."""
         parents = self._waiting_parents(run)
         for level in reversed(range(len(parents))):
             parent, parent_rows, task_id = parents[level]
@@ -171,6 +174,7 @@ class RunReplays:
                 resume=self._resumable(parent, parent_rows, child, task_id),
                 report_end=level < len(parents) - 1,
                 retried_below=child.workflow_id,
+                update=(updates or {}).get(parent.workflow_id),
             )
         return parents
 
@@ -181,6 +185,7 @@ class RunReplays:
         resume: dict[str, RunRecord] | None = None,
         report_end: bool = False,
         retried_below: str | None = None,
+        update: RunUpdate | None = None,
     ) -> None:
         """Retry one run: every task it did not get through gets a new attempt, but the
         SUB_WORKFLOW tasks in ``resume`` (task id -> child run), which wait for their
@@ -196,6 +201,7 @@ class RunReplays:
             retried=True,
             resume=set(resume),
             report_end=report_end,
+            update=update,
         )
         for child in resume.values():
             if child.workflow_id != retried_below and child.status.is_terminal:
@@ -354,6 +360,13 @@ class RunReplays:
         }
 
     def rerun(self, workflow_id: str, request: RerunWorkflowRequest) -> str:
+        return self._rerun(workflow_id, request, {})
+
+    def _rerun(
+        self, workflow_id: str, request: RerunWorkflowRequest, updates: dict[str, RunUpdate]
+    ) -> str:
+        """Rerun ``workflow_id``; ``updates``: what changes in a parent (by id) that the
+        rerun takes back to RUNNING."""
         run = self._finished(workflow_id, "rerun")
         definition_ref = self._definition_ref(run)
         update = RunUpdate()
@@ -368,7 +381,7 @@ class RunReplays:
                 "$.workflowInput",
             )
         if request.re_run_from_task_id is None:
-            parents = self._resume_parents(run)
+            parents = self._resume_parents(run, updates)
             self._run_again(
                 run, definition_ref, reset=True, update=update, report_end=bool(parents)
             )
@@ -376,12 +389,21 @@ class RunReplays:
         rows = self.deps.run_store.list_tasks(workflow_id)
         found = [row for row in rows if row.task_id == request.re_run_from_task_id]
         if not found:
-            raise bad_request(f"Task {request.re_run_from_task_id} not found", "$.reRunFromTaskId")
-        parents = self._resume_parents(run)
+            return self._rerun_in_child(run, request, update)
+        parents = self._resume_parents(run, updates)
         start = found[0]
-        kept = [row for row in rows if row.seq < start.seq]
+        parallel = _parallel_to(self._definition(run), start.reference_task_name)
+        # the task and what runs after it run again; a parallel branch's tasks that got
+        # through stand (conductor-oss's rerun resets only a fork's unsuccessful siblings)
+        kept = [
+            row
+            for row in rows
+            if row.seq < start.seq
+            or (row.status.is_successful and parallel(row.reference_task_name))
+        ]
+        kept_ids = {row.task_id for row in kept}
         self.deps.run_store.delete_tasks(
-            workflow_id, [row.task_id for row in rows if row.seq >= start.seq]
+            workflow_id, [row.task_id for row in rows if row.task_id not in kept_ids]
         )
         inputs: dict[str, dict[str, Any]] = {}
         if request.task_input is not None:
@@ -398,6 +420,49 @@ class RunReplays:
             report_end=bool(parents),
         )
         return workflow_id
+
+    def _rerun_in_child(
+        self, run: RunRecord, request: RerunWorkflowRequest, update: RunUpdate
+    ) -> str:
+        """A rerun of ``run`` from a task of one of its child runs (at any depth):
+        conductor-oss's ``rerunWF`` looks into each SUB_WORKFLOW's child. The child run
+        holding the task is rerun from it (with ``taskInput``), which takes ``run`` and
+        the runs between back to RUNNING, their SUB_WORKFLOW tasks resumed in place; the
+        request's ``workflowInput`` and ``correlationId`` are ``run``'s."""
+        task_id = request.re_run_from_task_id
+        assert task_id is not None
+        holder = self._child_holding(run, task_id)
+        if holder is None:
+            raise bad_request(f"Task {task_id} not found", "$.reRunFromTaskId")
+        self._finished(holder.workflow_id, "rerun")
+        if run.workflow_id not in {
+            parent.workflow_id for parent, _, _ in self._waiting_parents(holder)
+        }:
+            raise conflict(
+                f"Task {task_id} is in child run {holder.workflow_id}, whose rerun would "
+                f"not take workflow {run.workflow_id} back to RUNNING: the task for that "
+                "child got through or was retried since"
+            )
+        self._rerun(
+            holder.workflow_id,
+            RerunWorkflowRequest(re_run_from_task_id=task_id, task_input=request.task_input),
+            {run.workflow_id: update},
+        )
+        return run.workflow_id
+
+    def _child_holding(self, run: RunRecord, task_id: str) -> RunRecord | None:
+        """The child run of ``run`` (at any depth) that holds task ``task_id``, if any."""
+        store = self.deps.run_store
+        row = store.get_task(task_id)
+        holder = store.get_run(row.workflow_id) if row is not None else None
+        current = holder
+        for _ in range(_MAX_CHAIN):
+            if current is None or current.parent_workflow_id is None:
+                return None
+            if current.parent_workflow_id == run.workflow_id:
+                return holder
+            current = store.get_run(current.parent_workflow_id)
+        return None
 
     def skip(self, workflow_id: str, ref: str, request: SkipTaskRequest) -> None:
         run = self.deps.run_store.get_run(workflow_id)
@@ -636,6 +701,42 @@ def _is_instance_of(ref: str, refs: set[str]) -> bool:
     """Whether task instance ``ref`` is one of the definition's ``refs`` (a loop's
     iteration ``x__2`` of ``x`` too)."""
     return ref in refs or _ITERATION.sub("", ref) in refs
+
+
+def _parallel_to(definition: WorkflowDef, ref: str) -> Callable[[str], bool]:
+    """Whether a task instance is in another branch of a FORK_JOIN than task instance
+    ``ref`` (so neither runs after the other); a task a dynamic fork or DYNAMIC task made
+    is in no branch of the definition."""
+    trails: dict[str, tuple[tuple[str, int], ...]] = {}
+
+    def walk(tasks: list[WorkflowTask], trail: tuple[tuple[str, int], ...]) -> None:
+        for task in tasks:
+            trails[task.task_reference_name] = trail
+            for i, branch in enumerate(task.fork_tasks):
+                walk(branch, (*trail, (task.task_reference_name, i)))
+            for nested in (*task.decision_cases.values(), task.default_case, task.loop_over):
+                walk(nested, trail)
+
+    walk(definition.tasks, ())
+
+    def trail_of(instance: str) -> tuple[tuple[str, int], ...] | None:
+        found = trails.get(instance)
+        return found if found is not None else trails.get(_ITERATION.sub("", instance))
+
+    mine = trail_of(ref)
+
+    def parallel(instance: str) -> bool:
+        theirs = trail_of(instance)
+        if mine is None or theirs is None:
+            return False
+        for (fork, branch), (other_fork, other_branch) in zip(mine, theirs, strict=False):
+            if fork != other_fork:
+                return False
+            if branch != other_branch:
+                return True
+        return False
+
+    return parallel
 
 
 def _latest_per_ref(rows: list[TaskRecord]) -> list[TaskRecord]:

@@ -52,13 +52,6 @@ from tests.e2e.conductor.oss_e2e import (
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 
-_NOT_RECURSIVE = (
-    "Stepway's rerun looks for reRunFromTaskId among the run's own tasks only and answers "
-    "400 'Task ... not found'; Conductor's rerunWF then looks into each SUB_WORKFLOW's "
-    "child run, reruns the child from it and resumes the SUB_WORKFLOW task "
-    "(control_plane/services/replays.py: RunReplays.rerun)"
-)
-
 
 def _rerun_simple_workflow(conductor: Conductor) -> None:
     """``testRerunSimpleWorkflow`` and ``testFailTaskAndRerun`` (the same steps)."""
@@ -161,7 +154,6 @@ def test_rerun_sub_workflow_after_archival(conductor: Conductor) -> None:
     assert parent["status"] == "COMPLETED", "Parent should be COMPLETED after child completes"
 
 
-@pytest.mark.xfail(strict=True, reason=_NOT_RECURSIVE)
 def test_rerun_with_sub_workflow_from_parent_workflow(conductor: Conductor) -> None:
     # WorkflowRerunTests.testRerunWithSubWorkflowFromParentWorkflow: the parent rerun
     # from the id of a task of its child run
@@ -179,7 +171,6 @@ def test_rerun_with_sub_workflow_from_parent_workflow(conductor: Conductor) -> N
     assert parent["status"] == "COMPLETED", "Parent workflow should be completed"
 
 
-@pytest.mark.xfail(strict=True, reason=_NOT_RECURSIVE)
 def test_rerun_from_task_inside_sub_workflow_in_fork(conductor: Conductor) -> None:
     # WorkflowRerunTests.testRerunFromTaskInsideSubWorkflowInFork: before -> FORK(sub_wf_fork1
     # | sub_wf_fork2, both of the same child) -> JOIN -> after; the parent rerun from the

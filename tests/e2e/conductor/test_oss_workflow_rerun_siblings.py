@@ -231,14 +231,6 @@ def test_rerun_failed_task_in_failing_sub_workflow_reschedules_cancelled_sibling
     _drive_both_branches_to_completion(conductor, s.parent_id, s.failing_child, s.cancelled_child)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a rerun from a task deletes every row of the run scheduled after it (seq), "
-    "so the COMPLETED parallel branch completed_sub_ref runs again with a new child "
-    "(docs: 'the task and everything after run again'); conductor-oss resets the "
-    "SUB_WORKFLOW task in place and reschedules only the unsuccessful siblings "
-    "(control_plane/services/replays.py: RunReplays.rerun)",
-)
 def test_rerun_cancelled_sub_workflow_task_in_parent_reschedules_failed_sibling(
     conductor: Conductor,
 ) -> None:
