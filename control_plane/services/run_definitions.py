@@ -11,13 +11,14 @@ from __future__ import annotations
 import re
 import threading
 from collections import OrderedDict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from control_plane.deps import Deps
 from control_plane.services.wire import read_offloaded
-from engine.language.definitions import WorkflowDef
-from engine.ports.run_store import RunRecord
+from engine.language.definitions import TaskType, WorkflowDef, WorkflowTask, walk_tasks
+from engine.ports.run_store import RunRecord, TaskRecord
 
 __all__ = ["RunDefinition", "RunDefinitions"]
 
@@ -36,6 +37,36 @@ class RunDefinition:
         if found is None:
             found = self.tasks.get(_ITERATION.sub("", ref))
         return found
+
+    def with_forked(self, rows: Iterable[TaskRecord]) -> RunDefinition:
+        """This definition with the tasks the run's dynamic forks made: each
+        FORK_JOIN_DYNAMIC's row lists its forked WorkflowTasks (``forkedTaskDefs``), as
+        Conductor's forked tasks carry theirs. Itself when the run forked none."""
+        forked: dict[str, dict[str, Any]] = {}
+        for row in rows:
+            inputs = row.input_data
+            specs = inputs.get("forkedTaskDefs") if isinstance(inputs, dict) else None
+            if not isinstance(specs, list):
+                continue
+            own = self.workflow_task(row.reference_task_name) or forked.get(
+                _ITERATION.sub("", row.reference_task_name)
+            )
+            if (own or {}).get("type") != TaskType.FORK_JOIN_DYNAMIC:
+                continue
+            for spec in specs:
+                try:
+                    parsed = WorkflowTask.model_validate(spec)
+                except ValueError:
+                    continue
+                for location in walk_tasks([parsed], "$", ()):
+                    task = location.task
+                    forked.setdefault(
+                        task.task_reference_name,
+                        task.model_dump(mode="json", by_alias=True, exclude_none=True),
+                    )
+        if not forked:
+            return self
+        return RunDefinition(self.definition, {**forked, **self.tasks})
 
 
 def _index(definition_json: dict[str, Any]) -> RunDefinition:

@@ -38,12 +38,20 @@ class TaskService(TaskSupport):
     def row_json(
         self, row: TaskRecord, run: RunRecord | None, definition: RunDefinition | None = None
     ) -> dict[str, Any]:
+        """Task ``row`` as Conductor's Task JSON; ``definition``: the run's, with its
+        dynamically forked tasks (:meth:`RunDefinition.with_forked`), when the caller
+        renders many rows of the run."""
         task_type = task_type_name(row)
+        reading_one = definition is None
         if definition is None and run is not None:
             definition = self.definitions.of(run)
         workflow_task = (
             definition.workflow_task(row.reference_task_name) if definition is not None else None
         )
+        if workflow_task is None and definition is not None and run is not None and reading_one:
+            # a task a dynamic fork made: its WorkflowTask is on the fork's row
+            forked = definition.with_forked(self.deps.run_store.list_tasks(run.workflow_id))
+            workflow_task = forked.workflow_task(row.reference_task_name)
         td = self._worker_task_def(task_type, workflow_task) if row.task_type == WORKER else None
         return render_task(row, run, self.deps.payloads, td, workflow_task)
 

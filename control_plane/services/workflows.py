@@ -399,7 +399,8 @@ class WorkflowService:
         )
         failed = set(run.failed_reference_task_names)
         failed_names = sorted({task_def_name(r) for r in rows if r.reference_task_name in failed})
-        tasks = [self.tasks.row_json(r, run, definition) for r in rows] if include_tasks else None
+        forked = definition.with_forked(rows) if definition is not None else None
+        tasks = [self.tasks.row_json(r, run, forked) for r in rows] if include_tasks else None
         return workflow_json(
             run,
             self.deps.payloads,
@@ -510,6 +511,8 @@ class WorkflowService:
             if not wanted or r.status.value in wanted
         ]
         definition = self.tasks.definitions.of(run)
+        if definition is not None:
+            definition = definition.with_forked(rows)
         page = rows[start : start + count]
         return {
             "totalHits": len(rows),

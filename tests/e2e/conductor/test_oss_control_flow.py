@@ -323,14 +323,6 @@ def test_dynamic_fork_of_a_task_without_a_reference_name_fails_the_workflow(
 
 # DynamicForkTests.testTaskDynamicForkRetryCount (@Disabled in conductor-oss for a race of
 # its asynchronous JOIN; the race has no counterpart here, the scenario is ported as it is)
-@pytest.mark.xfail(
-    strict=True,
-    reason="a dynamically forked task's workflowTask is null in the run's tasks (Conductor: "
-    "the forked WorkflowTask, here with sink 'kitchen_sink'); the retry steps pass: "
-    "control_plane/services/tasks.py TaskService.row_json takes workflowTask from "
-    "control_plane/services/run_definitions.py RunDefinition.workflow_task, which knows "
-    "only the definition's tasks",
-)
 def test_dynamic_fork_with_a_retry_count_on_the_forked_task(conductor: Conductor) -> None:
     name, n = _fan_in_out(conductor)
     workflow_id = conductor.start(name, version=1)
@@ -383,7 +375,7 @@ def test_dynamic_fork_with_a_retry_count_on_the_forked_task(conductor: Conductor
     # asserted with the first state in the Java test (tasks[2].getWorkflowTask().getSink());
     # asserted last here so that the steps above are checked too. `sink` is not supported
     # (docs/conductor-compatibility.md, "Workflow task fields not supported": kept in the
-    # stored definition); what differs is that the forked task has no workflowTask at all
+    # stored definition), but the forked task's workflowTask carries it
     assert (forked_xdt1["workflowTask"] or {}).get("sink") == "kitchen_sink"
 
 

@@ -277,6 +277,14 @@ def test_dynamic_fork_of_one_task_type_over_a_list_of_inputs(conductor: Conducto
     assert got == [{"n": 1, "__index": 0}, {"n": 2, "__index": 1}]
     run = conductor.run(workflow_id)
     assert refs(run)[1:3] == [f"_{item}_0", f"_{item}_1"]
+    # each forked task carries its WorkflowTask, as Conductor's do, in every read of it
+    page = conductor.http.get(f"/api/workflow/{workflow_id}/tasks").json()["results"]
+    for i, forked in enumerate(run["tasks"][1:3]):
+        expected = {"name": item, "taskReferenceName": f"_{item}_{i}", "type": "SIMPLE"}
+        alone = conductor.http.get(f"/api/tasks/{forked['taskId']}").json()
+        for read in (forked, page[i + 1], alone):
+            assert read["taskId"] == forked["taskId"]
+            assert {k: read["workflowTask"].get(k) for k in expected} == expected
 
 
 # --- DYNAMIC ----------------------------------------------------------------------------
