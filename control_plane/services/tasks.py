@@ -53,7 +53,24 @@ class TaskService(TaskSupport):
             forked = definition.with_forked(self.deps.run_store.list_tasks(run.workflow_id))
             workflow_task = forked.workflow_task(row.reference_task_name)
         td = self._worker_task_def(task_type, workflow_task) if row.task_type == WORKER else None
+        if workflow_task is not None and "taskDefinition" not in workflow_task:
+            workflow_task = {**workflow_task, "taskDefinition": self._shown_task_def(row, td)}
         return render_task(row, run, self.deps.payloads, td, workflow_task)
+
+    def _shown_task_def(self, row: TaskRecord, td: TaskDef | None) -> dict[str, Any]:
+        """The ``taskDefinition`` a workflow task that gives none shows, as conductor-oss's
+        MetadataMapperService.populateWorkflowTaskWithDefinition sets it: a worker task's
+        the one it runs with; a system task's the one registered under its name, else a
+        stand-in named after it with no retries and no response timeout."""
+        if td is not None:
+            return td.to_json_dict()
+        name = row.task_def_name or row.reference_task_name
+        registered = self.taskdefs.get(name)
+        if registered is not None:
+            return registered.to_json_dict()
+        shown = TaskDef(name=name, retry_count=0).to_json_dict()
+        shown["responseTimeoutSeconds"] = 0
+        return shown
 
     def _worker_task_def(self, task_type: str, workflow_task: dict[str, Any] | None) -> TaskDef:
         """The task definition a worker task runs with, as the engine picks it when it

@@ -402,15 +402,6 @@ def test_start_workflow_with_domain(conductor: Conductor) -> None:
     assert t0["status"] == "COMPLETED"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a task's workflowTask has no taskDefinition when none was given or "
-    "registered: Stepway serves the definition's task as written (control_plane/"
-    "services/run_definitions.py: _index); conductor-oss's MetadataMapperService."
-    "populateWorkflowTaskWithDefinition sets an ad-hoc TaskDef named after the task "
-    "(retryCount 0, responseTimeoutSeconds 0 for system tasks) on every workflow task "
-    "of the run",
-)
 def test_set_variable_and_wait_task(conductor: Conductor) -> None:
     # WaitTaskTest.setVariableAndWaitTaskTest: "Wait task correctly set task def name"
     name = unique("set_variable_wait_workflow")

@@ -1373,3 +1373,46 @@ def test_http_task_with_async_complete_times_out_without_an_update(
     assert run["status"] == "TIMED_OUT", run["reasonForIncompletion"]
     assert statuses(run) == ["TIMED_OUT"]
     assert task(run, "call")["outputData"]["response"]["statusCode"] == 200
+
+
+# --- workflowTask.taskDefinition --------------------------------------------------------
+
+
+def test_a_workflow_task_without_a_task_definition_shows_the_one_it_runs_with(
+    conductor: Conductor,
+) -> None:
+    """conductor-oss's MetadataMapperService.populateWorkflowTaskWithDefinition: a task
+    that gives no ``taskDefinition`` shows the registered one of its name, else a
+    stand-in (a worker task Conductor's default, a system task no retries and no
+    response timeout)."""
+    registered, unregistered, name = unique("sv"), unique("worker"), unique("shown_defs")
+    conductor.taskdefs({"name": registered, "retryCount": 2, "responseTimeoutSeconds": 30})
+    conductor.register(
+        workflow(
+            name,
+            [
+                {
+                    "name": registered,
+                    "taskReferenceName": "registered",
+                    "type": "SET_VARIABLE",
+                    "inputParameters": {"a": 1},
+                },
+                {
+                    "name": "plain",
+                    "taskReferenceName": "plain",
+                    "type": "SET_VARIABLE",
+                    "inputParameters": {"b": 2},
+                },
+                simple(unregistered, "worker"),
+            ],
+        )
+    )
+    workflow_id = conductor.start(name)
+    run = conductor.wait_task(workflow_id, "worker", "SCHEDULED")
+    shown = {t["referenceTaskName"]: t["workflowTask"]["taskDefinition"] for t in run["tasks"]}
+    assert (shown["registered"]["name"], shown["registered"]["retryCount"]) == (registered, 2)
+    assert shown["registered"]["responseTimeoutSeconds"] == 30
+    assert (shown["plain"]["name"], shown["plain"]["retryCount"]) == ("plain", 0)
+    assert shown["plain"]["responseTimeoutSeconds"] == 0
+    assert (shown["worker"]["name"], shown["worker"]["retryCount"]) == (unregistered, 3)
+    assert shown["worker"]["responseTimeoutSeconds"] == 3600
