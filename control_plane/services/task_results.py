@@ -206,7 +206,7 @@ class TaskResults(TaskSupport):
         logs = [entry if isinstance(entry, str) else entry.log for entry in result.logs]
 
         if result.status == "IN_PROGRESS":
-            self._in_progress(row, result, lease, task_type, worker_id, holder, now, logs)
+            self._in_progress(row, result, lease, task_type, caller, holder, now, logs)
             return outcome, None
 
         output, output_ref = self._store_output(row, result, task_type, caller)
@@ -330,7 +330,7 @@ class TaskResults(TaskSupport):
         result: TaskResultIn,
         lease: Lease,
         task_type: str,
-        worker_id: str,
+        caller: Principal,
         holder: str,
         now: int,
         logs: list[str],
@@ -340,8 +340,12 @@ class TaskResults(TaskSupport):
             status=TaskStatus.IN_PROGRESS,
             callback_after_seconds=result.callback_after_seconds,
         )
-        if result.output_data is not None:
-            update.output_data = result.output_data
+        if result.output_data is not None or result.external_output_payload_storage_path:
+            # kept as a final result's output is: a large one in the payload store, one
+            # the worker stored there by its path (Conductor's updateTask keeps the path)
+            update.output_data, update.output_ref = self._store_output(
+                row, result, task_type, caller
+            )
         changed = f"task {row.task_id} attempt {row.attempt} changed meanwhile"
         if result.callback_after_seconds > 0:
             # the lease (and its concurrency slot) goes; the message comes back later

@@ -305,6 +305,60 @@ def test_large_output_goes_to_payload_store(srv: Server) -> None:
     assert full["externalOutputPayloadStoragePath"] == row.output_ref
 
 
+def test_an_in_progress_result_keeps_its_large_or_stored_output_by_reference(
+    srv: Server,
+) -> None:
+    """An IN_PROGRESS result's output is kept as a final one's: one above the threshold
+    in the payload store, one the worker stored there by its path; the final result's
+    output replaces it."""
+    srv.register(taskdef("prog"))
+    task_id = srv.dispatch("prog")
+    poll(srv, "prog")
+    big = {"text": "x" * 5000}
+    r = srv.client.post(
+        "/api/tasks",
+        json={"taskId": task_id, "status": "IN_PROGRESS", "workerId": "w1", "outputData": big},
+    )
+    assert r.status_code == 200, r.text
+    row = srv.deps.run_store.get_task(task_id)
+    assert row is not None and row.status == "IN_PROGRESS" and row.output_ref
+    read = srv.client.get(
+        "/api/tasks/external-storage-location",
+        params={"operation": "READ", "payloadType": "TASK_OUTPUT", "path": row.output_ref},
+    ).json()
+    assert srv.client.get(read["uri"]).json() == big
+
+    loc = srv.client.get(
+        "/api/tasks/external-storage-location",
+        params={"operation": "WRITE", "payloadType": "TASK_OUTPUT"},
+    ).json()
+    assert srv.client.put(loc["uri"], content=b'{"stored": 1}').status_code == 201
+    r = srv.client.post(
+        "/api/tasks",
+        json={
+            "taskId": task_id,
+            "status": "IN_PROGRESS",
+            "workerId": "w1",
+            "externalOutputPayloadStoragePath": loc["path"],
+        },
+    )
+    assert r.status_code == 200, r.text
+    shown = srv.client.get(f"/api/tasks/{task_id}").json()
+    assert (shown["status"], shown["externalOutputPayloadStoragePath"]) == (
+        "IN_PROGRESS",
+        loc["path"],
+    )
+
+    r = srv.client.post(
+        "/api/tasks",
+        json={"taskId": task_id, "status": "COMPLETED", "workerId": "w1", "outputData": {"a": 1}},
+    )
+    assert r.status_code == 200, r.text
+    shown = srv.client.get(f"/api/tasks/{task_id}").json()
+    assert shown["externalOutputPayloadStoragePath"] is None
+    assert shown["outputData"] == {"a": 1}
+
+
 def test_external_storage_upload_and_reference(srv: Server) -> None:
     srv.register(taskdef("up"))
     task_id = srv.dispatch("up")
