@@ -35,6 +35,7 @@ from pydantic.alias_generators import to_camel
 
 from control_plane.api.errors import bad_request, conflict, failure_of, not_found
 from control_plane.deps import Deps, Settings
+from control_plane.services.run_definitions import forked_tasks
 from control_plane.services.wire import offload_posted, read_offloaded
 from engine.language.definitions import TaskStatus, TaskType, WorkflowDef, WorkflowTask
 from engine.ports.payload_store import PayloadKind
@@ -289,7 +290,9 @@ class RunReplays:
                 task is None
                 or task.status not in RETRIABLE
                 or child_run_id(task.task_id, task.attempt) != child.workflow_id
-                or not _is_instance_of(task.reference_task_name, self._sub_workflow_refs(parent))
+                or not _is_instance_of(
+                    task.reference_task_name, self._sub_workflow_refs(parent, rows)
+                )
             ):
                 break
             found.append((parent, rows, task.task_id))
@@ -326,7 +329,7 @@ class RunReplays:
         other one that did not get through whose child run ended with a task that did
         not get through (Conductor retries those children too)."""
         store = self.deps.run_store
-        refs = self._sub_workflow_refs(parent)
+        refs = self._sub_workflow_refs(parent, rows)
         found = {task_id: child}
         for row in _latest_per_ref(rows):
             if (
@@ -349,15 +352,17 @@ class RunReplays:
                 found[row.task_id] = sibling
         return found
 
-    def _sub_workflow_refs(self, run: RunRecord) -> set[str]:
-        """The references of the SUB_WORKFLOW tasks of the run's definition (a task a
-        dynamic fork or DYNAMIC task made is not among them: a retry gives it a new
-        child)."""
-        return {
-            location.task.task_reference_name
-            for location in self._definition(run).walk()
-            if location.task.type == TaskType.SUB_WORKFLOW
+    def _sub_workflow_refs(self, run: RunRecord, rows: list[TaskRecord]) -> set[str]:
+        """The references of the run's SUB_WORKFLOW tasks: its definition's, and those
+        its dynamic forks made (a DYNAMIC task that resolved to SUB_WORKFLOW is not among
+        them: a retry gives it a new child)."""
+        tasks = [location.task for location in self._definition(run).walk()]
+        dynamic_forks = {
+            task.task_reference_name for task in tasks if task.type == TaskType.FORK_JOIN_DYNAMIC
         }
+        if dynamic_forks:
+            tasks.extend(forked_tasks(rows, dynamic_forks.__contains__))
+        return {task.task_reference_name for task in tasks if task.type == TaskType.SUB_WORKFLOW}
 
     def rerun(self, workflow_id: str, request: RerunWorkflowRequest) -> str:
         return self._rerun(workflow_id, request, {})

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,7 +20,7 @@ from control_plane.services.wire import read_offloaded
 from engine.language.definitions import TaskType, WorkflowDef, WorkflowTask, walk_tasks
 from engine.ports.run_store import RunRecord, TaskRecord
 
-__all__ = ["RunDefinition", "RunDefinitions"]
+__all__ = ["RunDefinition", "RunDefinitions", "forked_tasks"]
 
 _ITERATION = re.compile(r"(__\d+)+$")
 
@@ -39,34 +39,46 @@ class RunDefinition:
         return found
 
     def with_forked(self, rows: Iterable[TaskRecord]) -> RunDefinition:
-        """This definition with the tasks the run's dynamic forks made: each
-        FORK_JOIN_DYNAMIC's row lists its forked WorkflowTasks (``forkedTaskDefs``), as
-        Conductor's forked tasks carry theirs. Itself when the run forked none."""
+        """This definition with the tasks the run's dynamic forks made
+        (:func:`forked_tasks`), as Conductor's forked tasks carry their WorkflowTasks.
+        Itself when the run forked none."""
+
+        def dynamic_fork(ref: str) -> bool:
+            own = self.workflow_task(ref)
+            return own is not None and own.get("type") == TaskType.FORK_JOIN_DYNAMIC
+
         forked: dict[str, dict[str, Any]] = {}
-        for row in rows:
-            inputs = row.input_data
-            specs = inputs.get("forkedTaskDefs") if isinstance(inputs, dict) else None
-            if not isinstance(specs, list):
-                continue
-            own = self.workflow_task(row.reference_task_name) or forked.get(
-                _ITERATION.sub("", row.reference_task_name)
+        for task in forked_tasks(rows, dynamic_fork):
+            forked.setdefault(
+                task.task_reference_name,
+                task.model_dump(mode="json", by_alias=True, exclude_none=True),
             )
-            if (own or {}).get("type") != TaskType.FORK_JOIN_DYNAMIC:
-                continue
-            for spec in specs:
-                try:
-                    parsed = WorkflowTask.model_validate(spec)
-                except ValueError:
-                    continue
-                for location in walk_tasks([parsed], "$", ()):
-                    task = location.task
-                    forked.setdefault(
-                        task.task_reference_name,
-                        task.model_dump(mode="json", by_alias=True, exclude_none=True),
-                    )
         if not forked:
             return self
         return RunDefinition(self.definition, {**forked, **self.tasks})
+
+
+def forked_tasks(
+    rows: Iterable[TaskRecord], dynamic_fork: Callable[[str], bool]
+) -> Iterator[WorkflowTask]:
+    """The WorkflowTasks a run's dynamic forks made, nested ones included: each
+    FORK_JOIN_DYNAMIC's row lists its forked tasks (``forkedTaskDefs``).
+    ``dynamic_fork``: whether a definition's task reference is a FORK_JOIN_DYNAMIC (a
+    row of another task whose input has that key is not one)."""
+    for row in rows:
+        inputs = row.input_data
+        specs = inputs.get("forkedTaskDefs") if isinstance(inputs, dict) else None
+        if not isinstance(specs, list) or not dynamic_fork(
+            _ITERATION.sub("", row.reference_task_name)
+        ):
+            continue
+        for spec in specs:
+            try:
+                parsed = WorkflowTask.model_validate(spec)
+            except ValueError:
+                continue
+            for location in walk_tasks([parsed], "$", ()):
+                yield location.task
 
 
 def _index(definition_json: dict[str, Any]) -> RunDefinition:
