@@ -203,6 +203,13 @@ def _iteration_of(ts: TaskState) -> int:
     return int(suffix.rsplit("__", 1)[-1])
 
 
+def _loop_iteration(ts: TaskState) -> int:
+    """A DO_WHILE row's ``iteration``: the iteration its loop is in (1 from its first),
+    as Conductor's DoWhile counts it; 0 before it starts one."""
+    current = ts.output.get("iteration")
+    return current if isinstance(current, int) and not isinstance(current, bool) else 0
+
+
 class Decider:
     """Pure decision logic for runs of one definition (see the module docstring)."""
 
@@ -1684,7 +1691,7 @@ class Decider:
             retried_task_id=ts.retried_task_id,
             retried=ts.retried,
             callback_after_seconds=ts.callback_after_seconds,
-            iteration=_iteration_of(ts),
+            iteration=_loop_iteration(ts) if ts.type == TaskType.DO_WHILE else _iteration_of(ts),
             optional=node.task.optional,
             variables=(
                 dict(state.variables)

@@ -255,6 +255,8 @@ class TaskUpdate(_Record):
     start_time: int | None = None
     end_time: int | None = None
     callback_after_seconds: int | None = None
+    #: a DO_WHILE's row: the iteration its loop is in
+    iteration: int | None = None
 
 
 class TaskLog(_Record):

@@ -1063,6 +1063,8 @@ class RunActivities:
                         end_time=row.end_time,
                         **output,
                     )
+                    if row.task_type == TaskType.DO_WHILE:
+                        update.iteration = row.iteration  # a loop counts its iterations
                     applied = self.store.update_task(row.task_id, row.attempt, update, now)
                     if applied and row.status.is_terminal and stored == TaskStatus.IN_PROGRESS:
                         # the engine ended an attempt a worker holds (timeout, cancel)

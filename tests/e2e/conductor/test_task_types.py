@@ -601,7 +601,11 @@ def test_do_while_runs_its_body_until_the_condition_is_false(conductor: Conducto
         )
     )
     workflow_id = conductor.start(name, {"loop": 2})
+    # the loop's row counts its iterations as Conductor's DoWhile does (1 from its first)
+    assert task(conductor.wait_tasks(workflow_id, 2), "loopTask")["iteration"] == 1
     first = conductor.poll_and_complete(body, {"n": 1})
+    assert conductor.wait_task(workflow_id, "body__2", "SCHEDULED")
+    assert task(conductor.run(workflow_id), "loopTask")["iteration"] == 2
     second = conductor.poll_and_complete(body, {"n": 2})
     assert (first["iteration"], second["iteration"]) == (1, 2)
     assert (first["referenceTaskName"], second["referenceTaskName"]) == ("body__1", "body__2")
@@ -613,7 +617,7 @@ def test_do_while_runs_its_body_until_the_condition_is_false(conductor: Conducto
     ]
     assert seqs(run) == [1, 2, 3]
     loop = task(run, "loopTask")
-    assert loop["outputData"]["iteration"] == 2
+    assert loop["outputData"]["iteration"] == loop["iteration"] == 2
     assert loop["outputData"]["1"] == {"body": {"n": 1}}
     assert loop["outputData"]["2"] == {"body": {"n": 2}}
 
