@@ -223,6 +223,19 @@ def running(
     return service.running(name, version, startTime, endTime)
 
 
+@router.get(
+    "/externalstoragelocation",
+    summary="Signed URL to read or write a run's payload",
+    responses=errors(400, 403, 501),
+)
+def external_storage_location(
+    service: Service, caller: Caller, operation: str, payloadType: str, path: str | None = None
+) -> dict[str, str]:
+    """Conductor's WorkflowResource ``externalstoragelocation`` (its clients read a run's
+    input or output kept by reference there): as ``GET /tasks/external-storage-location``."""
+    return service.tasks.storage_location(path, operation, payloadType, None, caller)
+
+
 @router.get("/{workflowId}", summary="A run, with its tasks by default", responses=errors(404))
 def get(service: Service, caller: Caller, workflowId: str, includeTasks: bool = True) -> Any:
     require_role(caller, "reader")

@@ -359,6 +359,40 @@ def test_an_in_progress_result_keeps_its_large_or_stored_output_by_reference(
     assert shown["outputData"] == {"a": 1}
 
 
+def test_a_runs_large_input_is_read_through_the_workflow_storage_location(
+    srv: Server,
+) -> None:
+    """Conductor's clients read a run's payload kept by reference through ``GET
+    /workflow/externalstoragelocation`` (WorkflowResource), not the tasks' route."""
+    srv.register(taskdef("wf_in"))
+    definition = {
+        "name": "wf_in",
+        "version": 1,
+        "tasks": [{"name": "wf_in", "taskReferenceName": "t", "type": "SIMPLE"}],
+    }
+    assert srv.client.post("/api/metadata/workflow", json=definition).status_code == 200
+    big = {"text": "y" * 20_000}
+    r = srv.client.post("/api/workflow/wf_in", json=big)
+    assert r.status_code == 200, r.text
+    run = srv.deps.run_store.get_run(r.text)
+    assert run is not None and run.input_ref
+    loc = srv.client.get(
+        "/api/workflow/externalstoragelocation",
+        params={"operation": "READ", "payloadType": "WORKFLOW_INPUT", "path": run.input_ref},
+    )
+    assert loc.status_code == 200, loc.text
+    assert loc.json()["path"] == run.input_ref
+    assert srv.client.get(loc.json()["uri"]).json() == big
+    assert_error(
+        srv.client.get(
+            "/api/workflow/externalstoragelocation",
+            params={"operation": "READ", "payloadType": "WORKFLOW_INPUT"},
+        ),
+        400,
+        "path",
+    )
+
+
 def test_external_storage_upload_and_reference(srv: Server) -> None:
     srv.register(taskdef("up"))
     task_id = srv.dispatch("up")
