@@ -458,8 +458,19 @@ class WorkflowService:
         run = self.run(workflow_id)
         if run.status == RunStatus.TERMINATED:
             return  # Conductor: terminating a terminated run again is a no-op
+        if run.status == RunStatus.COMPLETED:
+            raise conflict(f"Cannot terminate a COMPLETED workflow {workflow_id}.")
         if run.status.is_terminal:
-            raise conflict(f"workflow {workflow_id} is already {run.status.value}")
+            # Conductor's terminateWorkflow: a FAILED or TIMED_OUT run becomes TERMINATED
+            # (its orchestration ended already: nothing to signal)
+            why = reason or "terminated through the API"
+            if not self.deps.run_store.terminate_ended(workflow_id, why, self.deps.clock()):
+                current = self.run(workflow_id)
+                if current.status != RunStatus.TERMINATED:
+                    raise conflict(
+                        f"workflow {workflow_id} changed meanwhile: it is {current.status.value}"
+                    )
+            return
         if run.status == RunStatus.PAUSED:
             self.resume(workflow_id)
         self.starts.scheduled(workflow_id)

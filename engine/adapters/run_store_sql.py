@@ -882,6 +882,23 @@ class SqlRunStore:
             self._watches.touched(workflow_id)
             return conn.execute(stmt).rowcount == 1
 
+    def terminate_ended(self, workflow_id: str, reason: str, now: int) -> bool:
+        stmt = (
+            sa.update(runs)
+            .where(
+                runs.c.workflow_id == workflow_id,
+                runs.c.status.in_([RunStatus.FAILED.value, RunStatus.TIMED_OUT.value]),
+            )
+            .values(
+                status=RunStatus.TERMINATED.value,
+                reason_for_incompletion=reason,
+                update_time=now,
+            )
+        )
+        with self._write() as conn:
+            self._watches.touched(workflow_id)
+            return conn.execute(stmt).rowcount == 1
+
     def reopen_task(self, task_id: str, attempt: int, output: dict[str, Any], now: int) -> bool:
         ended = [
             TaskStatus.FAILED.value,

@@ -445,6 +445,12 @@ class RunStore(Protocol):
         end_time and the failure reason. The one deliberate exception to monotonicity."""
         ...
 
+    def terminate_ended(self, workflow_id: str, reason: str, now: int) -> bool:
+        """Operator terminate of a run that ended FAILED or TIMED_OUT: TERMINATED with
+        ``reason``, its end time kept (Conductor's terminateWorkflow refuses only a
+        COMPLETED run). Returns whether the write applied."""
+        ...
+
     def delete_run(self, workflow_id: str) -> bool:
         """Delete a run with its task rows, task logs, leases, pending start and step
         results."""

@@ -734,6 +734,39 @@ def test_reopen_run(store: SqlRunStore) -> None:
 
 
 @pytest.mark.parametrize(
+    ("ended", "terminated"),
+    [
+        (RunStatus.FAILED, True),
+        (RunStatus.TIMED_OUT, True),
+        (RunStatus.COMPLETED, False),
+        (RunStatus.TERMINATED, False),
+        (RunStatus.RUNNING, False),
+    ],
+)
+def test_terminate_ended_takes_a_failed_or_timed_out_run_to_terminated(
+    store: SqlRunStore, ended: RunStatus, terminated: bool
+) -> None:
+    store.create_run(run("w1"))
+    if ended is not RunStatus.RUNNING:
+        store.update_run("w1", RunUpdate(status=ended, reason_for_incompletion="x"), T0 + 2)
+    before = store.get_run("w1")
+    assert before is not None
+    assert store.terminate_ended("w1", "cleaned up", T0 + 3) is terminated
+    got = store.get_run("w1")
+    assert got is not None
+    if terminated:
+        assert got.status is RunStatus.TERMINATED
+        assert got.reason_for_incompletion == "cleaned up"
+        assert got.end_time == before.end_time == T0 + 2
+    else:
+        assert (got.status, got.reason_for_incompletion) == (
+            before.status,
+            before.reason_for_incompletion,
+        )
+    assert not store.terminate_ended("missing", "r", T0 + 4)
+
+
+@pytest.mark.parametrize(
     "ended",
     [
         TaskStatus.FAILED,

@@ -338,6 +338,25 @@ def test_terminating_a_completed_run_is_refused(conductor: Conductor) -> None:
     assert r.status_code == 409, r.text
 
 
+def test_terminating_a_failed_run_makes_it_terminated(conductor: Conductor) -> None:
+    """Conductor's terminateWorkflow refuses only a COMPLETED run: a FAILED one becomes
+    TERMINATED with the reason given, its tasks and end time as they were."""
+    name, t1, _ = _two_steps(conductor)
+    workflow_id = conductor.start(name, _INPUT)
+    conductor.fail(conductor.poll_one(t1), "broken", terminal=True)
+    failed = conductor.wait_status(workflow_id, "FAILED")
+    r = conductor.http.delete(f"/api/workflow/{workflow_id}", params={"reason": "cleaned up"})
+    assert r.status_code == 200, r.text
+    run = conductor.run(workflow_id)
+    assert (run["status"], run["reasonForIncompletion"]) == ("TERMINATED", "cleaned up")
+    assert run["endTime"] == failed["endTime"]
+    assert statuses(run) == statuses(failed)
+    # and it can be retried as a terminated run can
+    r = conductor.http.post(f"/api/workflow/{workflow_id}/retry")
+    assert r.status_code == 204, r.text
+    assert conductor.wait_status(workflow_id, "RUNNING")["status"] == "RUNNING"
+
+
 def test_remove_deletes_a_finished_run(conductor: Conductor) -> None:
     name, t1, t2 = _two_steps(conductor)
     workflow_id = conductor.start(name, _INPUT)
