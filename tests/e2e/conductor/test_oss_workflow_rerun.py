@@ -10,12 +10,8 @@ wait for the state the Java test awaits before asserting it. Task ids differ in 
 a task a rerun runs again gets a new id in Stepway (Conductor resets the row in place);
 the Java tests here do not compare those ids.
 
-Not ported: the 16 ``@Disabled`` tests, which conductor-oss does not pass itself (fork-join,
-DO_WHILE and SWITCH reruns; ``testRerunFromWaitTask`` and
-``testRerunFromSwitchTaskInDoWhile``, a rerun of a RUNNING run; the race-family cases
-``testRerunFailedSubWorkflowTaskInParentReschedulesCancelledSibling``,
-``testRerunFromHttpTaskInDoWhileWithNestedTasks``,
-``testRerunFromDynamicForkTaskItselfRespawnsAllBranches``).
+The 16 ``@Disabled`` tests, which conductor-oss does not pass itself, are ported in
+``test_oss_workflow_rerun_disabled.py``.
 """
 
 from __future__ import annotations
