@@ -257,6 +257,8 @@ class TaskUpdate(_Record):
     callback_after_seconds: int | None = None
     #: a DO_WHILE's row: the iteration its loop is in
     iteration: int | None = None
+    #: a SUB_WORKFLOW's row once its child exists: the input naming the child
+    input_data: Any = None
 
 
 class TaskLog(_Record):

@@ -190,6 +190,24 @@ def store_row(workflow_id: str, change: TaskChange) -> TaskRecord:
     )
 
 
+def _names_its_child(
+    task_input: Any, name: str, version: int, task_to_domain: dict[str, str] | None
+) -> dict[str, Any] | None:
+    """A SUB_WORKFLOW row's input once its child exists: as Conductor's
+    SubWorkflowTaskMapper shows it (``subWorkflowName``, ``subWorkflowVersion`` resolved,
+    ``subWorkflowTaskToDomain``, ``workflowInput``: the child's input), the task's own
+    input kept beside them; None for an input kept by reference."""
+    if not isinstance(task_input, dict) or offloaded(task_input, INPUT_REF):
+        return None
+    return {
+        **task_input,
+        "subWorkflowName": name,
+        "subWorkflowVersion": version,
+        "subWorkflowTaskToDomain": task_to_domain,
+        "workflowInput": child_run_input(task_input),
+    }
+
+
 def _whole_pointer(value: Any) -> bool:
     return is_pointer(value) and value[POINTER_PATH] == "$"
 
@@ -807,16 +825,15 @@ class RunActivities:
             # SubWorkflow.start: IN_PROGRESS with subWorkflowId), as the Task API marks a
             # WORKER task IN_PROGRESS at its hand-out; the Decider's record of the same
             # transition (on_child_started) is written with the parent's next activity
-            self.store.update_task(
-                task.task_id,
-                task.attempt,
-                TaskUpdate(
-                    status=TaskStatus.IN_PROGRESS,
-                    output_data={"subWorkflowId": data.child_id},
-                    start_time=now,
-                ),
-                now,
+            started = TaskUpdate(
+                status=TaskStatus.IN_PROGRESS,
+                output_data={"subWorkflowId": data.child_id},
+                start_time=now,
             )
+            shown = _names_its_child(task.input, name, version, task_to_domain)
+            if shown is not None:
+                started.input_data = shown
+            self.store.update_task(task.task_id, task.attempt, started, now)
         return ChildResolution(
             name=name,
             version=version,

@@ -241,24 +241,11 @@ def test_sub_workflow_empty_version(conductor: Conductor) -> None:
     assert run["tasks"][0]["workflowTask"]["subWorkflowParam"].get("version") == 2
 
 
-#: Conductor's SubWorkflowTaskMapper puts the child into every SUB_WORKFLOW task's input
-NO_CHILD_IN_INPUT = pytest.mark.xfail(
-    strict=True,
-    reason="the forked SUB_WORKFLOW task's inputData has no subWorkflowVersion "
-    "(Conductor's SubWorkflowTaskMapper adds subWorkflowName, subWorkflowVersion "
-    "resolved to the latest, 1, priority, ... to every SUB_WORKFLOW task's input): "
-    "engine/decider/tasks/sub_workflow.py: SubWorkflowTask.start adds them only "
-    "when subWorkflowParam has ${...} expressions, and then the version as given",
-)
-
-
 @pytest.mark.parametrize(
     "fork_task_def",
     [
-        pytest.param("dt1", marks=NO_CHILD_IN_INPUT, id="as_java"),
-        pytest.param(
-            "dynamicFork", marks=NO_CHILD_IN_INPUT, id="fork_task_def_named_after_the_fork"
-        ),
+        pytest.param("dt1", id="as_java"),
+        pytest.param("dynamicFork", id="fork_task_def_named_after_the_fork"),
     ],
 )
 def test_dynamic_sub_workflow(conductor: Conductor, fork_task_def: str) -> None:
