@@ -25,11 +25,22 @@ __all__ = ["RunDefinition", "RunDefinitions", "forked_tasks"]
 _ITERATION = re.compile(r"(__\d+)+$")
 
 
+#: dynamic forks' rows whose forked tasks a definition keeps parsed (a run read renders
+#: them on every read; a fork of thousands of tasks would be parsed again each time)
+FORKS_KEPT = 256
+
+
 @dataclass
 class RunDefinition:
     definition: dict[str, Any]
     #: the WorkflowTask JSON of each reference name of the definition
     tasks: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: the forked WorkflowTask JSON of dynamic forks' rows read, by row (task id,
+    #: attempt, update time), the least recently read first out
+    _forked: OrderedDict[tuple[str, int, int], dict[str, dict[str, Any]]] = field(
+        default_factory=OrderedDict, repr=False
+    )
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def workflow_task(self, ref: str) -> dict[str, Any] | None:
         """The WorkflowTask of a task instance (``x__2``, iteration 2 of ``x``, is ``x``)."""
@@ -48,11 +59,28 @@ class RunDefinition:
             return own is not None and own.get("type") == TaskType.FORK_JOIN_DYNAMIC
 
         forked: dict[str, dict[str, Any]] = {}
-        for task in forked_tasks(rows, dynamic_fork):
-            forked.setdefault(
-                task.task_reference_name,
-                task.model_dump(mode="json", by_alias=True, exclude_none=True),
-            )
+        for row in rows:
+            inputs = row.input_data
+            if not isinstance(inputs, dict) or "forkedTaskDefs" not in inputs:
+                continue
+            key = (row.task_id, row.attempt, row.update_time or 0)
+            with self._lock:
+                made = self._forked.get(key)
+                if made is not None:
+                    self._forked.move_to_end(key)
+            if made is None:
+                made = {}
+                for task in forked_tasks([row], dynamic_fork):
+                    made.setdefault(
+                        task.task_reference_name,
+                        task.model_dump(mode="json", by_alias=True, exclude_none=True),
+                    )
+                with self._lock:
+                    self._forked[key] = made
+                    while len(self._forked) > FORKS_KEPT:
+                        self._forked.popitem(last=False)
+            for ref, task_json in made.items():
+                forked.setdefault(ref, task_json)
         if not forked:
             return self
         return RunDefinition(self.definition, {**forked, **self.tasks})
