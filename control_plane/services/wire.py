@@ -178,8 +178,10 @@ def workflow_json(
     failed_task_names: list[str] | None = None,
 ) -> dict[str, Any]:
     """A run as Conductor Workflow JSON, with its input and output read back when
-    offloaded (None when they cannot be read), ``tasks`` when given, and the definition
-    it executes (``workflowDefinition``)."""
+    offloaded, ``tasks`` when given, and the definition it executes
+    (``workflowDefinition``). ``externalInput/OutputPayloadStoragePath`` name only a
+    payload that could not be read back (then ``{}``): Conductor's clients take a path as
+    "the payload is there, not here" (its Java client's ``getWorkflow`` throws on one)."""
     input_value = read_offloaded(payloads, run.input_ref, run.input)
     output = read_offloaded(payloads, run.output_ref, run.output)
     body: dict[str, Any] = {
@@ -215,8 +217,8 @@ def workflow_json(
         "startTime": run.create_time,
         "updateTime": run.update_time,
         "endTime": run.end_time or 0,
-        "externalInputPayloadStoragePath": run.input_ref,
-        "externalOutputPayloadStoragePath": run.output_ref,
+        "externalInputPayloadStoragePath": run.input_ref if input_value is None else None,
+        "externalOutputPayloadStoragePath": run.output_ref if output is None else None,
     }
     # Conductor's Workflow always has its task list (empty when not asked for)
     body["tasks"] = tasks if tasks is not None else []

@@ -62,10 +62,10 @@ WORKER3, WORKER4 = "task3.integration.worker", "task4.integration.worker"
 
 def _inlined(what: str) -> str:
     return (
-        f"Stepway's GET /workflow/{{id}} answers {what}, which it keeps in the payload store "
-        "(its storage path set), read back whole: control_plane/services/wire.py, "
-        "workflow_json reads a run's input and output with read_offloaded, render_task "
-        "resolves a task's input_ref; conductor-oss's getExecutionStatus answers such a "
+        f"Stepway's GET /workflow/{{id}} answers {what}, which it keeps in the payload store, "
+        "read back whole: control_plane/services/wire.py, workflow_json reads a run's input "
+        "and output with read_offloaded (naming no path then), render_task resolves a "
+        "task's input_ref (its path set); conductor-oss's getExecutionStatus answers such a "
         "payload empty, naming only its path (ExecutionDAOFacade.getWorkflow does not "
         "populate the payloads)"
     )
@@ -150,7 +150,17 @@ def download(conductor: Conductor, path: str, payload_type: str) -> Any:
 def kept_by_reference(conductor: Conductor, holder: dict[str, Any], kind: str) -> Any:
     """The payload ``holder`` (a run or a task) keeps by reference, read back whole:
     ``kind`` is ``Input`` or ``Output``."""
-    path = holder[f"external{kind}PayloadStoragePath"]
+    if "taskId" in holder:
+        path = holder[f"external{kind}PayloadStoragePath"]
+    else:
+        # a run's read answers its payloads read back whole and names no path (Conductor's
+        # clients take a path as "the payload is not here"); its search summary names it
+        r = conductor.http.get("/api/workflow/search", params={"freeText": holder["workflowId"]})
+        assert r.status_code == 200, r.text
+        (summary,) = r.json()["results"]
+        assert summary[kind.lower()] is None, "a summary names an offloaded payload's path only"
+        path = summary[f"external{kind}PayloadStoragePath"]
+        assert holder[kind.lower()] == download(conductor, path, f"WORKFLOW_{kind.upper()}")
     assert path, f"no external {kind.lower()} path"
     payload_type = ("TASK_" if "taskId" in holder else "WORKFLOW_") + kind.upper()
     return download(conductor, path, payload_type)

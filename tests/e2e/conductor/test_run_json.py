@@ -253,3 +253,35 @@ def test_system_tasks_start_when_scheduled_and_worker_tasks_when_polled(
     run = conductor.wait_status(workflow_id, "COMPLETED")
     done = task(run, "w")
     assert 0 < done["scheduledTime"] <= done["startTime"] <= done["endTime"], done
+
+
+def test_a_run_read_back_whole_names_no_storage_path(conductor: Conductor) -> None:
+    """A run whose input and output the payload store keeps reads back whole and names
+    no path: Conductor's clients take a path as "the payload is there, not here" (its
+    Java client's WorkflowClient.getWorkflow throws UnsupportedOperationException on
+    one). The search summary, which does not read payloads back, names the paths."""
+    name = unique("read_back")
+    big = {"text": "z" * 20_000}
+    conductor.register(
+        workflow(
+            name,
+            [
+                {
+                    "name": "copy",
+                    "taskReferenceName": "copy",
+                    "type": "SET_VARIABLE",
+                    "inputParameters": {"seen": True},
+                }
+            ],
+            outputParameters={"echo": "${workflow.input.text}"},
+        )
+    )
+    workflow_id = conductor.start(name, big)
+    run = conductor.wait_status(workflow_id, "COMPLETED")
+    assert run["input"] == big and run["output"] == {"echo": big["text"]}
+    assert run["externalInputPayloadStoragePath"] is None
+    assert run["externalOutputPayloadStoragePath"] is None
+    r = conductor.http.get("/api/workflow/search", params={"freeText": workflow_id})
+    (summary,) = r.json()["results"]
+    assert summary["input"] is None and summary["externalInputPayloadStoragePath"]
+    assert summary["output"] is None and summary["externalOutputPayloadStoragePath"]
