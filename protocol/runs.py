@@ -80,7 +80,8 @@ class ReplayTask(BaseModel):
     """A task row a retried or rerun run keeps: when the run reaches the task instance
     ``ref`` again it adopts this row (a task that succeeded keeps its result, an inline
     or container task its id) or, for a scheduled task that did not succeed, makes a
-    new attempt after it (Conductor's workflow retry)."""
+    new attempt after it (Conductor's workflow retry); the task a rerun starts from
+    (``rerun``) runs again under its id."""
 
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
 
@@ -101,6 +102,10 @@ class ReplayTask(BaseModel):
     #: retry with ``resumeSubworkflowTasks``): the task goes IN_PROGRESS again under its
     #: id and attempt, and waits for that child's end (``protocol.events.child_end_event``)
     resume: bool = False
+    #: the task a rerun starts from (``reRunFromTaskId``): scheduled again under its task
+    #: id and seq, as Conductor's rerunWF resets it in place, at its next attempt (a queue
+    #: message, a lease and a child run are named by task id and attempt)
+    rerun: bool = False
 
 
 class TaskMock(BaseModel):

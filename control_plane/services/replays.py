@@ -407,6 +407,8 @@ class RunReplays:
             or (row.status.is_successful and parallel(row.reference_task_name))
         ]
         kept_ids = {row.task_id for row in kept}
+        # the task itself too: its row is written anew under its id, at its next attempt
+        # (conductor-oss's rerunWF resets it in place), with no lease or log of before
         self.deps.run_store.delete_tasks(
             workflow_id, [row.task_id for row in rows if row.task_id not in kept_ids]
         )
@@ -418,11 +420,12 @@ class RunReplays:
         self._run_again(
             run,
             definition_ref,
-            keep=_latest_per_ref(kept),
-            seq_base=max((row.seq for row in kept), default=0),
+            keep=_latest_per_ref([*kept, start]),
+            seq_base=max(row.seq for row in [*kept, start]),
             task_inputs=inputs,
             update=update,
             report_end=bool(parents),
+            rerun_from=start,
         )
         return workflow_id
 
@@ -560,9 +563,10 @@ class RunReplays:
             return WorkflowDef.model_validate(snapshot["definition"])
         return WorkflowDef.model_validate(self._registered(run, run.version).definition)
 
-    def _replay(self, row: TaskRecord, resume: bool = False) -> ReplayTask:
+    def _replay(self, row: TaskRecord, resume: bool = False, rerun: bool = False) -> ReplayTask:
         return ReplayTask(
             resume=resume,
+            rerun=rerun,
             ref=row.reference_task_name,
             task_id=row.task_id,
             seq=row.seq,
@@ -594,13 +598,16 @@ class RunReplays:
         update: RunUpdate | None = None,
         resume: set[str] | None = None,
         report_end: bool = False,
+        rerun_from: TaskRecord | None = None,
     ) -> None:
         """Start the run's orchestration again, keeping ``keep`` (latest row per task
         instance), after rows of tasks decided again (every row on ``reset``, containers
         that did not succeed otherwise) are deleted; the SUB_WORKFLOW tasks in ``resume``
         (task ids) wait for their child runs again, which ``report_end`` their ends (a
         run whose parent waits again that cannot be started is reported ended as it was,
-        so that the parent does not wait for an end that will not come)."""
+        so that the parent does not wait for an end that will not come); ``rerun_from``
+        (one of ``keep``, its row deleted): the task a rerun starts from, scheduled again
+        under its id."""
         resume = resume or set()
         with self._parent_told_if_not_started(run, report_end):
             store, now = self.deps.run_store, self.deps.clock()
@@ -653,7 +660,14 @@ class RunReplays:
                         parent_task_id=again.parent_task_id,
                         definition_ref=definition_ref,
                         generation=generation,
-                        replay=[self._replay(row, row.task_id in resume) for row in keep],
+                        replay=[
+                            self._replay(
+                                row,
+                                row.task_id in resume,
+                                rerun=rerun_from is not None and row is rerun_from,
+                            )
+                            for row in keep
+                        ],
                         seq_base=seq_base,
                         task_inputs=task_inputs or {},
                         report_end=report_end,
@@ -674,6 +688,8 @@ class RunReplays:
             lambda now_run, tasks: (
                 now_run.status.is_terminal
                 or any(t.seq > seq_base for t in tasks)
+                # the task a rerun starts from, written anew
+                or (rerun_from is not None and any(t.task_id == rerun_from.task_id for t in tasks))
                 # a run whose failed tasks were all resumed in place makes no new row
                 or (bool(resume) and (not redecided or any(t.task_id in redecided for t in tasks)))
             ),

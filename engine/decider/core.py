@@ -978,14 +978,18 @@ class Decider:
         kind = wt.type
         handler = handler_for(kind)
         kept = state.replay.pop(ref, None)
-        if kept is not None and handler is not None and handler.scheduled:
+        kept_id: tuple[str, int] | None
+        if kept is not None and kept.rerun:
+            # the task a rerun starts from: again under its id and seq, at a new attempt
+            kept_id = (kept.task_id, kept.seq)
+        elif kept is not None and handler is not None and handler.scheduled:
             if TaskStatus(kept.status).is_successful:
                 self._adopt(state, frame, wt, kept)
                 return
             if kept.resume and kind == TaskType.SUB_WORKFLOW:
                 self._resume_child(state, frame, wt, kept, now_ms, actions)
                 return
-            kept_id: tuple[str, int] | None = None
+            kept_id = None
         else:
             kept_id = (kept.task_id, kept.seq) if kept is not None else None
         task_id, seq = kept_id or self.next_task_id(state)
@@ -1006,6 +1010,10 @@ class Decider:
             # last one the run made (Conductor's workflow retry)
             ts.attempt = kept.attempt + 1
             ts.retried_task_id = kept.task_id
+        elif kept is not None and kept.rerun and handler is not None and handler.scheduled:
+            # a new attempt of the task a rerun starts from: its queue message, lease,
+            # activity and child run are named by task id and attempt
+            ts.attempt = kept.attempt + 1
         state.tasks[ref] = ts
         ctx = self.context(state)
         ctx["CPEWF_TASK_ID"] = ts.task_id

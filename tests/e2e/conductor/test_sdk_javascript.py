@@ -304,14 +304,6 @@ def test_rerun_from_a_task_with_a_new_input(conductor: Conductor) -> None:
     assert task(run, "first")["inputData"] == {"n": 5}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Stepway's rerun deletes the task it reruns from and schedules it again under a "
-    "new task id (Replays._rerun, control_plane/services/replays.py: rows from "
-    "reRunFromTaskId's seq on are deleted, _run_again makes new ids), so getTask(old id) is "
-    "404 'Task not found'; conductor-oss's rerunWF resets that task in place (same taskId, "
-    "SCHEDULED, new input) and only removes the tasks after it",
-)
 def test_a_rerun_task_keeps_its_task_id(conductor: Conductor) -> None:
     out = js(conductor, "rerun")
     old_id = js_task(out["before"], "first")["taskId"]

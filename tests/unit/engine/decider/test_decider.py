@@ -1581,6 +1581,38 @@ def test_a_retried_run_adopts_what_succeeded_and_makes_a_new_attempt_of_the_rest
     assert state.tasks["a"].task_id == "ta"
 
 
+def test_a_rerun_schedules_its_task_again_under_its_id_at_a_new_attempt() -> None:
+    """``ReplayTask.rerun`` (the task a rerun starts from, conductor-oss's rerunWF resets
+    it in place): scheduled again under its id and seq even when it had succeeded, at
+    its next attempt (its queue message and lease are named by id and attempt), with no
+    retriedTaskId; a control step (SET_VARIABLE) keeps its attempt (nothing is named by
+    it)."""
+    from protocol.runs import ReplayTask
+
+    d = decider(t("a"), t("b", inputParameters={"x": "${a.output.x}"}))
+    kept = [
+        ReplayTask(ref="a", task_id="ta", seq=1, status="COMPLETED", output={"x": 7}),
+        ReplayTask(ref="b", task_id="tb", seq=2, status="COMPLETED", attempt=2, rerun=True),
+    ]
+    state = d.start(workflow_id="w", input={}, now_ms=0, generation="g2", replay=kept, seq_base=2)
+    decision = d.decide(state, 0)
+    (b,) = decision.actions
+    assert (b.ref, b.task_id, b.seq, b.attempt, b.retried_task_id) == ("b", "tb", 2, 3, None)
+    assert b.input == {"x": 7}
+    assert [(r.ref, r.task_id, r.status) for r in decision.records] == [
+        ("b", "tb", TaskStatus.SCHEDULED)
+    ]
+
+    rerun_control = [ReplayTask(ref="c", task_id="tc", seq=3, status="COMPLETED", rerun=True)]
+    d2 = decider(t("c", "SET_VARIABLE", inputParameters={"v": 1}))
+    state2 = d2.start(
+        workflow_id="w", input={}, now_ms=0, generation="g2", replay=rerun_control, seq_base=3
+    )
+    d2.decide(state2, 0)
+    c = state2.tasks["c"]
+    assert (c.task_id, c.seq, c.attempt) == ("tc", 3, 1)
+
+
 def test_a_retry_resumes_a_sub_workflow_task_in_place() -> None:
     """``ReplayTask.resume`` (a retry with ``resumeSubworkflowTasks``, or of the child
     itself): the SUB_WORKFLOW task goes IN_PROGRESS again under its id, seq and attempt,
