@@ -16,6 +16,7 @@ __all__ = [
     "BEHAVIOUR",
     "FAILURE_WORKFLOW_OUTPUT",
     "ORCHESTRATOR_NAME",
+    "SYSTEM_METADATA",
     "ReplayTask",
     "RunInput",
     "TaskMock",
@@ -60,15 +61,26 @@ def failure_run_id(workflow_id: str) -> str:
     return f"{workflow_id}-failure"
 
 
-def child_run_input(task_input: dict[str, Any]) -> dict[str, Any]:
+#: the key of a child run's input conductor-oss reserves for what it adds
+SYSTEM_METADATA = "_systemMetadata"
+
+
+def child_run_input(task_input: dict[str, Any], *, dynamic: bool = False) -> dict[str, Any]:
     """A SUB_WORKFLOW's child run's input: its task's ``workflowInput`` when the task
     carries the child it resolved (``subWorkflowName``: Conductor's SubWorkflowTaskMapper
     keeps the task's inputParameters there, and SubWorkflow.start starts the child with
-    them), else the task's input."""
+    them), else the task's input. ``dynamic``: the child runs a definition given in the
+    parent, which conductor-oss's SubWorkflow.start marks in the child's input
+    (``_systemMetadata.dynamic``)."""
     given = task_input.get("workflowInput")
-    if isinstance(given, dict) and "subWorkflowName" in task_input:
-        return given
-    return task_input
+    found = given if isinstance(given, dict) and "subWorkflowName" in task_input else task_input
+    if not dynamic:
+        return found
+    metadata = found.get(SYSTEM_METADATA)
+    return {
+        **found,
+        SYSTEM_METADATA: {**(metadata if isinstance(metadata, dict) else {}), "dynamic": True},
+    }
 
 
 def child_run_id(task_id: str, attempt: int) -> str:

@@ -168,6 +168,10 @@ class SubWorkflowParams(_Model):
     workflow_definition: Any = None
     #: the child run's priority (0-99; Conductor's SubWorkflowParams.priority)
     priority: Any = None
+    #: shown in the SUB_WORKFLOW task's input, as Conductor's SubWorkflowTaskMapper
+    #: forwards them; the child is not looked up by them (docs/conductor-compatibility.md)
+    idempotency_key: Any = None
+    idempotency_strategy: Any = None
 
     def child_priority(self, parent: int) -> int:
         """The child run's priority: ``priority`` when it is a whole number 0-99 (or its

@@ -35,6 +35,7 @@ from engine.decider.state import ScheduleTask, TaskChange
 from engine.language.definitions import (
     CALL_TASK_TYPES,
     RunStatus,
+    SubWorkflowParams,
     TaskStatus,
     TaskType,
     WorkflowDef,
@@ -191,21 +192,36 @@ def store_row(workflow_id: str, change: TaskChange) -> TaskRecord:
 
 
 def _names_its_child(
-    task_input: Any, name: str, version: int, task_to_domain: dict[str, str] | None
+    task_input: Any,
+    name: str,
+    version: int,
+    task_to_domain: dict[str, str] | None,
+    child: SubWorkflowParams | None,
 ) -> dict[str, Any] | None:
     """A SUB_WORKFLOW row's input once its child exists: as Conductor's
     SubWorkflowTaskMapper shows it (``subWorkflowName``, ``subWorkflowVersion`` resolved,
-    ``subWorkflowTaskToDomain``, ``workflowInput``: the child's input), the task's own
+    ``subWorkflowTaskToDomain``, ``workflowInput``: the child's input, and the
+    ``priority``, ``idempotencyKey`` and ``idempotencyStrategy`` given), the task's own
     input kept beside them; None for an input kept by reference."""
     if not isinstance(task_input, dict) or offloaded(task_input, INPUT_REF):
         return None
-    return {
+    shown = {
         **task_input,
         "subWorkflowName": name,
         "subWorkflowVersion": version,
         "subWorkflowTaskToDomain": task_to_domain,
         "workflowInput": child_run_input(task_input),
     }
+    if child is not None:
+        given = {
+            # a priority given as an expression is not resolved (the child runs at its
+            # parent's): shown only as a number
+            "priority": child.priority if isinstance(child.priority, int) else None,
+            "idempotencyKey": child.idempotency_key,
+            "idempotencyStrategy": child.idempotency_strategy,
+        }
+        shown.update((key, value) for key, value in given.items() if value is not None)
+    return shown
 
 
 def _whole_pointer(value: Any) -> bool:
@@ -811,7 +827,11 @@ class RunActivities:
                     # as the child's engine starts it (WorkflowDef.run_input)
                     input=task.input
                     if offloaded(task.input, INPUT_REF) or not isinstance(task.input, dict)
-                    else parsed.run_input(child_run_input(task.input)),
+                    else parsed.run_input(
+                        child_run_input(
+                            task.input, dynamic=isinstance(inline, dict) and bool(inline)
+                        )
+                    ),
                     variables=parsed.run_variables(),
                     correlation_id=parent.correlation_id,
                     priority=priority,
@@ -830,7 +850,7 @@ class RunActivities:
                 output_data={"subWorkflowId": data.child_id},
                 start_time=now,
             )
-            shown = _names_its_child(task.input, name, version, task_to_domain)
+            shown = _names_its_child(task.input, name, version, task_to_domain, child)
             if shown is not None:
                 started.input_data = shown
             self.store.update_task(task.task_id, task.attempt, started, now)

@@ -872,7 +872,7 @@ class _Run:
             child_input = RunInput(
                 name=child.name,
                 version=child.version,
-                input=child_run_input(action.input),
+                input=child_run_input(action.input, dynamic=_runs_given_definition(action)),
                 correlation_id=self.run.correlation_id,
                 priority=child.priority if child.priority is not None else self.run.priority,
                 task_to_domain=child.task_to_domain or self.run.task_to_domain,
@@ -1403,3 +1403,10 @@ __all__ = [
     "finish_input",
     "make_workflow_interpreter",
 ]
+
+
+def _runs_given_definition(action: ScheduleTask) -> bool:
+    """Whether a SUB_WORKFLOW's child runs a definition given in the parent."""
+    child = action.sub_workflow
+    given = child.workflow_definition if child is not None else None
+    return isinstance(given, dict) and bool(given)

@@ -33,6 +33,7 @@ class SubWorkflowTask(ScheduledTask):
                     "taskToDomain": param.task_to_domain,
                     # a definition object is taken as it is (its own ${...} are its own)
                     "workflowDefinition": given if isinstance(given, str) else None,
+                    "idempotencyKey": param.idempotency_key,
                 },
                 decider.context(start.state),
                 lambda key: f"subWorkflowParam.{key} of task {ts.ref!r}",
@@ -48,6 +49,11 @@ class SubWorkflowTask(ScheduledTask):
                 subWorkflowTaskToDomain=resolved["taskToDomain"],
                 subWorkflowDefinition=resolved["workflowDefinition"],
             )
+            if resolved["idempotencyKey"] is not None:
+                ts.input.update(
+                    idempotencyKey=resolved["idempotencyKey"],
+                    idempotencyStrategy=param.idempotency_strategy,
+                )
         decider.schedule(start)
 
     def action_fields(
@@ -71,6 +77,7 @@ def _has_expressions(param: SubWorkflowParams) -> bool:
         "${" in param.name
         or any("${" in value for value in param.task_to_domain.values())
         or isinstance(param.workflow_definition, str)
+        or (isinstance(param.idempotency_key, str) and "${" in param.idempotency_key)
     )
 
 
@@ -94,6 +101,8 @@ def sub_workflow_of(task_input: dict[str, Any]) -> SubWorkflowParams | None:
             version=version if isinstance(version, int) and not isinstance(version, bool) else None,
             task_to_domain=domains if isinstance(domains, dict) else {},
             workflow_definition=definition if isinstance(definition, dict) else None,
+            idempotency_key=task_input.get("idempotencyKey"),
+            idempotency_strategy=task_input.get("idempotencyStrategy"),
         )
     except ValueError:
         return None

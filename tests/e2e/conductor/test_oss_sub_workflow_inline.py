@@ -334,13 +334,6 @@ def test_idempotency_key_forwarded_without_breaking_execution(
     assert conductor.wait_status(workflow_id, "COMPLETED", seconds=10)["status"] == "COMPLETED"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the SUB_WORKFLOW task's inputData has no idempotencyKey/idempotencyStrategy "
-    "(Conductor's SubWorkflowTaskMapper copies them from subWorkflowParam): "
-    "engine/decider/tasks/sub_workflow.py: SubWorkflowTask.start adds only subWorkflowName/"
-    "Version/TaskToDomain/Definition, and only for a subWorkflowParam with expressions",
-)
 def test_idempotency_key_and_strategy_both_forwarded(
     conductor: Conductor, started: list[str]
 ) -> None:
@@ -411,14 +404,6 @@ def test_registered_sub_workflow_not_marked_dynamic(
 
 # --- inline children: marked dynamic -----------------------------------------------------
 
-NOT_MARKED_DYNAMIC = pytest.mark.xfail(
-    strict=True,
-    reason="the child run of an inline definition has no _systemMetadata {dynamic: true} "
-    "in its input (Conductor's SubWorkflow.start adds it whenever workflowDefinition is "
-    "set): engine/runtime/activities.py: RunActivities._resolve_child starts the child "
-    "with the task's input as it is",
-)
-
 
 def _marker_sub_def(name: str) -> dict[str, Any]:
     """A minimal inline child: one INLINE task that completes at once."""
@@ -434,7 +419,6 @@ def _marker_sub_def(name: str) -> dict[str, Any]:
     }
 
 
-@NOT_MARKED_DYNAMIC
 def test_dynamic_inline_sub_workflow_marked_in_system_metadata(
     conductor: Conductor, started: list[str]
 ) -> None:
@@ -473,7 +457,6 @@ def test_dynamic_inline_sub_workflow_marked_in_system_metadata(
     assert system_metadata.get("dynamic") is True
 
 
-@NOT_MARKED_DYNAMIC
 def test_static_inline_sub_workflow_also_marked_dynamic(
     conductor: Conductor, started: list[str]
 ) -> None:

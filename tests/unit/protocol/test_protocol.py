@@ -62,3 +62,22 @@ def test_event_names_and_payloads() -> None:
     ).payload()
     assert offloaded["outputRef"] == "r" and offloaded["output"] == {"outputRef": "r"}
     assert "outputRef" not in TaskResultEvent(status="FAILED", reason="x").payload()
+
+
+def test_a_child_running_a_given_definition_is_marked_dynamic() -> None:
+    """conductor-oss's SubWorkflow.start adds ``_systemMetadata.dynamic`` to the input of a
+    child whose definition the parent gives, keeping what ``_systemMetadata`` held; a
+    registered child's input is the task's as it is."""
+    from protocol.runs import child_run_input
+
+    task_input = {
+        "subWorkflowName": "c",
+        "workflowInput": {"a": 1, "_systemMetadata": {"origin": "p"}},
+    }
+    assert child_run_input(task_input) == {"a": 1, "_systemMetadata": {"origin": "p"}}
+    assert child_run_input(task_input, dynamic=True) == {
+        "a": 1,
+        "_systemMetadata": {"origin": "p", "dynamic": True},
+    }
+    assert child_run_input({"a": 1}, dynamic=True) == {"a": 1, "_systemMetadata": {"dynamic": True}}
+    assert child_run_input({"a": 1}) == {"a": 1}

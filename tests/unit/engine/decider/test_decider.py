@@ -1694,6 +1694,34 @@ def test_a_sub_workflow_named_by_expressions_is_resolved_against_the_run() -> No
     assert "names no child" in (sim.finished.reason or "")
 
 
+def test_a_sub_workflow_idempotency_key_given_as_an_expression_is_resolved() -> None:
+    """Conductor's SubWorkflowTaskMapper resolves ``idempotencyKey`` with the rest of
+    ``subWorkflowParam`` and forwards it with ``idempotencyStrategy`` into the task's
+    input; the child's own input (``workflowInput``) does not get them."""
+    d = decider(
+        t(
+            "s",
+            "SUB_WORKFLOW",
+            inputParameters={"order": "${workflow.input.order}"},
+            subWorkflowParam={
+                "name": "leaf",
+                "version": 1,
+                "idempotencyKey": "order-${workflow.input.order}",
+                "idempotencyStrategy": "RETURN_EXISTING",
+            },
+        )
+    )
+    action = Sim(d, input={"order": 7}).actions["s"]
+    assert action.sub_workflow is not None
+    assert action.sub_workflow.idempotency_key == "order-7"
+    assert action.sub_workflow.idempotency_strategy == "RETURN_EXISTING"
+    assert (action.input["idempotencyKey"], action.input["idempotencyStrategy"]) == (
+        "order-7",
+        "RETURN_EXISTING",
+    )
+    assert action.input["workflowInput"] == {"order": 7}
+
+
 @pytest.mark.parametrize("behaviour", [1, 2])
 def test_expressions_read_a_tasks_times_from_behaviour_2(behaviour: int) -> None:
     """Conductor's ParametersUtils reads any field of a task: ``${a.endTime}``
