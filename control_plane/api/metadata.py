@@ -101,6 +101,7 @@ def delete_task_def(request: Request, service: Service, caller: Caller, name: st
     responses=errors(409, 413),
 )
 def create_workflow(
+    request: Request,
     service: Service,
     caller: Caller,
     body: Annotated[Any, Body()],
@@ -110,9 +111,11 @@ def create_workflow(
     ] = False,
 ) -> dict[str, Any]:
     require_role(caller, "admin")
-    return service.register_workflows(
+    report = service.register_workflows(
         [body], single=True, create_only=not overwrite, dry_run=dryRun
     )
+    request.app.state.task_defs.workflows_changed()
+    return report
 
 
 @router.put(
@@ -121,6 +124,7 @@ def create_workflow(
     responses=errors(409, 413),
 )
 def put_workflows(
+    request: Request,
     service: Service,
     caller: Caller,
     body: Annotated[Any, Body()],
@@ -132,7 +136,11 @@ def put_workflows(
     require_role(caller, "admin")
     if not isinstance(body, list):
         raise bad_request("expected a JSON list of workflow definitions", "$")
-    return service.register_workflows(body, single=False, create_only=not overwrite, dry_run=dryRun)
+    report = service.register_workflows(
+        body, single=False, create_only=not overwrite, dry_run=dryRun
+    )
+    request.app.state.task_defs.workflows_changed()
+    return report
 
 
 @router.post(
@@ -182,6 +190,9 @@ def get_workflow(
     summary="Delete one version of a definition",
     responses=errors(404),
 )
-def delete_workflow(service: Service, caller: Caller, name: str, version: Version) -> None:
+def delete_workflow(
+    request: Request, service: Service, caller: Caller, name: str, version: Version
+) -> None:
     require_role(caller, "admin")
     service.delete_workflow(name, version)
+    request.app.state.task_defs.workflows_changed()

@@ -35,7 +35,8 @@ class TaskDefCache:
         self.deps = deps
         self._taskdefs: dict[str, tuple[float, TaskDef | None]] = {}
         self._lock = threading.Lock()
-        #: changes each time a task definition is forgotten (registered, deleted)
+        #: changes each time a task definition is forgotten (registered, deleted) or a
+        #: workflow definition registered or deleted (what a snapshot holds)
         self.generation = 0
 
     def get(self, task_type: str) -> TaskDef | None:
@@ -53,6 +54,12 @@ class TaskDefCache:
     def forget(self, task_type: str) -> None:
         with self._lock:
             self._taskdefs.pop(task_type, None)
+            self.generation += 1
+
+    def workflows_changed(self) -> None:
+        """A workflow definition was registered or deleted: a run's snapshot, which
+        pins the latest version of the children it names, is built again."""
+        with self._lock:
             self.generation += 1
 
     def effective(self, task_type: str) -> TaskDef:

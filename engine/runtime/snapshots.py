@@ -15,6 +15,7 @@ definition once.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 from typing import Any
@@ -66,8 +67,11 @@ def snapshot_of(
     inline ``taskDefinition`` Conductor's default (``new TaskDef(name)``, as Conductor's
     MetadataMapperService populates it: 3 retries, FIXED 60 s, response timeout 3600 s,
     TIME_OUT_WF). A definition with FORK_JOIN_DYNAMIC or DYNAMIC tasks gets every
-    registered task definition."""
+    registered task definition. A SUB_WORKFLOW naming a registered child without a
+    version runs the version that is the latest now, written into the snapshot's
+    definition (Conductor's MetadataMapperService.populateVersionForSubWorkflow)."""
     parsed = definition or WorkflowDef.model_validate(definition_json)
+    definition_json = _sub_workflow_versions_pinned(store, definition_json, parsed)
     task_defs: dict[str, Any] = {}
     dynamic = (TaskType.FORK_JOIN_DYNAMIC, TaskType.DYNAMIC)
     if any(location.task.type in dynamic for location in parsed.walk()):
@@ -85,6 +89,59 @@ def snapshot_of(
         elif task.type == TaskType.WORKER and task.task_definition is None:
             task_defs[task.name] = TaskDef(name=task.name).to_json_dict()
     return {"definition": definition_json, "taskDefs": task_defs}
+
+
+def _sub_workflow_versions_pinned(
+    store: RunStore, definition_json: dict[str, Any], parsed: WorkflowDef
+) -> dict[str, Any]:
+    """``definition_json`` with the latest registered version written into each
+    SUB_WORKFLOW's ``subWorkflowParam`` that names its child by a plain name, gives no
+    version and no inline definition (a copy; the same object when there is none). A
+    child not registered yet is left as it is: its version is the latest when the child
+    is created, as before."""
+    latest: dict[str, int | None] = {}
+    pins: dict[str, int] = {}
+    for location in parsed.walk():
+        task, param = location.task, location.task.sub_workflow_param
+        if (
+            task.type != TaskType.SUB_WORKFLOW
+            or param is None
+            or param.version is not None
+            or param.workflow_definition is not None
+            or "${" in param.name
+        ):
+            continue
+        if param.name not in latest:
+            record = store.get_definition(param.name, None)
+            latest[param.name] = record.version if record is not None else None
+        version = latest[param.name]
+        if version is not None:
+            pins[task.task_reference_name] = version
+    if not pins:
+        return definition_json
+    pinned = copy.deepcopy(definition_json)
+    _pin_in(pinned.get("tasks"), pins)
+    return pinned
+
+
+def _pin_in(tasks: Any, pins: dict[str, int]) -> None:
+    """Write ``pins`` (version by task reference) into the SUB_WORKFLOW tasks of a task
+    list of a definition's JSON, nested lists included (as ``WorkflowTask.children``)."""
+    if not isinstance(tasks, list):
+        return
+    for task in tasks:
+        if not isinstance(task, dict):
+            continue
+        ref, param = task.get("taskReferenceName"), task.get("subWorkflowParam")
+        if ref in pins and isinstance(param, dict):
+            param["version"] = pins[ref]
+        cases = task.get("decisionCases")
+        for nested in cases.values() if isinstance(cases, dict) else ():
+            _pin_in(nested, pins)
+        _pin_in(task.get("defaultCase"), pins)
+        for branch in task.get("forkTasks") or ():
+            _pin_in(branch, pins)
+        _pin_in(task.get("loopOver"), pins)
 
 
 def read_snapshot(store: RunStore, name: str, version: int) -> dict[str, Any]:

@@ -211,14 +211,6 @@ def test_sub_workflow_null_version(conductor: Conductor) -> None:
     assert conductor.wait_status(workflow_id, "COMPLETED")["status"] == "COMPLETED"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the run's workflowDefinition keeps the SUB_WORKFLOW's subWorkflowParam without a "
-    "version; Conductor's MetadataMapperService.populateVersionForSubWorkflow writes the "
-    "latest version (2) into it when the run starts. Stepway resolves the latest version "
-    "only when it creates the child (engine/runtime/activities.py: "
-    "RunActivities._resolve_child, read_definition) and never writes it back",
-)
 def test_sub_workflow_empty_version(conductor: Conductor) -> None:
     # SubWorkflowVersionTests.testSubWorkflowEmptyVersion
     task_name, parent, child = unique("T"), unique("P"), unique("S")

@@ -49,3 +49,77 @@ def test_a_definition_making_tasks_while_it_runs_gets_every_registered_definitio
         ),
     )
     assert snap["taskDefs"]["forked"]["retryCount"] == 0
+
+
+def _sub(ref: str, **param: Any) -> dict[str, Any]:
+    return {
+        "name": ref,
+        "taskReferenceName": ref,
+        "type": "SUB_WORKFLOW",
+        "subWorkflowParam": param,
+    }
+
+
+def test_a_sub_workflow_without_a_version_runs_the_latest_at_the_start(tmp_path: Path) -> None:
+    """Conductor's MetadataMapperService.populateVersionForSubWorkflow: a child named
+    without a version is the latest registered when the run starts, written into the
+    run's definition, wherever the SUB_WORKFLOW is nested; a child given a version, by
+    an expression or inline, or not registered, is left as it is; the registration is
+    not changed."""
+    store = SqlRunStore(f"sqlite:///{tmp_path / 'runs.db'}")
+    for version in (1, 2):
+        store.put_definition("child", version, {"name": "child", "version": version}, 1)
+    given = wf(
+        _sub("plain", name="child"),
+        _sub("pinned", name="child", version=1),
+        _sub("named", name="${workflow.input.child}"),
+        _sub("inline", name="child", workflowDefinition={"name": "child", "tasks": []}),
+        _sub("unknown", name="nobody"),
+        {
+            "name": "fork",
+            "taskReferenceName": "fork",
+            "type": "FORK_JOIN",
+            "forkTasks": [
+                [
+                    {
+                        "name": "loop",
+                        "taskReferenceName": "loop",
+                        "type": "DO_WHILE",
+                        "loopCondition": "false",
+                        "loopOver": [_sub("in_loop", name="child")],
+                    }
+                ],
+                [
+                    {
+                        "name": "switch",
+                        "taskReferenceName": "switch",
+                        "type": "SWITCH",
+                        "evaluatorType": "value-param",
+                        "expression": "x",
+                        "decisionCases": {"a": [_sub("in_case", name="child")]},
+                        "defaultCase": [_sub("in_default", name="child")],
+                    }
+                ],
+            ],
+        },
+        {"name": "join", "taskReferenceName": "join", "type": "JOIN", "joinOn": []},
+    )
+    snap = snapshot_of(store, given)
+
+    def version_of(tasks: list[dict[str, Any]], ref: str) -> Any:
+        for task in tasks:
+            if task["taskReferenceName"] == ref:
+                return task["subWorkflowParam"].get("version")
+        raise AssertionError(ref)
+
+    tasks = snap["definition"]["tasks"]
+    assert version_of(tasks, "plain") == 2
+    assert version_of(tasks, "pinned") == 1
+    assert version_of(tasks, "named") is None
+    assert version_of(tasks, "inline") is None
+    assert version_of(tasks, "unknown") is None
+    loop_branch, switch_branch = tasks[5]["forkTasks"]
+    assert version_of(loop_branch[0]["loopOver"], "in_loop") == 2
+    assert version_of(switch_branch[0]["decisionCases"]["a"], "in_case") == 2
+    assert version_of(switch_branch[0]["defaultCase"], "in_default") == 2
+    assert "version" not in given["tasks"][0]["subWorkflowParam"]  # the caller's is unchanged
