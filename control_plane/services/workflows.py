@@ -444,10 +444,13 @@ class WorkflowService:
 
     def resume(self, workflow_id: str) -> None:
         run = self.run(workflow_id)
-        if run.status.is_terminal:
-            raise conflict(f"workflow {workflow_id} is {run.status.value}")
-        if run.status == RunStatus.RUNNING:
-            return
+        if run.status != RunStatus.PAUSED:
+            # conductor-oss's resumeWorkflow refuses it in these words (an
+            # IllegalStateException: its 500); a conflict with the run's state here
+            raise conflict(
+                f"The workflow {workflow_id} is not PAUSED so cannot resume. "
+                f"Current status is {run.status.value}"
+            )
         self.starts.scheduled(workflow_id)
         self.deps.signals.resume(workflow_id, "resumed through the API")
         self.deps.run_store.update_run(

@@ -333,14 +333,6 @@ def test_steering_calls_conductor_refuses_throw(conductor: Conductor) -> None:
     assert out["stopped"] == {"status": "TERMINATED", "reason": "first stop"}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Stepway answers 200 and changes nothing when resume() names a RUNNING run "
-    "(WorkflowService.resume, control_plane/services/workflows.py; documented in "
-    "docs/conductor-compatibility.md), so the SDK does not throw; conductor-oss's "
-    "WorkflowExecutorOps.resumeWorkflow throws IllegalStateException ('... is not PAUSED so "
-    "cannot resume'), a 500",
-)
 def test_resuming_a_running_run_throws(conductor: Conductor) -> None:
     out = js(conductor, "refusals")
     assert str(out["resumeRunning"]).startswith("error: ")

@@ -543,7 +543,11 @@ async function lookups({ client, executor, metadata, tasks }) {
   });
   out.workflowId = workflowId;
   await waitFor(executor, workflowId, taskIs("job", "SCHEDULED"));
-  out.queuedBefore = await attempt(() => tasks.getQueueSizeForTask([job]));
+  // the row is written before its message is sent (as Conductor creates a task and then
+  // pushes it): the size is read again until the message is there, for a while
+  const queued = () => tasks.getQueueSizeForTask([job]);
+  for (let i = 0; i < 100 && (await queued())[job] !== 1; i++) await sleep(50);
+  out.queuedBefore = await attempt(queued);
   const worker = {
     taskDefName: job,
     execute: async (task) => {
