@@ -176,8 +176,10 @@ def test_sessions_decide_what_a_full_replay_decides(platform: Any, shadow: _Shad
         assert rows["a"].attempt == 2 and rows["a"].status == TaskStatus.COMPLETED
 
     assert shadow.differences == []
-    # the comparison covered work items that the sessions served (four a run after its
-    # first: the loop's INLINE steps are done in the work item of the last result)
-    assert shadow.served_by_session >= len(runs) * 4, (shadow.compared, shadow.served_by_session)
+    # the comparison covered work items that the sessions served: at least two a run after
+    # its first, the failed attempt's and its retry's (which that one schedules); the
+    # steady branch's result and the loop's steps may share them (events that arrive
+    # together are one work item: on a busy machine four a run became three)
+    assert shadow.served_by_session >= len(runs) * 2, (shadow.compared, shadow.served_by_session)
     # and work items that did built-in steps in them (the gate's outcomes were compared too)
     assert shadow.with_steps_here >= 1, shadow.compared
