@@ -316,6 +316,17 @@ def retry(
 
 
 @router.post(
+    "/{workflowId}/resetcallbacks",
+    status_code=204,
+    summary="Hand out now the run's worker tasks waiting out callbackAfterSeconds",
+    responses=errors(404, 409, 503),
+)
+def reset_callbacks(service: Service, caller: Caller, workflowId: str) -> None:
+    require_role(caller, "operator")
+    service.reset_callbacks(workflowId)
+
+
+@router.post(
     "/{workflowId}/rerun",
     response_class=PlainTextResponse,
     summary="Run a finished run again from a task (reRunFromTaskId) or from the start",

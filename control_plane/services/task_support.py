@@ -129,6 +129,12 @@ class TaskSupport:
                 return
             except (MessageNotFound, QueueError):
                 log.info("deferred message of %s is gone; sending a new one", row.task_id)
+        self._send_anew(row, task_type, delay)
+
+    def _send_anew(self, row: TaskRecord, task_type: str, delay: int) -> None:
+        """Send a new message of the row's attempt, visible after ``delay`` seconds (a
+        fresh message id: duplicate detection still holds the attempt's first one)."""
+        q = self.deps.queue
         queue = row.queue_name or task_type
         run = self.deps.run_store.get_run(row.workflow_id)
         resent = TaskMessage(
@@ -148,5 +154,7 @@ class TaskSupport:
             queue,
             resent.body(),
             message_id=callback_message_id(row.task_id, row.attempt),
-            scheduled_enqueue_time=datetime.now(UTC) + timedelta(seconds=delay),
+            scheduled_enqueue_time=(
+                datetime.now(UTC) + timedelta(seconds=delay) if delay > 0 else None
+            ),
         )

@@ -37,6 +37,7 @@ from pydantic.alias_generators import to_camel
 
 from control_plane.api.errors import ApiError, bad_request, conflict, failure_of, not_found
 from control_plane.deps import Deps, Settings
+from control_plane.services.callbacks import RunCallbacks
 from control_plane.services.metadata import MetadataService
 from control_plane.services.reconciling import RunReconciling
 from control_plane.services.replays import RerunWorkflowRequest, RunReplays, SkipTaskRequest
@@ -169,6 +170,7 @@ class WorkflowService:
         self.tracer = tracer(deps.tracer_provider, "stepway.control_plane")
         self.settling = RunSettling(settings, deps)
         self.replays = RunReplays(settings, deps, self.settle)
+        self.callbacks = RunCallbacks(settings, deps, tasks.taskdefs)
         self.waits = RunWaits(deps, self.workflow_json, self.tasks.row_json)
         self.starts = RunStarts(settings, deps)
         self.reconciling = RunReconciling(settings, deps, self.starts.pending)
@@ -492,6 +494,9 @@ class WorkflowService:
 
     def rerun(self, workflow_id: str, request: RerunWorkflowRequest) -> str:
         return self.replays.rerun(workflow_id, request)
+
+    def reset_callbacks(self, workflow_id: str) -> None:
+        self.callbacks.reset(workflow_id)
 
     def skip(self, workflow_id: str, ref: str, request: SkipTaskRequest) -> None:
         self.starts.scheduled(workflow_id)
