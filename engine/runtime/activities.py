@@ -553,6 +553,14 @@ class RunActivities:
             start = row.start_time
             if lease is not None and lease.attempt == row.attempt:
                 start = max(start or 0, lease.acquired_at)  # extended: the response runs anew
+                if lease.released and row.status == TaskStatus.IN_PROGRESS:
+                    # given back (callbackAfterSeconds): no worker holds it; the response
+                    # runs from the update that gave it back (Conductor's updateTime)
+                    start = max(start, row.update_time or 0)
+            if start is not None and row.callback_after_seconds > 0:
+                # conductor-oss's isResponseTimedOut allows responseTimeoutSeconds plus
+                # callbackAfterSeconds: a task waiting out its callback does not time out
+                start += row.callback_after_seconds * 1000
             output: dict[str, Any] = dict(row.output_data or {})
             if row.output_ref is not None:
                 output = {OUTPUT_REF: row.output_ref}

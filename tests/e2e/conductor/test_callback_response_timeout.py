@@ -1,0 +1,44 @@
+"""A worker task given back with ``callbackAfterSeconds`` longer than its
+``responseTimeoutSeconds`` does not time out while it waits to be handed out again:
+conductor-oss sets it SCHEDULED (no response timeout applies) and, once a worker holds
+it again, allows ``responseTimeoutSeconds`` plus ``callbackAfterSeconds`` from the last
+update (DeciderService.isResponseTimedOut). A worker that then does not answer still
+times it out."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tests.e2e.conductor.harness import Conductor, unique
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def test_a_callback_longer_than_the_response_timeout_is_waited_out(conductor: Conductor) -> None:
+    task_type, name = unique("long_poll"), unique("long_poll_flow")
+    conductor.taskdefs(
+        {"name": task_type, "responseTimeoutSeconds": 1, "retryCount": 0, "timeoutSeconds": 0}
+    )
+    conductor.register(
+        {
+            "name": name,
+            "version": 1,
+            "tasks": [{"name": task_type, "taskReferenceName": "t", "type": "SIMPLE"}],
+        }
+    )
+    workflow_id = conductor.start(name, version=1)
+    polled = conductor.poll_one(task_type)
+    r = conductor.update(polled, "IN_PROGRESS", {"checked": 1}, callbackAfterSeconds=3)
+    assert r.status_code == 200, r.text
+    time.sleep(2)  # twice the response timeout: before this change the run TIMED_OUT here
+    run = conductor.run(workflow_id)
+    assert (run["status"], run["tasks"][0]["status"]) == ("RUNNING", "IN_PROGRESS")
+
+    again = conductor.poll_one(task_type, seconds=5)
+    assert again["taskId"] == polled["taskId"]
+    # held and not answered: the response timeout (plus the callback) ends it
+    run = conductor.wait_status(workflow_id, "TIMED_OUT", seconds=15)
+    assert run["tasks"][0]["status"] == "TIMED_OUT"
+    assert "responseTimeout" in (run["tasks"][0]["reasonForIncompletion"] or "")
