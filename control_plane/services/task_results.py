@@ -175,7 +175,8 @@ class TaskResults(TaskSupport):
         if not holds:
             if (
                 result.status == "IN_PROGRESS"
-                and row.status == TaskStatus.IN_PROGRESS
+                # IN_PROGRESS: a row given back before give_back_task existed
+                and row.status in (TaskStatus.SCHEDULED, TaskStatus.IN_PROGRESS)
                 and lease is not None
                 and lease.released
                 and lease.worker_id == holder
@@ -340,16 +341,21 @@ class TaskResults(TaskSupport):
             status=TaskStatus.IN_PROGRESS,
             callback_after_seconds=result.callback_after_seconds,
         )
-        if result.output_data is not None or result.external_output_payload_storage_path:
+        path = result.external_output_payload_storage_path
+        keeps_stored = row.output_ref is not None and not result.output_data and not path
+        if (result.output_data is not None or path) and not keeps_stored:
             # kept as a final result's output is: a large one in the payload store, one
-            # the worker stored there by its path (Conductor's updateTask keeps the path)
+            # the worker stored there by its path (Conductor's updateTask keeps the path;
+            # an update with no output and no path keeps the output stored there, as
+            # Conductor's keeps the task's path when it is given none)
             update.output_data, update.output_ref = self._store_output(
                 row, result, task_type, caller
             )
         changed = f"task {row.task_id} attempt {row.attempt} changed meanwhile"
         if result.callback_after_seconds > 0:
-            # the lease (and its concurrency slot) goes; the message comes back later
-            if not store.finish_task(
+            # SCHEDULED again, as Conductor's updateTask sets it; the lease (and its
+            # concurrency slot) goes; the message comes back later
+            if not store.give_back_task(
                 row.task_id, row.attempt, update, now, holder=holder, logs=logs
             ):
                 raise conflict(changed)

@@ -1143,12 +1143,24 @@ class SqlRunStore:
             return applied
 
     def _update_task(
-        self, conn: Connection, task_id: str, attempt: int, update: TaskUpdate, now: int
+        self,
+        conn: Connection,
+        task_id: str,
+        attempt: int,
+        update: TaskUpdate,
+        now: int,
+        *,
+        given_back: bool = False,
     ) -> bool:
+        """``given_back``: the write of :meth:`give_back_task`, SCHEDULED from
+        IN_PROGRESS (the one transition back the monotonic rules allow)."""
         values: dict[str, Any] = update.model_dump(exclude_unset=True)
         values["update_time"] = now
         status = update.status if "status" in values else None
-        if status is not None:
+        if given_back:
+            values["status"] = TaskStatus.SCHEDULED.value
+            allowed = [TaskStatus.IN_PROGRESS.value]
+        elif status is not None:
             values["status"] = status.value
             allowed = _task_from_statuses(status)
             if status.is_terminal and values.get("end_time") is None:
@@ -1192,6 +1204,23 @@ class SqlRunStore:
     ) -> bool:
         with self._write() as conn:
             applied = self._update_task(conn, task_id, attempt, update, now)
+            if applied:
+                self._append_logs(conn, task_id, logs, now)
+                self._release_lease(conn, task_id, attempt, holder)
+            return applied
+
+    def give_back_task(
+        self,
+        task_id: str,
+        attempt: int,
+        update: TaskUpdate,
+        now: int,
+        *,
+        holder: str,
+        logs: Sequence[str] = (),
+    ) -> bool:
+        with self._write() as conn:
+            applied = self._update_task(conn, task_id, attempt, update, now, given_back=True)
             if applied:
                 self._append_logs(conn, task_id, logs, now)
                 self._release_lease(conn, task_id, attempt, holder)

@@ -597,6 +597,24 @@ class RunStore(Protocol):
         update applied."""
         ...
 
+    def give_back_task(
+        self,
+        task_id: str,
+        attempt: int,
+        update: TaskUpdate,
+        now: int,
+        *,
+        holder: str,
+        logs: Sequence[str] = (),
+    ) -> bool:
+        """A worker gives its attempt back to be handed out again later (an IN_PROGRESS
+        result with ``callbackAfterSeconds``): the row goes SCHEDULED from IN_PROGRESS,
+        with ``update``'s other fields and ``logs``, and ``holder``'s lease is released,
+        in one transaction, as Conductor's updateTask sets such a task SCHEDULED. The
+        only transition back the row allows; False when the row was not IN_PROGRESS at
+        that attempt."""
+        ...
+
     def list_tasks(self, workflow_id: str) -> list[TaskRecord]:
         """Task rows of a run ordered by seq, then task_id."""
         ...

@@ -550,13 +550,15 @@ class RunActivities:
             row, lease = self.store.get_task_with_lease(data.task_id)
             if row is None:
                 return TaskCheck().wire()
-            start = row.start_time
+            start, status = row.start_time, row.status
             if lease is not None and lease.attempt == row.attempt:
                 start = max(start or 0, lease.acquired_at)  # extended: the response runs anew
-                if lease.released and row.status == TaskStatus.IN_PROGRESS:
-                    # given back (callbackAfterSeconds): no worker holds it; the response
-                    # runs from the update that gave it back (Conductor's updateTime)
+                if lease.released and status in (TaskStatus.SCHEDULED, TaskStatus.IN_PROGRESS):
+                    # given back (callbackAfterSeconds; SCHEDULED, as Conductor shows it):
+                    # taken once, so no poll timeout; the response runs from the update
+                    # that gave it back (Conductor's updateTime)
                     start = max(start, row.update_time or 0)
+                    status = TaskStatus.IN_PROGRESS
             if start is not None and row.callback_after_seconds > 0:
                 # conductor-oss's isResponseTimedOut allows responseTimeoutSeconds plus
                 # callbackAfterSeconds: a task waiting out its callback does not time out
@@ -566,7 +568,7 @@ class RunActivities:
                 output = {OUTPUT_REF: row.output_ref}
             return TaskCheck(
                 attempt=row.attempt,
-                status=row.status.value,
+                status=status.value,
                 worker_id=row.worker_id,
                 start_time=start,
                 output=output,
@@ -1090,8 +1092,13 @@ class RunActivities:
             existing = self.store.task_state(row.task_id)
             if existing is not None and existing[0] == row.attempt:
                 stored = existing[1]
-                if stored == row.status and row.task_type in _WRITTEN_AT_TRANSITION:
-                    pass  # written when it happened (the Task API; the child's creation)
+                if (stored == row.status and row.task_type in _WRITTEN_AT_TRANSITION) or (
+                    row.task_type == TaskType.WORKER and row.status == TaskStatus.IN_PROGRESS
+                ):
+                    # written when it happened (the Task API; the child's creation); a
+                    # WORKER's IN_PROGRESS is the Task API's alone (a task given back is
+                    # SCHEDULED until a worker takes it again)
+                    pass
                 else:
                     # keep what the dispatch and the Task API wrote (queue, lease, polls),
                     # and the output written at a transition when the change brings none

@@ -1454,6 +1454,46 @@ def test_finish_task_writes_the_result_and_releases_the_lease(store: SqlRunStore
     assert lease is not None and not lease.released
 
 
+def test_give_back_task_makes_a_held_attempt_scheduled_again(store: SqlRunStore) -> None:
+    """A worker's IN_PROGRESS with callbackAfterSeconds: SCHEDULED again, with its output
+    and logs, the lease (and concurrency slot) released; only from IN_PROGRESS at that
+    attempt, so a row that ended or was never handed out is left as it is, and the
+    engine's late record of SCHEDULED still cannot undo a hand-out."""
+    store.upsert_task(task("t1", task_def_name="pdf"), T0)
+    limits = TaskLimits(task_type="pdf", concurrency_limit=1)
+    assert store.hand_out_task("t1", 1, "wk1", lease_expires_at=T0 + 100, now=T0, limits=limits)
+    back = TaskUpdate(output_data={"page": 1}, callback_after_seconds=30)
+    assert not store.give_back_task("t1", 2, back, T0 + 1, holder="wk1")
+    assert store.give_back_task("t1", 1, back, T0 + 2, holder="wk1", logs=["page 1 done"])
+    row, lease = store.get_task_with_lease("t1")
+    assert row is not None and row.status == TaskStatus.SCHEDULED
+    assert (row.output_data, row.callback_after_seconds, row.update_time) == (
+        {"page": 1},
+        30,
+        T0 + 2,
+    )
+    assert lease is not None and lease.released
+    assert store.concurrency_in_use("pdf") == 0
+    assert [entry.log for entry in store.list_task_logs("t1")] == ["page 1 done"]
+    # not held: nothing to give back
+    assert not store.give_back_task("t1", 1, back, T0 + 3, holder="wk1")
+    # handed out again, then ended: a give-back applies to neither an ended row nor a
+    # never-handed-out one
+    assert store.hand_out_task("t1", 1, "wk2", lease_expires_at=T0 + 200, now=T0 + 4, limits=limits)
+    row = store.get_task("t1")
+    assert row is not None and (row.status, row.worker_id) == (TaskStatus.IN_PROGRESS, "wk2")
+    done = TaskUpdate(status=TaskStatus.COMPLETED, worker_id="wk2")
+    assert store.finish_task("t1", 1, done, T0 + 5, holder="wk2")
+    assert not store.give_back_task("t1", 1, back, T0 + 6, holder="wk2")
+    store.upsert_task(task("t2"), T0)
+    assert not store.give_back_task("t2", 1, back, T0 + 6, holder="wk1")
+    # the monotonic rule stands for every other write: SCHEDULED does not undo a hand-out
+    store.start_task("t2", 1, "wk1", lease_expires_at=T0 + 100, now=T0 + 7)
+    assert not store.update_task("t2", 1, TaskUpdate(status=TaskStatus.SCHEDULED), T0 + 8)
+    row = store.get_task("t2")
+    assert row is not None and row.status == TaskStatus.IN_PROGRESS
+
+
 def test_logs_come_with_the_update_that_applied_and_only_then(store: SqlRunStore) -> None:
     store.upsert_task(task("t1"), T0)
     store.start_task("t1", 1, "wk1", lease_expires_at=T0 + 100, now=T0)

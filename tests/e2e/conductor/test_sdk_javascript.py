@@ -182,14 +182,6 @@ def test_a_worker_answering_in_progress_gets_the_task_again(conductor: Conductor
     assert run["tasks"][0]["pollCount"] == 2
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Stepway keeps a worker task IN_PROGRESS after an IN_PROGRESS result with "
-    "callbackAfterSeconds until it is handed out again (TaskResults._in_progress, "
-    "control_plane/services/task_results.py, writes TaskStatus.IN_PROGRESS; documented in "
-    "docs/conductor-compatibility.md); conductor-oss's WorkflowExecutorOps.updateTask sets a "
-    "worker task given IN_PROGRESS back to SCHEDULED",
-)
 def test_a_task_waiting_for_its_callback_reads_scheduled(conductor: Conductor) -> None:
     out = js(conductor, "inProgress")
     assert js_task(out["middle"], "slow")["status"] == "SCHEDULED"

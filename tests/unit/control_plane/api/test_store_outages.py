@@ -313,9 +313,9 @@ def test_the_sweep_leaves_the_messages_of_live_attempts_alone(make_server: Any) 
     )
     assert sweep.run_once() == 0
     assert depth(srv) == QueueDepth(active=0, scheduled=1, deferred=1, dead_lettered=0)
-    for task_id in (held, later):
+    for task_id, status in ((held, "IN_PROGRESS"), (later, "SCHEDULED")):
         row = srv.deps.run_store.get_task(task_id)
-        assert row is not None and row.status == "IN_PROGRESS"
+        assert row is not None and row.status == status
 
 
 # --- PostgreSQL ----------------------------------------------------------------------

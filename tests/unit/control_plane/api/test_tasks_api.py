@@ -261,7 +261,8 @@ def test_in_progress_callback_requeues_with_delay(srv: Server) -> None:
     )
     assert r.status_code == 200
     row = srv.deps.run_store.get_task(task_id)
-    assert row is not None and row.status == "IN_PROGRESS" and row.callback_after_seconds == 1
+    # given back: SCHEDULED until a worker takes it again (Conductor's updateTask)
+    assert row is not None and row.status == "SCHEDULED" and row.callback_after_seconds == 1
     assert row.output_data == {"progress": 50}
     assert poll(srv, "cb", timeout=0) == []
     assert srv.deps.queue.depth("cb").scheduled == 1
@@ -348,6 +349,22 @@ def test_an_in_progress_result_keeps_its_large_or_stored_output_by_reference(
         "IN_PROGRESS",
         loc["path"],
     )
+    # progress with no output and no path keeps the one stored (Conductor keeps the
+    # task's path when an update gives none); an inline output replaces it
+    for output, kept in (({}, loc["path"]), ({"page": 2}, None)):
+        r = srv.client.post(
+            "/api/tasks",
+            json={
+                "taskId": task_id,
+                "status": "IN_PROGRESS",
+                "workerId": "w1",
+                "outputData": output,
+            },
+        )
+        assert r.status_code == 200, r.text
+        shown = srv.client.get(f"/api/tasks/{task_id}").json()
+        assert shown["externalOutputPayloadStoragePath"] == kept
+    assert shown["outputData"] == {"page": 2}
 
     r = srv.client.post(
         "/api/tasks",
