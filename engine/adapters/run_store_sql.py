@@ -1202,12 +1202,7 @@ class SqlRunStore:
         holder: str,
         logs: Sequence[str] = (),
     ) -> bool:
-        with self._write() as conn:
-            applied = self._update_task(conn, task_id, attempt, update, now)
-            if applied:
-                self._append_logs(conn, task_id, logs, now)
-                self._release_lease(conn, task_id, attempt, holder)
-            return applied
+        return self._update_releasing(task_id, attempt, update, now, holder, logs)
 
     def give_back_task(
         self,
@@ -1219,8 +1214,22 @@ class SqlRunStore:
         holder: str,
         logs: Sequence[str] = (),
     ) -> bool:
+        return self._update_releasing(task_id, attempt, update, now, holder, logs, True)
+
+    def _update_releasing(
+        self,
+        task_id: str,
+        attempt: int,
+        update: TaskUpdate,
+        now: int,
+        holder: str,
+        logs: Sequence[str],
+        given_back: bool = False,
+    ) -> bool:
+        """The update with its logs and, when it applied, the release of ``holder``'s
+        lease, in one transaction."""
         with self._write() as conn:
-            applied = self._update_task(conn, task_id, attempt, update, now, given_back=True)
+            applied = self._update_task(conn, task_id, attempt, update, now, given_back=given_back)
             if applied:
                 self._append_logs(conn, task_id, logs, now)
                 self._release_lease(conn, task_id, attempt, holder)

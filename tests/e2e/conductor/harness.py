@@ -129,6 +129,21 @@ class Conductor:
         r = self.http.post("/api/metadata/taskdefs", json=list(definitions))
         assert r.status_code < 300, r.text
 
+    def one_task_workflow(self, prefix: str, **taskdef: Any) -> tuple[str, str]:
+        """Register a task type (its definition ``taskdef``) and a workflow (version 1)
+        of one SIMPLE task of it, ref ``t``, both named uniquely from ``prefix``; the
+        type and the workflow's name."""
+        task_type, name = unique(f"{prefix}_task"), unique(f"{prefix}_flow")
+        self.taskdefs({"name": task_type, **taskdef})
+        self.register(
+            {
+                "name": name,
+                "version": 1,
+                "tasks": [{"name": task_type, "taskReferenceName": "t", "type": "SIMPLE"}],
+            }
+        )
+        return task_type, name
+
     # --- runs -------------------------------------------------------------------------
 
     def start(

@@ -11,22 +11,14 @@ import time
 
 import pytest
 
-from tests.e2e.conductor.harness import Conductor, unique
+from tests.e2e.conductor.harness import Conductor
 
 pytestmark = pytest.mark.timeout(120)
 
 
 def test_a_callback_longer_than_the_response_timeout_is_waited_out(conductor: Conductor) -> None:
-    task_type, name = unique("long_poll"), unique("long_poll_flow")
-    conductor.taskdefs(
-        {"name": task_type, "responseTimeoutSeconds": 1, "retryCount": 0, "timeoutSeconds": 0}
-    )
-    conductor.register(
-        {
-            "name": name,
-            "version": 1,
-            "tasks": [{"name": task_type, "taskReferenceName": "t", "type": "SIMPLE"}],
-        }
+    task_type, name = conductor.one_task_workflow(
+        "long_poll", responseTimeoutSeconds=1, retryCount=0, timeoutSeconds=0
     )
     workflow_id = conductor.start(name, version=1)
     polled = conductor.poll_one(task_type)

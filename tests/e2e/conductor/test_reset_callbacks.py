@@ -28,15 +28,7 @@ def workflows(dev_url: str) -> Iterator[WorkflowResourceApi]:
 def test_a_task_waiting_out_its_callback_is_handed_out_at_once_after_a_reset(
     conductor: Conductor, workflows: WorkflowResourceApi
 ) -> None:
-    task_type, name = unique("cb_task"), unique("cb_flow")
-    conductor.taskdefs({"name": task_type, "responseTimeoutSeconds": 7200})
-    conductor.register(
-        {
-            "name": name,
-            "version": 1,
-            "tasks": [{"name": task_type, "taskReferenceName": "t", "type": "SIMPLE"}],
-        }
-    )
+    task_type, name = conductor.one_task_workflow("cb", responseTimeoutSeconds=7200)
     workflow_id = conductor.start(name, version=1)
     polled = conductor.poll_one(task_type)
     r = conductor.update(polled, "IN_PROGRESS", {"done": 1}, callbackAfterSeconds=4)
