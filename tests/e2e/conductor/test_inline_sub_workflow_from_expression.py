@@ -78,7 +78,12 @@ def test_a_sub_workflow_definition_from_an_expression_runs(conductor: Conductor)
     assert child["workflowName"] == "complex_dynamic_plan_wf"
     # the child's input is the task's inputParameters (Conductor's workflowInput), not
     # the keys naming the child the task's input carries besides
-    assert child["input"] == {"threshold": 5, "iterations": 2}
+    # conductor-oss's SubWorkflow.start marks a child of a given definition dynamic
+    assert child["input"] == {
+        "threshold": 5,
+        "iterations": 2,
+        "_systemMetadata": {"dynamic": True},
+    }
     assert run["tasks"][1]["inputData"]["subWorkflowName"] == "complex_dynamic_plan_wf"
     high = [t for t in child["tasks"] if t["taskType"] == task_type]
     assert [(t["status"], t["inputData"]["category"]) for t in high] == [("SCHEDULED", "high")]
