@@ -114,7 +114,8 @@ def create_workflow(
     report = service.register_workflows(
         [body], single=True, create_only=not overwrite, dry_run=dryRun
     )
-    request.app.state.task_defs.workflows_changed()
+    if not dryRun:
+        request.app.state.task_defs.workflows_changed()
     return report
 
 
@@ -139,7 +140,8 @@ def put_workflows(
     report = service.register_workflows(
         body, single=False, create_only=not overwrite, dry_run=dryRun
     )
-    request.app.state.task_defs.workflows_changed()
+    if not dryRun:
+        request.app.state.task_defs.workflows_changed()
     return report
 
 

@@ -112,8 +112,8 @@ def _sub_workflow_versions_pinned(
         ):
             continue
         if param.name not in latest:
-            record = store.get_definition(param.name, None)
-            latest[param.name] = record.version if record is not None else None
+            stamp = store.definition_stamp(param.name)  # the version, not the definition
+            latest[param.name] = stamp[0] if stamp is not None else None
         version = latest[param.name]
         if version is not None:
             pins[task.task_reference_name] = version
