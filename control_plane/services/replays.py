@@ -259,7 +259,7 @@ class RunReplays:
                 failed = [row for row in failed if row.task_type == TaskType.SUB_WORKFLOW]
             if not failed or failed[0].task_type != TaskType.SUB_WORKFLOW:
                 return run, rows
-            child = store.get_run(child_run_id(failed[0].task_id, failed[0].attempt))
+            child = self._child_of_ended(failed[0])
             if child is None or not child.status.is_terminal:
                 return run, rows
             child_rows = store.list_tasks(child.workflow_id)
@@ -339,7 +339,7 @@ class RunReplays:
                 or not _is_instance_of(row.reference_task_name, refs)
             ):
                 continue
-            sibling = store.get_run(child_run_id(row.task_id, row.attempt))
+            sibling = self._child_of_ended(row)
             if (
                 sibling is not None
                 and sibling.status.is_terminal
@@ -530,10 +530,30 @@ class RunReplays:
         )
         return {OUTPUT_REF: ref} if ref is not None else dict(inline)
 
+    def _child_of_ended(self, row: TaskRecord) -> RunRecord | None:
+        """The child run of an ended SUB_WORKFLOW task ``row``, once it has ended too. A
+        parent whose end canceled the task sent the child the terminate event, which the
+        child's interpreter takes a moment later (conductor-oss terminates it in the same
+        call): its end is awaited (``settle_seconds`` at most), or a retry or rerun that
+        read it still RUNNING would leave it out and it would end TERMINATED after."""
+        child_id = child_run_id(row.task_id, row.attempt)
+        child = self.deps.run_store.get_run(child_id)
+        if child is not None and row.status.is_terminal and not child.status.is_terminal:
+            self.settle(child_id, lambda run, _tasks: run.status.is_terminal)
+            child = self.deps.run_store.get_run(child_id)
+        return child
+
     def _finished(self, workflow_id: str, what: str) -> RunRecord:
-        run = self.deps.run_store.get_run(workflow_id)
+        store = self.deps.run_store
+        run = store.get_run(workflow_id)
         if run is None:
             raise not_found(f"Workflow with id: {workflow_id} not found.")
+        if not run.status.is_terminal and run.parent_workflow_id:
+            # a child whose parent has ended is being terminated (:meth:`_child_of_ended`)
+            parent = store.get_run(run.parent_workflow_id)
+            if parent is not None and parent.status.is_terminal:
+                self.settle(workflow_id, lambda child, _tasks: child.status.is_terminal)
+                run = store.get_run(workflow_id) or run
         if not run.status.is_terminal:
             raise conflict(
                 f"Workflow: {workflow_id} is not in terminal state ({run.status.value}), "
