@@ -32,6 +32,7 @@ Translations:
 
 from __future__ import annotations
 
+import socket
 import time
 import uuid
 from collections.abc import Iterator
@@ -41,7 +42,6 @@ import httpx
 import pytest
 
 from engine.runtime.builtins.testing import LocalServer, Reply, Request
-from tests.e2e.conductor.conftest import free_port
 from tests.e2e.conductor.harness import Conductor, unique
 from tests.e2e.conductor.oss_e2e import terminate
 from tests.e2e.conductor.test_oss_control_flow import java_task, java_workflow
@@ -504,8 +504,12 @@ def sync_names(dev_url: str) -> Iterator[dict[str, str]]:
     (``updateWorkflowDefs``); the unique name of each."""
     n = {name: unique(name) for name in _WORKFLOWS}
     w = {name: unique(name) for name in _WORKERS}
-    with LocalServer(_api_tester) as server:
-        fail = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    # nothing listens on ``fail``'s port, and it stays bound (not listening) while the
+    # module runs: a port merely left free could become a connection's own source port
+    # and a connect to it connect to itself (TCP simultaneous open on loopback)
+    with LocalServer(_api_tester) as server, socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        fail = f"http://127.0.0.1:{closed.getsockname()[1]}"
         with httpx.Client(base_url=dev_url, timeout=30) as http:
             r = http.put("/api/metadata/workflow", json=sync_workflows(n, w, server.url, fail))
             assert r.status_code < 300, r.text
