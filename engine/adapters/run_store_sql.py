@@ -1286,7 +1286,10 @@ class SqlRunStore:
                 .values(
                     status=TaskStatus.IN_PROGRESS.value,
                     worker_id=_b("v_worker_id"),
-                    start_time=_b("v_now"),
+                    # the attempt's first hand-out: one handed out again (after a
+                    # callback, or a lease that ran out) keeps it, as Conductor's poll
+                    # sets startTime only once (ExecutionService.poll)
+                    start_time=sa.func.coalesce(tasks.c.start_time, _b("v_now")),
                     poll_count=tasks.c.poll_count + 1,
                     update_time=_b("v_now"),
                 )

@@ -570,17 +570,31 @@ class Decider:
         return self._emit(state, actions)
 
     def on_started(
-        self, state: RunState, task_id: str, attempt: int, worker_id: str, now_ms: int
+        self,
+        state: RunState,
+        task_id: str,
+        attempt: int,
+        worker_id: str,
+        now_ms: int,
+        response_from: int | None = None,
     ) -> RunState:
-        """A worker took the task (IN_PROGRESS); the response timeout runs from now.
-        Learning the same start again changes nothing."""
+        """A worker took the task (IN_PROGRESS) at ``now_ms``; the response timeout runs
+        from then, or from ``response_from`` when later (a check found the worker's
+        lease extended, or the attempt waiting out a callback). Learning the same start
+        again changes nothing."""
         ts = self._waiting_task(state, task_id, attempt)
         if ts is None:
             return state
-        if ts.status == TaskStatus.IN_PROGRESS and ts.start_time == now_ms:
+        later = response_from if response_from is not None and response_from > now_ms else None
+        if (
+            ts.status == TaskStatus.IN_PROGRESS
+            and ts.start_time == now_ms
+            and ts.response_from == later
+        ):
             return state
         ts.status = TaskStatus.IN_PROGRESS
         ts.start_time = now_ms
+        ts.response_from = later
         ts.worker_id = worker_id or None
         if "response" in ts.alerts:
             ts.alerts = [k for k in ts.alerts if k != "response"]
@@ -1186,7 +1200,7 @@ class Decider:
         ts.status = TaskStatus.SCHEDULED
         ts.scheduled_time = now_ms + int(delay * 1000)
         ts.callback_after_seconds = int(delay) if callback is None else callback
-        ts.start_time = ts.end_time = ts.worker_id = None
+        ts.start_time = ts.end_time = ts.worker_id = ts.response_from = None
         ts.output = {}
         ts.alerts = []
         self._started_when_scheduled(ts, delay)
@@ -1448,10 +1462,9 @@ class Decider:
             if ts.status == TaskStatus.SCHEDULED and td.poll_timeout_seconds:
                 found.append(Deadline(at_ms=sched + td.poll_timeout_seconds * 1000, kind="poll"))
             if ts.status == TaskStatus.IN_PROGRESS and ts.start_time is not None:
+                since = ts.response_from if ts.response_from is not None else ts.start_time
                 found.append(
-                    Deadline(
-                        at_ms=ts.start_time + td.response_timeout_seconds * 1000, kind="response"
-                    )
+                    Deadline(at_ms=since + td.response_timeout_seconds * 1000, kind="response")
                 )
         return found
 

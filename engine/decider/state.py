@@ -92,6 +92,11 @@ class TaskState(_TaskRow):
     )
     #: timeout kinds already reported under ALERT_ONLY for this attempt
     alerts: list[str] = Field(default_factory=list)
+    #: where the attempt's response timeout runs from when not its ``start_time`` (the
+    #: worker's last lease extension, or the end of a callback wait); the run's
+    #: expressions read ``start_time`` (``${ref.startTime}``) alone; left out of the
+    #: JSON when unset
+    response_from: int | None = Field(default=None, exclude_if=lambda at: at is None)
 
 
 class TaskChange(_TaskRow):

@@ -546,7 +546,8 @@ class RunStore(Protocol):
         """The poll's bookkeeping in one transaction: acquire the lease of
         (task_id, attempt) for ``holder`` (default ``worker_id``; the control plane
         passes the authenticated principal) and move the row to IN_PROGRESS
-        (worker_id, start_time, poll_count + 1). Returns the updated row, or None
+        (worker_id, poll_count + 1, update_time; start_time at the attempt's first
+        hand-out only, as Conductor's poll sets it once). Returns the updated row, or None
         (nothing written) when the task is stale (row missing, at another attempt,
         or terminal) or another worker holds a live lease."""
         ...

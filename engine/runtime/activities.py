@@ -551,6 +551,7 @@ class RunActivities:
             if row is None:
                 return TaskCheck().wire()
             start, status = row.start_time, row.status
+            taken = start
             if lease is not None and lease.attempt == row.attempt:
                 start = max(start or 0, lease.acquired_at)  # extended: the response runs anew
                 if lease.released and status in (TaskStatus.SCHEDULED, TaskStatus.IN_PROGRESS):
@@ -570,7 +571,8 @@ class RunActivities:
                 attempt=row.attempt,
                 status=status.value,
                 worker_id=row.worker_id,
-                start_time=start,
+                start_time=taken if taken is not None else start,
+                response_from=start,
                 output=output,
                 reason=row.reason_for_incompletion,
             ).wire()

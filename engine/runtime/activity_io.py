@@ -119,13 +119,16 @@ class CheckInput(_Io):
 
 class TaskCheck(_Io):
     """Where the task row stands: its current attempt and status (None: no row), and for
-    an attempt a worker took, who and since when (the lease's ``acquired_at``: the
-    hand-out, or the last lease extension), or the result the worker posted."""
+    an attempt a worker took, who, since when (the row's start) and where its response
+    timeout runs from (``response_from``: the last lease extension, or the end of a
+    callback wait; a check recorded before the field existed gave that as
+    ``start_time``), or the result the worker posted."""
 
     attempt: int | None = None
     status: str | None = None
     worker_id: str | None = None
     start_time: int | None = None
+    response_from: int | None = None
     #: a posted result: the output, or ``{"outputRef": ref}`` for one kept in the store
     output: dict[str, Any] = Field(default_factory=dict)
     reason: str | None = None

@@ -804,7 +804,12 @@ class _Run:
                     return self._result(outcome, action.ref, stored, check.output, check.reason)
                 if stored == TaskStatus.IN_PROGRESS and check.start_time is not None:
                     self.state = self.decider.on_started(
-                        self.state, task_id, action.attempt, check.worker_id or "", check.start_time
+                        self.state,
+                        task_id,
+                        action.attempt,
+                        check.worker_id or "",
+                        check.start_time,
+                        response_from=check.response_from,
                     )
                 elif stored == TaskStatus.SCHEDULED:
                     entry.untaken_since_ms = self.now()

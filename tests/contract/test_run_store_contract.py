@@ -1311,6 +1311,8 @@ def test_start_task_is_the_poll_bookkeeping(store: SqlRunStore) -> None:
         "t1", 1, "wk2", lease_expires_at=T0 + 90_000, now=T0 + 30, holder="token:team-a"
     )
     assert again is not None and again.worker_id == "wk2" and again.poll_count == 2
+    # the attempt's start stays its first hand-out (Conductor's poll sets it once)
+    assert (again.start_time, again.update_time) == (T0 + 10, T0 + 30)
     # the lease belongs to the holder (the authenticated principal), the row names the worker
     held = store.get_lease("t1")
     assert held is not None and held.worker_id == "token:team-a" and not held.released

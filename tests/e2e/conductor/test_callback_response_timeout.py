@@ -35,3 +35,27 @@ def test_a_callback_longer_than_the_response_timeout_is_waited_out(conductor: Co
     run = conductor.wait_status(workflow_id, "TIMED_OUT", seconds=15)
     assert run["tasks"][0]["status"] == "TIMED_OUT"
     assert "responseTimeout" in (run["tasks"][0]["reasonForIncompletion"] or "")
+
+
+def test_the_start_time_a_run_reads_stays_the_hand_out(conductor: Conductor) -> None:
+    """The check that finds the task waiting out its callback moves only its response
+    deadline: ``${t.startTime}`` stays the hand-out, as the task row shows it."""
+    task_type, name = conductor.one_task_workflow(
+        "start_read", responseTimeoutSeconds=1, retryCount=0, timeoutSeconds=0
+    )
+    conductor.register(
+        {
+            "name": name,
+            "version": 2,
+            "tasks": [{"name": task_type, "taskReferenceName": "t", "type": "SIMPLE"}],
+            "outputParameters": {"started": "${t.startTime}"},
+        }
+    )
+    workflow_id = conductor.start(name, version=2)
+    polled = conductor.poll_one(task_type)
+    r = conductor.update(polled, "IN_PROGRESS", {}, callbackAfterSeconds=3)
+    assert r.status_code == 200, r.text
+    time.sleep(2)  # the response deadline passed: the run checked the task
+    assert conductor.update(polled, "COMPLETED", {"done": True}).status_code == 200
+    run = conductor.wait_status(workflow_id, "COMPLETED")
+    assert run["output"]["started"] == run["tasks"][0]["startTime"]

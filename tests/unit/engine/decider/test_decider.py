@@ -955,6 +955,23 @@ def test_deadlines_of_a_worker_wait() -> None:
     assert d.wait_deadline(sim.state, "unknown") is None
 
 
+def test_a_later_response_reference_moves_the_deadline_not_the_start() -> None:
+    """A check that finds the worker's lease extended (or the attempt waiting out a
+    callback) moves the response deadline; ``${a.startTime}`` stays the hand-out."""
+    d = decider(t("a"), t("b", inputParameters={"s": "${a.startTime}"}), defs={"a": WORKER_DEF})
+    sim = Sim(d, now=0)
+    a = sim.actions["a"]
+    sim.started("a", at=50_000)
+    sim.state = d.on_started(sim.state, a.task_id, a.attempt, "w1", 50_000, response_from=200_000)
+    assert d.wait_deadline(sim.state, a.task_id) == Deadline(at_ms=230_000, kind="response")
+    assert roundtrip(sim.state).tasks["a"].response_from == 200_000
+    sim.started("a", at=260_000)  # handed out again: the response runs from then
+    assert d.wait_deadline(sim.state, a.task_id) == Deadline(at_ms=290_000, kind="response")
+    sim.state = d.on_started(sim.state, a.task_id, a.attempt, "w1", 260_000, response_from=265_000)
+    sim.complete("a")
+    assert sim.actions["b"].input == {"s": 260_000}
+
+
 def test_poll_timeout_unset_and_human_deadline() -> None:
     d = decider(t("a"), defs={"a": {"responseTimeoutSeconds": 5}})
     sim = Sim(d, now=0)
