@@ -337,10 +337,9 @@ class TaskResults(TaskSupport):
         logs: list[str],
     ) -> None:
         store = self.deps.run_store
-        update = TaskUpdate(
-            status=TaskStatus.IN_PROGRESS,
-            callback_after_seconds=result.callback_after_seconds,
-        )
+        # the status is the store operation's: give_back_task sets SCHEDULED, and an
+        # update without a callback keeps IN_PROGRESS
+        update = TaskUpdate(callback_after_seconds=result.callback_after_seconds)
         path = result.external_output_payload_storage_path
         keeps_stored = row.output_ref is not None and not result.output_data and not path
         if (result.output_data is not None or path) and not keeps_stored:
@@ -361,6 +360,7 @@ class TaskResults(TaskSupport):
                 raise conflict(changed)
             self._requeue(row, lease, task_type, result.callback_after_seconds)
             return
+        update.status = TaskStatus.IN_PROGRESS
         if not store.update_task(row.task_id, row.attempt, update, now, logs=logs):
             raise conflict(changed)
         if result.extend_lease:
