@@ -26,8 +26,8 @@ by hand; Stepway decides in its engine a moment later, so the tests wait for the
 state after each action and then assert it. ``subworkflowChanged`` is always false in
 Stepway (docs/conductor-compatibility.md, "Task"), which is what the specs assert after
 the parent was decided. Stepway's task ids and child run ids differ in form from
-Conductor's; a rerun gives the task it reruns from a new id (Conductor keeps it), which the
-specs do not assert on."""
+Conductor's. A rerun keeps the id of the task it reruns from, as Conductor's ``rerunWF``
+resets it in place; the specs do not assert on it, the last test here does."""
 
 from __future__ import annotations
 
@@ -41,6 +41,7 @@ from tests.e2e.conductor.sub_workflow_shapes import (
     Levels,
     chain_completes,
     chain_failed,
+    chain_parent,
     chain_resumed,
     child_of,
     complete_forked_t2s,
@@ -123,6 +124,29 @@ def test_rerun_of_the_leaf_resumes_its_parents(conductor: Conductor, from_task: 
     chain_resumed(conductor, levels.root_id, levels.mid_id, levels.task1)
 
     chain_completes(conductor, levels, levels.leaf_id, levels.mid_id)
+
+
+def test_rerun_from_the_sub_workflow_task_keeps_its_id_and_starts_a_new_child(
+    conductor: Conductor,
+) -> None:
+    """Not in the specs: a rerun of the mid-level run from its SUB_WORKFLOW task keeps
+    the task's id (conductor-oss's ``rerunWF`` resets the task in place), which starts a
+    NEW leaf; ``t1`` before it stands; the root resumes, and the chain completes."""
+    levels = chain_failed(conductor, CORRELATION_ID)
+    before = conductor.run(levels.mid_id)["tasks"]
+    r = conductor.http.post(
+        f"/api/workflow/{levels.mid_id}/rerun",
+        json={"reRunFromWorkflowId": levels.mid_id, "reRunFromTaskId": before[1]["taskId"]},
+    )
+    assert r.status_code == 200, r.text
+
+    mid = chain_parent(conductor, levels.mid_id, levels.task1, "RUNNING", "IN_PROGRESS")
+    assert [t["taskId"] for t in mid["tasks"]] == [t["taskId"] for t in before]
+    assert mid["tasks"][0]["endTime"] == before[0]["endTime"]
+    new_leaf = new_child_of(mid, levels.leaf_id)
+    chain_resumed(conductor, levels.root_id, levels.mid_id, levels.task1)
+    first_task_scheduled(conductor, new_leaf, levels.task1)
+    chain_completes(conductor, levels, new_leaf, levels.mid_id)
 
 
 # --- HierarchicalForkJoinSubworkflowRerunSpec -----------------------------------------
