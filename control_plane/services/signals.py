@@ -133,6 +133,10 @@ class RunWaits:
                 blocking = _Blocking()
                 if not run.status.is_terminal:
                     self._blocking(run, refs, blocking)
+                    if blocking.tasks:
+                        # read again: the tasks were read after the run, and the run's
+                        # end (one transaction with its last rows) may have come between
+                        run = self.deps.run_store.get_run(workflow_id) or run
                 now = time.monotonic()
                 if blocking.tasks and self._undecided(blocking):
                     grace = now + DECIDE_GRACE_SECONDS if grace is None else grace

@@ -630,7 +630,7 @@ def test_sync_workflow_execution6(conductor: Conductor, sync_names: dict[str, st
         conductor, sync_names["sync_workflow_failed_case"], "http_fail", None, 9
     )
     assert time_taken < THRESHOLD, f"Time taken was {time_taken}"
-    assert workflow_run["status"] == "FAILED"
+    assert workflow_run["status"] == "FAILED", workflow_run
     assert not workflow_run.get("signalTimeout")
     failed = [t for t in workflow_run["tasks"] if t["referenceTaskName"] == "http_fail"]
     assert [t["status"] for t in failed] == ["FAILED"]
