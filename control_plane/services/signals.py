@@ -30,9 +30,6 @@ __all__ = ["ReturnStrategy", "RunWaits"]
 
 #: how often a waiting call re-reads the run when no write of this process wakes it
 POLL_SECONDS = 0.1
-#: how long an answer for a task of ``waitUntilTaskRef`` that did not get through waits
-#: for its run to take the task's end in (:meth:`RunWaits._undecided`)
-DECIDE_GRACE_SECONDS = 2.0
 
 
 class ReturnStrategy(StrEnum):
@@ -122,7 +119,6 @@ class RunWaits:
         as Conductor answers an empty body)."""
         request_id = request_id or str(uuid.uuid4())
         deadline = time.monotonic() + timeout_seconds
-        grace: float | None = None
         # woken by this process's writes to the run (the embedded engine); a blocking
         # task in a sub-workflow, or an engine elsewhere, is seen at the next re-read
         with self.deps.run_store.watch(workflow_id) as watch:
@@ -137,26 +133,25 @@ class RunWaits:
                         # read again: the tasks were read after the run, and the run's
                         # end (one transaction with its last rows) may have come between
                         run = self.deps.run_store.get_run(workflow_id) or run
-                now = time.monotonic()
-                if blocking.tasks and self._undecided(blocking):
-                    grace = now + DECIDE_GRACE_SECONDS if grace is None else grace
-                    if now < min(grace, deadline):
-                        watch.wait(min(min(grace, deadline) - now, POLL_SECONDS))
-                        continue
+                remaining = deadline - time.monotonic()
+                if blocking.tasks and remaining > 0 and self._undecided(blocking):
+                    watch.wait(min(remaining, POLL_SECONDS))
+                    continue
                 if run.status.is_terminal or blocking.tasks:
                     return self._response(run, blocking, strategy, request_id, False)
-                remaining = deadline - now
                 if remaining <= 0:
                     return self._response(run, _Blocking(), strategy, request_id, True)
                 watch.wait(min(remaining, POLL_SECONDS))
 
     def _undecided(self, blocking: _Blocking) -> bool:
-        """Whether the answer waits for the run to take in the end of a task it waits
-        for: a task that did not get through, in a run that has neither ended nor added
-        a task since (a retry, or what comes after an optional task). conductor-oss
+        """Whether the answer waits (until its deadline at most) for the run to take in
+        the end of a task it waits for: a task that did not get through, in a run that
+        has neither ended nor added a task since (a retry, what comes after a permissive
+        task; an optional one is COMPLETED_WITH_ERRORS once taken in). conductor-oss
         answers after the decision that took the task's end in, so a task that fails
-        its run answers the run FAILED; here the task's row ends a moment before the
-        interpreter decides."""
+        its run answers the run FAILED; here a worker's result ends the task's row a
+        moment before the interpreter decides. A failed permissive task that ends its
+        branch, the JOIN waiting for others, is answered at the deadline."""
         for run, row in blocking.tasks:
             if _waits_for_signal(row) or row.status.is_successful or run.status.is_terminal:
                 continue

@@ -46,7 +46,7 @@ def _execute_while_a_worker_fails(
 def test_a_failure_that_fails_the_run_answers_the_run_failed(conductor: Conductor) -> None:
     task_type, name = conductor.one_task_workflow("exec_fail", retryCount=0)
     answer = _execute_while_a_worker_fails(conductor, name, task_type)
-    assert answer["status"] == "FAILED"
+    assert answer["status"] == "FAILED", answer
     assert answer["signalTimeout"] is False
     assert [t["status"] for t in answer["tasks"]] == ["FAILED"]
 
@@ -56,7 +56,7 @@ def test_a_failure_that_is_retried_answers_with_the_retry(conductor: Conductor) 
         "exec_retry", retryCount=1, retryLogic="FIXED", retryDelaySeconds=0
     )
     answer = _execute_while_a_worker_fails(conductor, name, task_type)
-    assert answer["status"] == "RUNNING"
+    assert answer["status"] == "RUNNING", answer
     assert answer["signalTimeout"] is False
     assert [t["status"] for t in answer["tasks"]] == ["FAILED", "SCHEDULED"]
     conductor.poll_and_complete(task_type)
