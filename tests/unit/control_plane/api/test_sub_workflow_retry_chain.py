@@ -185,3 +185,28 @@ def test_a_retry_right_after_the_child_ended_waits_for_the_parent_to_take_the_en
     ending.join()
     assert r.status_code == 204, r.text
     assert [workflow_id for workflow_id, _ in _starts(srv)] == [PARENT, CHILD]
+
+
+def test_a_retry_of_a_child_its_parent_is_terminating_waits_for_its_end(
+    make_server: Any,
+) -> None:
+    """The parent read FAILED, its child still RUNNING: the parent's end sent it the
+    terminate event, which its interpreter takes a moment later. A retry of the child
+    waits (``settle_seconds``) for that end, then retries it with its parent, instead of
+    answering 409 'not in terminal state'."""
+    srv = make_server(settle_seconds=2)
+    _failed_parent_and_child(srv)
+    store, now = srv.deps.run_store, srv.deps.clock()
+    store.reopen_run(CHILD, now)
+
+    def child_takes_the_terminate() -> None:
+        time.sleep(0.5)
+        update = RunUpdate(status=RunStatus.TERMINATED, reason_for_incompletion="parent ended")
+        store.update_run(CHILD, update, srv.deps.clock())
+
+    ending = threading.Thread(target=child_takes_the_terminate)
+    ending.start()
+    r = srv.client.post(f"/api/workflow/{CHILD}/retry")
+    ending.join()
+    assert r.status_code == 204, r.text
+    assert [workflow_id for workflow_id, _ in _starts(srv)] == [PARENT, CHILD]
