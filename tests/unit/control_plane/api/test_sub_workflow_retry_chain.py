@@ -210,3 +210,77 @@ def test_a_retry_of_a_child_its_parent_is_terminating_waits_for_its_end(
     ending.join()
     assert r.status_code == 204, r.text
     assert [workflow_id for workflow_id, _ in _starts(srv)] == [PARENT, CHILD]
+
+
+def test_a_childs_retry_waits_for_the_sibling_its_parent_is_terminating(
+    make_server: Any,
+) -> None:
+    """A parent with two SUB_WORKFLOW tasks: ``a`` FAILED with its child, ``b`` CANCELED
+    by the parent's end, its child still RUNNING (the terminate event on the way). A retry
+    of ``a``'s child waits for ``b``'s child to end, then resumes the parent with both
+    children retried in place, instead of leaving ``b``'s out (to end TERMINATED after,
+    with nothing to run it again)."""
+    srv = make_server(settle_seconds=2)
+    srv.register({"name": "w", "retryCount": 0})
+    sub = {"type": "SUB_WORKFLOW", "subWorkflowParam": {"name": "child", "version": 1}}
+    definitions = [
+        {"name": "child", "version": 1, "tasks": [{"name": "w", "taskReferenceName": "w"}]},
+        {
+            "name": "parent",
+            "version": 1,
+            "tasks": [{"name": ref, "taskReferenceName": ref, **sub} for ref in ("a", "b")],
+        },
+    ]
+    assert srv.client.put("/api/metadata/workflow", json=definitions).status_code == 200
+    store, now = srv.deps.run_store, srv.deps.clock()
+    child_a, child_b = child_run_id("task-a", 1), child_run_id("task-b", 1)
+    runs = [
+        (PARENT, "parent", None, None, RunStatus.FAILED),
+        (child_a, "child", "task-a", "wa", RunStatus.FAILED),
+        (child_b, "child", "task-b", "wb", RunStatus.RUNNING),
+    ]
+    for workflow_id, name, task_id, _, status in runs:
+        store.create_run(
+            NewRun(
+                workflow_id=workflow_id,
+                name=name,
+                version=1,
+                parent_workflow_id=PARENT if task_id else None,
+                parent_task_id=task_id,
+                create_time=now,
+            )
+        )
+        if status != RunStatus.RUNNING:
+            store.update_run(workflow_id, RunUpdate(status=status), now)
+    rows = [
+        (PARENT, "task-a", "a", "SUB_WORKFLOW", TaskStatus.FAILED, 1, {"subWorkflowId": child_a}),
+        (PARENT, "task-b", "b", "SUB_WORKFLOW", TaskStatus.CANCELED, 2, {"subWorkflowId": child_b}),
+        (child_a, "wa", "w", "WORKER", TaskStatus.FAILED, 1, {}),
+        (child_b, "wb", "w", "WORKER", TaskStatus.CANCELED, 1, {}),
+    ]
+    for workflow_id, task_id, ref, kind, status, seq, output in rows:
+        store.upsert_task(
+            TaskRecord(
+                task_id=task_id,
+                workflow_id=workflow_id,
+                reference_task_name=ref,
+                task_type=kind,
+                task_def_name=ref,
+                status=status,
+                seq=seq,
+                output_data=output,
+                end_time=now,
+            ),
+            now,
+        )
+
+    def child_b_takes_the_terminate() -> None:
+        time.sleep(0.5)
+        store.update_run(child_b, RunUpdate(status=RunStatus.TERMINATED), srv.deps.clock())
+
+    ending = threading.Thread(target=child_b_takes_the_terminate)
+    ending.start()
+    r = srv.client.post(f"/api/workflow/{child_a}/retry")
+    ending.join()
+    assert r.status_code == 204, r.text
+    assert [workflow_id for workflow_id, _ in _starts(srv)] == [PARENT, child_b, child_a]
