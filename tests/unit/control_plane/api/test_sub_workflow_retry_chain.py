@@ -258,7 +258,7 @@ def test_a_childs_retry_waits_for_the_sibling_its_parent_is_terminating(
         (child_a, "wa", "w", "WORKER", TaskStatus.FAILED, 1, {}),
         (child_b, "wb", "w", "WORKER", TaskStatus.CANCELED, 1, {}),
     ]
-    for workflow_id, task_id, ref, kind, status, seq, output in rows:
+    for workflow_id, task_id, ref, kind, task_status, seq, output in rows:
         store.upsert_task(
             TaskRecord(
                 task_id=task_id,
@@ -266,7 +266,7 @@ def test_a_childs_retry_waits_for_the_sibling_its_parent_is_terminating(
                 reference_task_name=ref,
                 task_type=kind,
                 task_def_name=ref,
-                status=status,
+                status=task_status,
                 seq=seq,
                 output_data=output,
                 end_time=now,
