@@ -43,6 +43,8 @@ class ReturnStrategy(StrEnum):
 class _Blocking:
     tasks: list[tuple[RunRecord, TaskRecord]] = field(default_factory=list)
     run: RunRecord | None = None
+    #: the highest ``seq`` of each run read, by workflow id
+    last_seq: dict[str, int] = field(default_factory=dict)
 
 
 def sub_workflow_id(row: TaskRecord) -> str | None:
@@ -93,7 +95,9 @@ class RunWaits:
     def _blocking(
         self, run: RunRecord, refs: list[str], found: _Blocking, depth: int = 0
     ) -> _Blocking:
-        for row in self.deps.run_store.list_tasks(run.workflow_id):
+        rows = self.deps.run_store.list_tasks(run.workflow_id)
+        found.last_seq[run.workflow_id] = max((row.seq for row in rows), default=0)
+        for row in rows:
             if _waits_for_signal(row) or (
                 row.reference_task_name in refs and row.status.is_terminal
             ):
@@ -153,12 +157,15 @@ class RunWaits:
         moment before the interpreter decides. A failed permissive task that ends its
         branch, the JOIN waiting for others, is answered at the deadline."""
         for run, row in blocking.tasks:
-            if _waits_for_signal(row) or row.status.is_successful or run.status.is_terminal:
+            if (
+                _waits_for_signal(row)
+                or row.status.is_successful
+                or blocking.last_seq[run.workflow_id] > row.seq  # a task added since
+            ):
                 continue
+            # read again, as the target run is: its end may have come after its rows
             current = self.deps.run_store.get_run(run.workflow_id)
-            if current is None or current.status.is_terminal:
-                continue
-            if not any(t.seq > row.seq for t in self.deps.run_store.list_tasks(run.workflow_id)):
+            if current is not None and not current.status.is_terminal:
                 return True
         return False
 
