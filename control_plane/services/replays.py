@@ -536,12 +536,15 @@ class RunReplays:
         child's interpreter takes a moment later (conductor-oss terminates it in the same
         call): its end is awaited (``settle_seconds`` at most), or a retry or rerun that
         read it still RUNNING would leave it out and it would end TERMINATED after."""
-        child_id = child_run_id(row.task_id, row.attempt)
-        child = self.deps.run_store.get_run(child_id)
+        child = self.deps.run_store.get_run(child_run_id(row.task_id, row.attempt))
         if child is not None and row.status.is_terminal and not child.status.is_terminal:
-            self.settle(child_id, lambda run, _tasks: run.status.is_terminal)
-            child = self.deps.run_store.get_run(child_id)
+            return self._ended(child)
         return child
+
+    def _ended(self, run: RunRecord) -> RunRecord:
+        """``run`` (not ended) once it has ended, or as it is after ``settle_seconds``."""
+        self.settle(run.workflow_id, lambda current, _tasks: current.status.is_terminal)
+        return self.deps.run_store.get_run(run.workflow_id) or run
 
     def _finished(self, workflow_id: str, what: str) -> RunRecord:
         store = self.deps.run_store
@@ -552,8 +555,7 @@ class RunReplays:
             # a child whose parent has ended is being terminated (:meth:`_child_of_ended`)
             parent = store.get_run(run.parent_workflow_id)
             if parent is not None and parent.status.is_terminal:
-                self.settle(workflow_id, lambda child, _tasks: child.status.is_terminal)
-                run = store.get_run(workflow_id) or run
+                run = self._ended(run)
         if not run.status.is_terminal:
             raise conflict(
                 f"Workflow: {workflow_id} is not in terminal state ({run.status.value}), "
