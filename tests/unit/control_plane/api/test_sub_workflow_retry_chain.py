@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from engine.ports.run_store import (
@@ -86,6 +87,21 @@ def _failed_parent_and_child(srv: Server) -> None:
 
 def _starts(srv: Server) -> list[tuple[str, dict[str, Any]]]:
     return [(c.workflow_id, c.data) for c in srv.signals.calls if c.kind == "start"]
+
+
+def _retry_while(srv: Server, workflow_id: str, end: Callable[[], None]) -> Any:
+    """``POST /workflow/{id}/retry`` while ``end`` (the engine's end of some run, played
+    here) is written half a second later in another thread; the response."""
+
+    def later() -> None:
+        time.sleep(0.5)
+        end()
+
+    ending = threading.Thread(target=later)
+    ending.start()
+    r = srv.client.post(f"/api/workflow/{workflow_id}/retry")
+    ending.join()
+    return r
 
 
 def test_a_childs_retry_starts_its_parent_first_waiting_for_it_in_place(srv: Server) -> None:
@@ -173,16 +189,12 @@ def test_a_retry_right_after_the_child_ended_waits_for_the_parent_to_take_the_en
 
     def parent_takes_the_end() -> None:
         # as the parent's finish writes them: its task's end and its own, one transaction
-        time.sleep(0.5)
         with store.batch():
             update = TaskUpdate(status=TaskStatus.FAILED, reason_for_incompletion="child")
             store.update_task(TASK, 1, update, now)
             store.update_run(PARENT, RunUpdate(status=RunStatus.FAILED), srv.deps.clock())
 
-    ending = threading.Thread(target=parent_takes_the_end)
-    ending.start()
-    r = srv.client.post(f"/api/workflow/{CHILD}/retry")
-    ending.join()
+    r = _retry_while(srv, CHILD, parent_takes_the_end)
     assert r.status_code == 204, r.text
     assert [workflow_id for workflow_id, _ in _starts(srv)] == [PARENT, CHILD]
 
@@ -200,14 +212,10 @@ def test_a_retry_of_a_child_its_parent_is_terminating_waits_for_its_end(
     store.reopen_run(CHILD, now)
 
     def child_takes_the_terminate() -> None:
-        time.sleep(0.5)
         update = RunUpdate(status=RunStatus.TERMINATED, reason_for_incompletion="parent ended")
         store.update_run(CHILD, update, srv.deps.clock())
 
-    ending = threading.Thread(target=child_takes_the_terminate)
-    ending.start()
-    r = srv.client.post(f"/api/workflow/{CHILD}/retry")
-    ending.join()
+    r = _retry_while(srv, CHILD, child_takes_the_terminate)
     assert r.status_code == 204, r.text
     assert [workflow_id for workflow_id, _ in _starts(srv)] == [PARENT, CHILD]
 
@@ -275,12 +283,8 @@ def test_a_childs_retry_waits_for_the_sibling_its_parent_is_terminating(
         )
 
     def child_b_takes_the_terminate() -> None:
-        time.sleep(0.5)
         store.update_run(child_b, RunUpdate(status=RunStatus.TERMINATED), srv.deps.clock())
 
-    ending = threading.Thread(target=child_b_takes_the_terminate)
-    ending.start()
-    r = srv.client.post(f"/api/workflow/{child_a}/retry")
-    ending.join()
+    r = _retry_while(srv, child_a, child_b_takes_the_terminate)
     assert r.status_code == 204, r.text
     assert [workflow_id for workflow_id, _ in _starts(srv)] == [PARENT, child_b, child_a]
