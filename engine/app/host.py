@@ -5,7 +5,6 @@ bound to them and registered on a durabletask worker for a role (``orchestrator`
 
 from __future__ import annotations
 
-import logging
 import os
 import secrets
 from dataclasses import dataclass, field
@@ -142,7 +141,6 @@ def make_engine_worker(
     worker = make_worker(
         backend,
         concurrency_options=concurrency,
-        logger=logging.getLogger("durabletask-worker"),
         # the interpreter's activity inputs are encoded once (engine/runtime/encoded_json.py)
         data_converter=EncodedJsonConverter(),
         session_capacity=sessions,
@@ -157,7 +155,7 @@ def make_engine_worker(
 
 
 def make_engine_client(backend: BackendConfig) -> TaskHubGrpcClient:
-    return make_client(backend, logger=logging.getLogger("durabletask-client"))
+    return make_client(backend)
 
 
 __all__ = [

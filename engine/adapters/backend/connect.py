@@ -5,6 +5,11 @@ Embedded: plain ``TaskHubGrpcWorker`` / ``TaskHubGrpcClient`` on an insecure cha
 Azure: ``DurableTaskSchedulerWorker`` / ``DurableTaskSchedulerClient`` (subclasses of the
 same classes) with an Entra ID credential. Code written against the returned objects
 runs unchanged on both.
+
+Their log lines go to the process's loggers ``durabletask-worker`` and
+``durabletask-client`` unless another logger is given: durabletask, given none, makes a
+logger of its own outside the logging configuration, with a handler printing INFO to
+stderr (a line for every run started and every event raised: every worker's result).
 """
 
 from __future__ import annotations
@@ -33,8 +38,14 @@ from engine.adapters.backend.sessions import (
     SessionWorker,
 )
 
+#: the loggers durabletask's workers and clients log to
+WORKER_LOGGER = "durabletask-worker"
+CLIENT_LOGGER = "durabletask-client"
+
 __all__ = [
+    "CLIENT_LOGGER",
     "ROLES",
+    "WORKER_LOGGER",
     "Role",
     "channel_options",
     "make_client",
@@ -97,6 +108,7 @@ def make_worker(
     payloads (default: durabletask's JSON); ``session_capacity`` is how many live
     orchestrations it keeps between their work items (sessions.py; 0: replay every
     work item in full)."""
+    logger = logger or logging.getLogger(WORKER_LOGGER)
     if config.kind == "embedded":
         # the worker's own channel, so that work items can skip durabletask's asyncio
         # hand-offs (direct_dispatch.py); closed by the worker's stop()
@@ -139,6 +151,7 @@ def make_client(
 ) -> TaskHubGrpcClient:
     """A client for the configured backend. ``credential`` overrides the one the config
     selects (Azure only)."""
+    logger = logger or logging.getLogger(CLIENT_LOGGER)
     deadline = [DefaultDeadline(config.call_timeout_seconds)]
     if config.kind == "embedded":
         return TaskHubGrpcClient(
