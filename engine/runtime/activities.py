@@ -81,6 +81,7 @@ from engine.runtime.activity_io import (
 from engine.runtime.builtins import ActivityDeps, ActivityResult, run_activity, run_poll
 from engine.runtime.encoded_json import parse
 from engine.runtime.local_steps import LocalSteps, NotHere
+from engine.runtime.log_limits import OncePerWindow
 from engine.runtime.payload_refs import dereference, is_pointer
 from engine.runtime.services import EngineServices
 from engine.runtime.settlement import (
@@ -247,6 +248,8 @@ class RunActivities:
         self.tracer = tracer(services.tracer_provider, "stepway.engine")
         #: task type -> the latest poll time read from the store (see _polled_since)
         self._last_polls: dict[str, int] = {}
+        #: the process log's "no worker polled" lines (each task's log has its own)
+        self._no_poll_lines = OncePerWindow(services.no_worker_warning_ms)
 
     # -- the activities ------------------------------------------------------------------
 
@@ -660,7 +663,10 @@ class RunActivities:
                 f"{svc.no_worker_warning_ms // 1000} s; task queued on {queue!r}"
             )
             self.store.append_task_log(task_id, f"WARNING: {warning}", now)
-            log.warning("%s: %s", data.workflow_id, warning)
+            held = self._no_poll_lines.admit(task_type, now)
+            if held is not None:
+                more = f" ({held} more such tasks since the last such line)" if held else ""
+                log.warning("%s: %s%s", data.workflow_id, warning, more)
             return DispatchResult(queue=queue, scheduled_time=scheduled, warning=warning)
         return DispatchResult(queue=queue, scheduled_time=scheduled)
 

@@ -4,8 +4,11 @@ that was never deployed is told apart from one waiting for a busy worker."""
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Any
+
+import pytest
 
 from engine.ports.run_store import TaskRecord
 
@@ -68,3 +71,23 @@ def test_a_task_of_a_type_a_worker_polls_is_queued_without_one(platform: Any) ->
 
     time.sleep(0.3)  # the dispatch's last step, had it found no poll, is long over
     assert _logs(platform, row) == []
+
+
+def test_a_burst_of_such_tasks_is_one_line_of_the_process_log(
+    platform: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Each task's log says it; the process log once per window (log_limits.py), not
+    once per task as a burst of starts while a type's workers are down would."""
+    caplog.set_level(logging.WARNING, logger="engine.runtime.activities")
+    first = _one_step(platform, "burst_never_polled")
+    rows = [_queued(platform, first)]
+    rows += [_queued(platform, platform.start("burst_never_polled_flow")) for _ in range(3)]
+
+    for row in rows:
+        assert _logged(platform, row) == [
+            "WARNING: no worker polled task type 'burst_never_polled' in the last 10 s; "
+            "task queued on 'burst_never_polled'"
+        ]
+    lines = [r.getMessage() for r in caplog.records if "'burst_never_polled'" in r.getMessage()]
+    assert len(lines) == 1, lines
+    assert lines[0].startswith(f"{first}: no worker polled task type 'burst_never_polled'")
