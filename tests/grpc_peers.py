@@ -1,10 +1,11 @@
 """Real gRPC peers for outage tests of the durable backend's clients: servers on a free
 port of 127.0.0.1 that end every call with one status code and ``details``, as a
 backend (or a proxy in front of it) failing every call would, or that answer no call,
-as a backend that hangs."""
+as a backend that hangs; and the address of a backend that is not there."""
 
 from __future__ import annotations
 
+import socket
 import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -12,6 +13,21 @@ from contextlib import contextmanager
 from typing import Any
 
 import grpc
+
+#: the sockets that keep the ports of :func:`unreachable_address` taken while tests run
+_HELD: list[socket.socket] = []
+
+
+def unreachable_address() -> str:
+    """``127.0.0.1:<port>`` where nothing listens, for as long as the tests run. The
+    port stays bound (not listening), so no later peer of this module gets it: gRPC
+    shares a connection to an address between a process's channels with the same
+    options, and one a client left backing off after "connection refused" would fail a
+    later client's calls to a peer that took the port, as UNAVAILABLE, without trying."""
+    held = socket.socket()
+    held.bind(("127.0.0.1", 0))
+    _HELD.append(held)
+    return f"127.0.0.1:{held.getsockname()[1]}"
 
 
 class _Answer(grpc.GenericRpcHandler):

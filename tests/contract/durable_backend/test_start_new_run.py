@@ -16,7 +16,7 @@ from engine.adapters.backend.connect import make_client
 from engine.adapters.run_signals_durable import DurableRunSignals
 from engine.ports.run_signals import RunSignalsUnavailable
 from protocol.runs import ORCHESTRATOR_NAME
-from tests.unit.control_plane.conftest import free_port
+from tests.grpc_peers import unreachable_address
 
 from .conftest import StartWorker
 
@@ -78,6 +78,6 @@ def test_the_backend_tells_whether_it_holds_a_run(
 
 
 def test_an_unreachable_backend_cannot_tell() -> None:
-    config = BackendConfig.from_env({"STEPWAY_BACKEND_ADDRESS": f"127.0.0.1:{free_port()}"})
+    config = BackendConfig.from_env({"STEPWAY_BACKEND_ADDRESS": unreachable_address()})
     with pytest.raises(RunSignalsUnavailable):
         DurableRunSignals(make_client(config)).has_orchestration("held-2")

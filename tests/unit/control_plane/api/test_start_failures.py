@@ -22,10 +22,10 @@ from engine.adapters.run_signals_durable import DurableRunSignals
 from engine.adapters.run_signals_recording import RecordingRunSignals
 from engine.adapters.run_store_sql import SqlRunStore
 from engine.ports.run_store import CreateRunResult, NewRun, RunStatus, RunUpdate
-from tests.grpc_peers import grpc_peer, grpc_silent_peer
+from tests.grpc_peers import grpc_peer, grpc_silent_peer, unreachable_address
 from tests.http_peers import Failure, blob_peer
 from tests.unit.control_plane.api.test_payload_store_outages import blob_store
-from tests.unit.control_plane.conftest import Server, assert_error, free_port, taskdef
+from tests.unit.control_plane.conftest import Server, assert_error, taskdef
 
 WORKFLOW = {
     "name": "wf",
@@ -60,9 +60,9 @@ def silent_backend(address: str, call_seconds: float) -> DurableRunSignals:
 
 def unreachable_backend() -> tuple[DurableRunSignals, int]:
     """The durable adapter over a real client of an embedded backend that is not there."""
-    port = free_port()
-    config = BackendConfig.from_env({"STEPWAY_BACKEND_ADDRESS": f"127.0.0.1:{port}"})
-    return DurableRunSignals(make_client(config)), port
+    address = unreachable_address()
+    config = BackendConfig.from_env({"STEPWAY_BACKEND_ADDRESS": address})
+    return DurableRunSignals(make_client(config)), int(address.rsplit(":", 1)[1])
 
 
 def assert_outage(r: httpx.Response, message: str, port: int) -> None:
