@@ -28,12 +28,11 @@ from typing import Any
 from durabletask.client import OrchestrationStatus
 
 from engine.adapters.backend.config import BackendConfig
-from engine.adapters.backend.connect import start_worker, stop_worker
+from engine.adapters.backend.connect import make_client, start_worker, stop_worker
 from engine.adapters.backend.embedded import EmbeddedBackend
 from engine.app.host import (
     LocalSettings,
     build_local_services,
-    make_engine_client,
     make_engine_worker,
 )
 from engine.ports.run_store import NewRun
@@ -84,7 +83,7 @@ def main() -> None:
         services = build_local_services(LocalSettings(data_dir=Path(tmp)), config)
         worker = make_engine_worker(config, services)
         start_worker(worker)
-        client = make_engine_client(config)
+        client = make_client(config)
 
         def events(workflow_id: str) -> Counter[str]:
             history = backend.servicer._instances[workflow_id].history

@@ -31,13 +31,13 @@ from control_plane.cli.dev import DevPlatform
 from control_plane.cli.http_server import uvicorn_config
 from control_plane.deps import Deps, Settings
 from engine.adapters.backend.config import BackendConfig
+from engine.adapters.backend.connect import make_client
 from engine.adapters.backend.embedded import EmbeddedBackend
 from engine.adapters.queue_provisioning_sqlite import SqliteQueueProvisioner
 from engine.adapters.queue_sqlite import SqliteTaskQueue
 from engine.adapters.run_store_sql import SqlRunStore
 from engine.app.config import EnvReader, read_gc_tuning, read_orchestration_sessions
 from engine.app.garbage_collection import settle_heap
-from engine.app.host import make_engine_client
 from engine.language.definitions import RunStatus, TaskStatus, TaskType
 from engine.ports.run_store import NewRun, TaskRecord
 from protocol.messages import TaskMessage, message_id
@@ -54,7 +54,7 @@ def embedded_backend() -> EmbeddedBackend:
 
 def backend_client(address: str) -> Any:
     """A durable backend client (durabletask's ``TaskHubGrpcClient``) for ``address``."""
-    return make_engine_client(BackendConfig.embedded(address))
+    return make_client(BackendConfig.embedded(address))
 
 
 def wait_runs_ended(runs_db: Path, workflow_ids: list[str], timeout: float = 600) -> None:

@@ -45,7 +45,7 @@ from control_plane.cli.http_server import uvicorn_config
 from control_plane.deps import Deps, Settings
 from control_plane.services.metadata import MetadataService
 from engine.adapters.backend.config import BackendConfig
-from engine.adapters.backend.connect import start_worker, stop_worker
+from engine.adapters.backend.connect import make_client, start_worker, stop_worker
 from engine.adapters.backend.embedded import EmbeddedBackend
 from engine.adapters.backend.sessions import DEFAULT_SESSION_CAPACITY
 from engine.adapters.queue_provisioning_sqlite import SqliteQueueProvisioner
@@ -55,7 +55,6 @@ from engine.app.host import (
     LocalSettings,
     build_local_services,
     engine_concurrency,
-    make_engine_client,
     make_engine_worker,
 )
 from engine.app.telemetry import TelemetryConfig, build_tracer_provider
@@ -232,7 +231,7 @@ class DevPlatform:
         )
         start_worker(self.engine)
         self.services.start_sweep(self.deferred_sweep_seconds)
-        self.client = make_engine_client(config)
+        self.client = make_client(config)
         catalog_dir = self.repo_root / "workers"
         catalog = load_catalog(catalog_dir) if catalog_dir.is_dir() else []
         domains: dict[str, list[str]] = {}

@@ -10,7 +10,6 @@ import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from durabletask.client import TaskHubGrpcClient
 from durabletask.worker import ConcurrencyOptions, TaskHubGrpcWorker
 from opentelemetry.trace import NoOpTracerProvider, TracerProvider
 
@@ -154,15 +153,10 @@ def make_engine_worker(
     return worker
 
 
-def make_engine_client(backend: BackendConfig) -> TaskHubGrpcClient:
-    return make_client(backend)
-
-
 __all__ = [
     "DEFAULT_MAX_CONCURRENT_ACTIVITIES",
     "LocalSettings",
     "build_local_services",
     "engine_concurrency",
-    "make_engine_client",
     "make_engine_worker",
 ]

@@ -20,13 +20,12 @@ import pytest
 from durabletask.client import OrchestrationStatus
 
 from engine.adapters.backend.config import BackendConfig
-from engine.adapters.backend.connect import start_worker, stop_worker
+from engine.adapters.backend.connect import make_client, start_worker, stop_worker
 from engine.adapters.backend.embedded import EmbeddedBackend
 from engine.adapters.queue_provisioning_sqlite import SqliteQueueProvisioner
 from engine.app.host import (
     LocalSettings,
     build_local_services,
-    make_engine_client,
     make_engine_worker,
 )
 from engine.language.definitions import TaskDef, TaskStatus, WorkflowDef
@@ -256,7 +255,7 @@ def running_platform(
         services.activity_deps.evaluators.start()  # as `stepway dev` and `stepway engine`
     worker = make_engine_worker(config, services)
     start_worker(worker)
-    client = make_engine_client(config)
+    client = make_client(config)
     try:
         queues = SqliteQueueProvisioner(settings.queue_path)
         yield Platform(services, client, queues, worker)

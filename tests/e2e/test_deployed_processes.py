@@ -20,8 +20,8 @@ import httpx
 import pytest
 
 from engine.adapters.backend.config import BackendConfig
+from engine.adapters.backend.connect import make_client
 from engine.adapters.backend.embedded import EmbeddedBackend
-from engine.app.host import make_engine_client
 from engine.runtime.activity_io import ACTIVITY_FINISH
 
 REPO = Path(__file__).resolve().parents[2]
@@ -145,7 +145,7 @@ def test_split_roles_run_a_workflow_and_stop_on_sigterm(backend: str, tmp_path: 
         assert run["status"] == "COMPLETED", run
         assert run["output"] == {"seen": "hello"}
         # the orchestrator app writes nothing: the activities app recorded the end
-        client = make_engine_client(BackendConfig.embedded(backend))
+        client = make_client(BackendConfig.embedded(backend))
         try:
             scheduled = [
                 getattr(event, "name", None)

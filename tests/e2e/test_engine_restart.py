@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 
 from engine.adapters.backend.config import BackendConfig
+from engine.adapters.backend.connect import make_client
 from engine.adapters.queue_provisioning_sqlite import SqliteQueueProvisioner
-from engine.app.host import LocalSettings, build_local_services, make_engine_client
+from engine.app.host import LocalSettings, build_local_services
 from engine.language.definitions import RunStatus, TaskStatus
 
 from .conftest import Platform
@@ -60,7 +61,7 @@ def test_run_survives_a_killed_engine_process(backend_address: str, tmp_path: Pa
     config = BackendConfig.embedded(backend_address)
     services = build_local_services(LocalSettings(data_dir=tmp_path, payload_secret=SECRET), config)
     platform = Platform(
-        services, make_engine_client(config), SqliteQueueProvisioner(tmp_path / "queues.db")
+        services, make_client(config), SqliteQueueProvisioner(tmp_path / "queues.db")
     )
     platform.register_task_def({"name": "step", "retryCount": 0})
     platform.register(

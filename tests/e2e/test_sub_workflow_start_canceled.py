@@ -26,11 +26,17 @@ import uvicorn
 from control_plane.api.app import create_app
 from control_plane.deps import Deps, Settings
 from engine.adapters.backend.config import BackendConfig
-from engine.adapters.backend.connect import make_worker, register, start_worker, stop_worker
+from engine.adapters.backend.connect import (
+    make_client,
+    make_worker,
+    register,
+    start_worker,
+    stop_worker,
+)
 from engine.adapters.backend.embedded import EmbeddedBackend
 from engine.adapters.queue_provisioning_sqlite import SqliteQueueProvisioner
 from engine.adapters.run_signals_durable import DurableRunSignals
-from engine.app.host import LocalSettings, build_local_services, make_engine_client
+from engine.app.host import LocalSettings, build_local_services
 from engine.runtime.activity_io import ACTIVITY_RESOLVE_CHILD
 from engine.runtime.encoded_json import EncodedJsonConverter
 from engine.runtime.registry import activities, orchestrators
@@ -150,7 +156,7 @@ def platform(backend: EmbeddedBackend, tmp_path: Path) -> Iterator[Platform]:
     engine = make_worker(config, data_converter=EncodedJsonConverter())
     register(engine, "all", orchestrators(services), {**bound, ACTIVITY_RESOLVE_CHILD: gate})
     start_worker(engine)
-    client = make_engine_client(config)
+    client = make_client(config)
     deps = Deps(
         run_store=services.run_store,
         queue=services.queue,

@@ -30,13 +30,12 @@ from stepway_worker import Registry, TaskContext, Worker, WorkerSettings, worker
 
 from control_plane.cli.dev import DevPlatform
 from engine.adapters.backend.config import BackendConfig
-from engine.adapters.backend.connect import start_worker, stop_worker
+from engine.adapters.backend.connect import make_client, start_worker, stop_worker
 from engine.adapters.backend.embedded import EmbeddedBackend
 from engine.adapters.queue_provisioning_sqlite import SqliteQueueProvisioner
 from engine.app.host import (
     LocalSettings,
     build_local_services,
-    make_engine_client,
     make_engine_worker,
 )
 from engine.language.definitions import RunStatus
@@ -376,9 +375,7 @@ def traced_engine(
     start_worker(worker)
     try:
         yield (
-            Platform(
-                services, make_engine_client(config), SqliteQueueProvisioner(tmp_path / "queues.db")
-            ),
+            Platform(services, make_client(config), SqliteQueueProvisioner(tmp_path / "queues.db")),
             exporter,
         )
     finally:
